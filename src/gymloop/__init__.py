@@ -1,0 +1,60 @@
+"""gymloop: turn a Python game loop into a fast reinforcement-learning environment.
+
+A game calls ``agent.act(obs, Move)`` wherever it needs a decision; the same code then runs with a
+random, scripted, trained or human agent, or as thousands of copies in a :class:`VecEnv`.
+"""
+
+from __future__ import annotations
+
+from .actions import SelectEntity, action_spec
+from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
+from .batch import Batch
+from .env import EnvObservation, Environment
+from .errors import (
+    ConfigError,
+    EnvStateError,
+    GameError,
+    GymloopError,
+    InvalidActionError,
+    InvalidObservationError,
+    SchemaError,
+)
+from .obs import Obs
+from .schema import EntitySchema, entity, schema_of
+from .spaces import ActionDesc, ObsSpace, declared_types, game
+from .vector import VecEnv
+from .check import check
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "ActionDesc",
+    "Batch",
+    "ConfigError",
+    "EntitySchema",
+    "EnvObservation",
+    "EnvStateError",
+    "Environment",
+    "EpisodeResult",
+    "GameError",
+    "GymloopError",
+    "InvalidActionError",
+    "InvalidObservationError",
+    "Obs",
+    "ObsSpace",
+    "RandomAgent",
+    "RunResult",
+    "SchemaError",
+    "SelectEntity",
+    "VecEnv",
+    "act_all",
+    "action_spec",
+    "check",
+    "declared_types",
+    "game",
+    "entity",
+    "run",
+    "schema_of",
+    "__version__",
+]

@@ -1,0 +1,190 @@
+"""Action types: what a game may ask its agent to choose.
+
+* an ``Enum`` is a categorical action; its member names are the labels;
+* a dataclass whose fields are all Enums is a composite action: the product of its fields,
+  with labels such as ``"dir=UP,thrust=FULL"``;
+* ``gl.SelectEntity("Target", among=Enemy)`` asks the agent to pick one of the observed entities
+  of the given type(s); ``act`` returns the chosen game object itself.
+
+Example:
+    >>> import enum, dataclasses
+    >>> import gymloop as gl
+    >>> class Dir(enum.Enum):
+    ...     UP = 0
+    ...     DOWN = 1
+    >>> class Thrust(enum.Enum):
+    ...     OFF = 0
+    ...     FULL = 1
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Steer:
+    ...     dir: Dir
+    ...     thrust: Thrust
+    >>> gl.action_spec(Steer).labels
+    ('dir=UP,thrust=OFF', 'dir=UP,thrust=FULL', 'dir=DOWN,thrust=OFF', 'dir=DOWN,thrust=FULL')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SchemaError
+from .schema import schema_of
+
+__all__ = ["SelectEntity", "ActionSpec", "action_spec", "CATEGORICAL", "SELECT_ENTITY"]
+
+CATEGORICAL = "categorical"
+SELECT_ENTITY = "select_entity"
+
+
+class SelectEntity:
+    """An action type that selects one observed entity.
+
+    Args:
+        name: the action type name (used in batches and checkpoints).
+        among: the entity class, or a tuple of classes, the choice is made from. The candidates of
+            an actor are all entities of those types in its observation, in type order then in the
+            order they were observed.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> import gymloop as gl
+        >>> @dataclass
+        ... class Enemy:
+        ...     hp: int
+        >>> Target = gl.SelectEntity("Target", among=Enemy)
+        >>> Target.name, Target.among
+        ('Target', (<class 'gymloop.actions.Enemy'>,))
+    """
+
+    __slots__ = ("name", "among")
+
+    def __init__(self, name: str, among: type | tuple[type, ...]) -> None:
+        if not isinstance(name, str) or not name:
+            raise SchemaError(f"SelectEntity name must be a non-empty string, got {name!r}")
+        among_t = among if isinstance(among, tuple) else (among,)
+        if not among_t:
+            raise SchemaError(f"SelectEntity {name!r}: among= needs at least one entity class")
+        for c in among_t:
+            schema_of(c)  # raises SchemaError for classes that cannot be entities
+        self.name = name
+        self.among: tuple[type, ...] = among_t
+
+    def __repr__(self) -> str:
+        return f"SelectEntity({self.name!r}, among={tuple(c.__name__ for c in self.among)})"
+
+    # Equal by value, so a copy that crossed a process boundary is the same action type.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SelectEntity) and other.name == self.name and other.among == self.among
+
+    def __hash__(self) -> int:
+        return hash(("SelectEntity", self.name, self.among))
+
+    def __reduce__(self):
+        return (SelectEntity, (self.name, self.among))
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """The compiled view of one action type.
+
+    Attributes:
+        key: the object the game passes to ``act`` (Enum class, composite dataclass or
+            :class:`SelectEntity`).
+        name: the action type name.
+        kind: ``"categorical"`` or ``"select_entity"``.
+        labels: the choice labels of a categorical action (empty for select-entity).
+        values: the Python value returned for each choice index (categorical only).
+        among: the entity classes a select-entity action chooses from.
+    """
+
+    key: Any
+    name: str
+    kind: str
+    labels: tuple[str, ...] = ()
+    values: tuple[Any, ...] = ()
+    among: tuple[type, ...] = ()
+    index: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    fields: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        """Number of choices of a categorical action (0 for select-entity)."""
+        return len(self.labels)
+
+    def index_of(self, value: Any) -> int:
+        """Choice index of a categorical value (an Enum member or a composite instance)."""
+        try:
+            if self.fields:
+                return self.index[tuple(getattr(value, f) for f in self.fields)]
+            return self.index[value]
+        except (KeyError, AttributeError, TypeError):
+            raise SchemaError(
+                f"{value!r} is not a choice of action type {self.name!r}; choices are {list(self.labels)}"
+            ) from None
+
+
+_cache: dict[Any, ActionSpec] = {}
+
+
+def action_spec(key: Any) -> ActionSpec:
+    """The :class:`ActionSpec` of an action type (cached).
+
+    Raises:
+        SchemaError: if ``key`` is not an Enum, a dataclass of Enums or a :class:`SelectEntity`.
+    """
+    try:
+        s = _cache.get(key)
+    except TypeError:
+        s = None
+    if s is not None:
+        return s
+    if isinstance(key, SelectEntity):
+        s = ActionSpec(key=key, name=key.name, kind=SELECT_ENTITY, among=key.among)
+    elif isinstance(key, type) and issubclass(key, enum.Enum):
+        members = list(key)
+        if not members:
+            raise SchemaError(f"action type {key.__name__} is an Enum with no members")
+        s = ActionSpec(
+            key=key,
+            name=key.__name__,
+            kind=CATEGORICAL,
+            labels=tuple(m.name for m in members),
+            values=tuple(members),
+            index={m: i for i, m in enumerate(members)},
+        )
+    elif isinstance(key, type) and dataclasses.is_dataclass(key):
+        hints = typing.get_type_hints(key)
+        fields = dataclasses.fields(key)
+        if not fields:
+            raise SchemaError(f"composite action type {key.__name__} has no fields")
+        enums = []
+        for f in fields:
+            tp = hints.get(f.name, f.type)
+            if not (isinstance(tp, type) and issubclass(tp, enum.Enum) and len(tp) > 0):
+                raise SchemaError(
+                    f"composite action type {key.__name__}.{f.name} must be a non-empty Enum, got {tp!r}; "
+                    "every field of a composite action is an Enum"
+                )
+            enums.append(list(tp))
+        names = tuple(f.name for f in fields)
+        labels, values, index = [], [], {}
+        for i, combo in enumerate(itertools.product(*enums)):
+            labels.append(",".join(f"{n}={m.name}" for n, m in zip(names, combo)))
+            values.append(key(**dict(zip(names, combo))))
+            index[combo] = i
+        s = ActionSpec(
+            key=key, name=key.__name__, kind=CATEGORICAL, labels=tuple(labels), values=tuple(values),
+            index=index, fields=names,
+        )
+    else:
+        raise SchemaError(
+            f"{key!r} is not an action type; pass an Enum class, a dataclass whose fields are Enums, "
+            "or gl.SelectEntity(name, among=EntityClass)"
+        )
+    _cache[key] = s
+    return s

@@ -1,0 +1,289 @@
+"""Agents: whatever answers ``act``. A random agent, a scripted one, a trained one, a human.
+
+The protocol is two methods. A scripted agent is a small class:
+
+    >>> from enum import Enum
+    >>> import gymloop as gl
+    >>> class Move(Enum):
+    ...     LEFT = 0
+    ...     RIGHT = 1
+    >>> class AlwaysRight:
+    ...     def act(self, obs, *action_types):
+    ...         return Move.RIGHT
+    ...     def game_over(self, obs, truncated=False):
+    ...         pass
+    >>> isinstance(AlwaysRight(), gl.Agent)
+    True
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import greenlet
+
+from .actions import CATEGORICAL, action_spec
+from .errors import ConfigError, InvalidActionError, InvalidObservationError
+from .obs import Obs
+
+__all__ = ["Agent", "RandomAgent", "run", "act_all", "RunResult", "EpisodeResult"]
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What a game loop talks to.
+
+    ``act(obs, *action_types)`` returns, for each action type, the chosen value (``obs.actor(x)``)
+    or a list of values in actor order (``obs.actors(xs)``); with several action types it returns a
+    tuple with one such entry per type. ``game_over(obs, truncated=False)`` ends an episode:
+    ``truncated=True`` for a time limit, ``False`` for a real end (death, win).
+    """
+
+    def act(self, obs: Obs, *action_types: Any) -> Any: ...
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None: ...
+
+
+def pack_result(obs: Obs, per_type: list[list[Any]]) -> Any:
+    """Shape per-type lists of per-actor choices into what ``act`` returns."""
+    if obs._single:
+        vals = [lst[0] for lst in per_type]
+    else:
+        vals = per_type
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+class RandomAgent:
+    """Chooses uniformly among the legal choices of every actor (masks respected).
+
+    Args:
+        seed: seed of the agent's own random generator.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from enum import Enum
+        >>> import gymloop as gl
+        >>> @dataclass
+        ... class Me:
+        ...     x: int
+        >>> class Move(Enum):
+        ...     LEFT = 0
+        ...     RIGHT = 1
+        >>> me = Me(0)
+        >>> gl.RandomAgent(seed=0).act(gl.Obs().actor(me, masks={Move: [Move.RIGHT]}), Move)
+        <Move.RIGHT: 1>
+    """
+
+    def __init__(self, seed: int | None = 0) -> None:
+        self._rng = random.Random(seed)
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        if not action_types:
+            raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
+        n = len(obs._actors)
+        if n == 0:
+            raise InvalidObservationError("the observation has no actor; add one with obs.actor(x) or obs.actors(xs)")
+        per_type: list[list[Any]] = []
+        choice = self._rng.choice
+        for t in action_types:
+            spec = action_spec(t)
+            if obs._masks is None and spec.kind == CATEGORICAL:
+                per_type.append([choice(spec.values) for _ in range(n)])
+                continue
+            out = []
+            for i in range(n):
+                legal = obs.legal(i, t)
+                if not legal:
+                    raise InvalidObservationError(
+                        f"actor {i} of the observation has no legal choice for action type {spec.name!r}; "
+                        "a mask must leave at least one choice (and a select-entity action needs a candidate)"
+                    )
+                out.append(choice(legal))
+            per_type.append(out)
+        return pack_result(obs, per_type)
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None:
+        pass
+
+
+def act_all(requests: Sequence[tuple]) -> list[Any]:
+    """Ask several agents for a decision in the same frame.
+
+    Each request is ``(agent, obs, *action_types)``. With training agents of one vectorized
+    environment, all decisions go into the same batch (lock-step multi-agent play); with other
+    agents they are asked one after another. Returns one ``act`` result per request.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from enum import Enum
+        >>> import gymloop as gl
+        >>> @dataclass
+        ... class P:
+        ...     x: int
+        >>> class Move(Enum):
+        ...     STAY = 0
+        >>> a, b = gl.RandomAgent(0), gl.RandomAgent(1)
+        >>> gl.act_all([(a, gl.Obs().actor(P(0)), Move), (b, gl.Obs().actor(P(1)), Move)])
+        [<Move.STAY: 0>, <Move.STAY: 0>]
+    """
+    reqs = list(requests)
+    if not reqs:
+        return []
+    first = reqs[0][0]
+    together = getattr(first, "_act_all", None)
+    if together is not None and all(getattr(r[0], "_act_all", None) == together for r in reqs):
+        return together(reqs)
+    return [r[0].act(r[1], *r[2:]) for r in reqs]
+
+
+@dataclass
+class EpisodeResult:
+    """How one episode of :func:`run` ended."""
+
+    agent: int
+    score: float
+    length: int
+    truncated: bool
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` observed: decisions taken and finished episodes."""
+
+    steps: int = 0
+    episodes: list[EpisodeResult] = field(default_factory=list)
+    stopped: str = "returned"
+
+    @property
+    def scores(self) -> list[float]:
+        """Final score of each finished episode."""
+        return [e.score for e in self.episodes]
+
+
+class _Stop(Exception):
+    pass
+
+
+class _RunAgent:
+    """Wraps a user's agent in :func:`run`: counts, checks actions, stops at limits."""
+
+    def __init__(self, inner: Any, index: int, state: "_RunState") -> None:
+        self.inner = inner
+        self.index = index
+        self.state = state
+        self.ep_len = 0
+        if getattr(inner, "_act_all", None) is not None:
+            self._act_all = inner._act_all  # pragma: no cover - training agents are not run directly
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        st = self.state
+        if st.max_steps is not None and st.result.steps >= st.max_steps:
+            st.result.stopped = "max_steps"
+            st.parent.switch(_STOP)
+        res = self.inner.act(obs, *action_types)
+        if st.check:
+            check_action(obs, action_types, res)
+        st.result.steps += 1
+        self.ep_len += 1
+        return res
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None:
+        self.inner.game_over(obs, truncated)
+        st = self.state
+        st.result.episodes.append(
+            EpisodeResult(self.index, float(obs.score), self.ep_len, bool(truncated), obs.metrics)
+        )
+        self.ep_len = 0
+        if st.max_episodes is not None and len(st.result.episodes) >= st.max_episodes:
+            st.result.stopped = "max_episodes"
+            st.parent.switch(_STOP)
+
+
+_STOP = object()
+
+
+@dataclass
+class _RunState:
+    max_steps: int | None
+    max_episodes: int | None
+    check: bool
+    parent: Any = None
+    result: RunResult = field(default_factory=RunResult)
+
+
+def check_action(obs: Obs, action_types: Sequence[Any], res: Any) -> None:
+    """Raise :class:`InvalidActionError` if an agent's answer is not legal for ``obs``."""
+    n_types = len(action_types)
+    per_type = [res] if n_types == 1 else res
+    if n_types > 1 and (not isinstance(res, tuple) or len(res) != n_types):
+        raise InvalidActionError(
+            f"the agent was asked for {n_types} action types and must return a tuple of {n_types}, got {res!r}"
+        )
+    for t, vals in zip(action_types, per_type):
+        spec = action_spec(t)
+        if obs._single:
+            vals = [vals]
+        elif not isinstance(vals, list) or len(vals) != len(obs._actors):
+            raise InvalidActionError(
+                f"action type {spec.name!r}: expected a list of {len(obs._actors)} choices (one per actor), got {vals!r}"
+            )
+        for i, v in enumerate(vals):
+            legal = obs.legal(i, t)
+            if spec.kind == CATEGORICAL:
+                ok = any(v == lv for lv in legal)
+            else:
+                ok = any(v is lv for lv in legal)
+            if not ok:
+                raise InvalidActionError(
+                    f"action type {spec.name!r}, actor {i}: {v!r} is not a legal choice; legal choices are {legal!r}"
+                )
+
+
+def run(
+    game: Callable[..., Any],
+    agent: Any,
+    seed: int = 0,
+    max_steps: int | None = None,
+    max_episodes: int | None = None,
+    check: bool = True,
+) -> RunResult:
+    """Run one game with one agent (or a list of agents for a multi-agent game).
+
+    The game runs until it returns, or until ``max_steps`` decisions or ``max_episodes`` finished
+    episodes; it is then closed at its ``act`` call (its ``finally`` blocks run).
+
+    Args:
+        game: the game loop, ``game(agent, seed)`` (``game(agents, seed)`` for several agents).
+        agent: an :class:`Agent`, or a sequence of agents.
+        seed: passed to the game.
+        max_steps: stop after this many decisions (all agents together).
+        max_episodes: stop after this many ``game_over`` calls.
+        check: check every answer of the agent against the observation's masks.
+
+    Returns:
+        A :class:`RunResult` with the decision count and finished episodes.
+
+    Example:
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> r = gl.run(snake, gl.RandomAgent(seed=1), seed=0, max_episodes=3)
+        >>> len(r.episodes)
+        3
+    """
+    for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
+        if v is not None and (not isinstance(v, int) or v < 0):
+            raise ConfigError(f"{name} must be a non-negative int or None, got {v!r}")
+    st = _RunState(max_steps, max_episodes, check)
+    multi = isinstance(agent, (list, tuple))
+    wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
+    if multi:
+        wrapped = type(agent)(wrapped)
+    st.parent = greenlet.getcurrent()
+    g = greenlet.greenlet(game, parent=st.parent)
+    out = g.switch(wrapped, seed)
+    if out is _STOP and not g.dead:
+        g.throw(greenlet.GreenletExit)
+    return st.result

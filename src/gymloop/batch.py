@@ -1,0 +1,128 @@
+"""The batch format: a struct of numpy arrays describing one decision of every slot.
+
+A *slot* is one agent in one game copy: ``num_envs * agents_per_game`` slots, slot
+``env * agents_per_game + agent``. Every array has a fixed dtype.
+
+Entities are ragged. For each entity type ``name``:
+
+* ``entities[name]``: ``(total, n_features)`` float32, rows grouped by slot (slot 0's first);
+* ``counts[name]``: ``(num_slots,)`` int64, how many rows each slot has.
+
+Within one slot, entities are numbered (the *entity index* of that slot) type by type in the order
+of ``obs_space.entities``; within one type, actors come first, then entities in observation order.
+
+For each action type ``name`` the actors are listed in slot order:
+
+* ``actor_slot[name]``: ``(n_actors,)`` int64, the slot of each actor;
+* ``actor_index[name]``: ``(n_actors,)`` int64, the actor's entity index within its slot;
+* categorical: ``masks[name]`` ``(n_actors, n_choices)`` bool (all True when the game set no mask);
+* select-entity: ``num_candidates[name]`` ``(n_actors,)`` int64 and ``masks[name]``
+  ``(num_candidates.sum(),)`` bool, actor after actor; ``candidate_index(name)`` gives each
+  candidate's entity index within the actor's slot.
+
+Per slot: ``reward`` float32, ``terminated`` / ``truncated`` bool (the episode that ended since the
+last batch; the slot's entities already belong to the next episode), ``active`` bool (False when a
+slot of a multi-agent game has no decision to take this step), ``globals`` ``(num_slots, n)``
+float32, and ``metrics[name]`` float64 with NaN where a slot reported nothing. Built-in metrics:
+``episode_return`` and ``episode_length`` at the end of each episode.
+
+**Aliasing.** Every array of a batch is newly allocated for that batch; nothing is overwritten by a
+later ``step``, so a trainer may keep batches in a rollout buffer without copying.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Batch"]
+
+
+@dataclass
+class Batch:
+    """One step of a vectorized environment, as numpy arrays (see the module docstring)."""
+
+    num_slots: int
+    entities: dict[str, np.ndarray]
+    counts: dict[str, np.ndarray]
+    globals: np.ndarray
+    actor_slot: dict[str, np.ndarray]
+    actor_index: dict[str, np.ndarray]
+    masks: dict[str, np.ndarray]
+    num_candidates: dict[str, np.ndarray]
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    active: np.ndarray
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    candidate_types: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    @property
+    def done(self) -> np.ndarray:
+        """``terminated | truncated``."""
+        return self.terminated | self.truncated
+
+    def num_actors(self, action: str) -> int:
+        """Number of actors of an action type in this batch."""
+        return int(self.actor_slot[action].shape[0])
+
+    def entity_offsets(self) -> np.ndarray:
+        """``(num_types, num_slots)`` int64: where each type starts in each slot's entity index."""
+        names = list(self.counts)
+        if not names:
+            return np.zeros((0, self.num_slots), dtype=np.int64)
+        c = np.stack([self.counts[n] for n in names])
+        return np.cumsum(c, axis=0) - c
+
+    def candidate_index(self, action: str) -> np.ndarray:
+        """Entity index (within the actor's slot) of every candidate of a select-entity action.
+
+        Returns an int64 array aligned with ``masks[action]``.
+        """
+        names = list(self.counts)
+        starts = self.entity_offsets()
+        slots = self.actor_slot[action]
+        parts_per_actor = []
+        for tname in self.candidate_types[action]:
+            t = names.index(tname)
+            parts_per_actor.append((starts[t][slots], self.counts[tname][slots]))
+        total = int(self.num_candidates[action].sum())
+        out = np.empty(total, dtype=np.int64)
+        if total == 0:
+            return out
+        # Build per actor: concatenation over among-types of arange(start, start + count).
+        seg_start = np.stack([p[0] for p in parts_per_actor], axis=1).reshape(-1)
+        seg_len = np.stack([p[1] for p in parts_per_actor], axis=1).reshape(-1)
+        pos = np.cumsum(seg_len) - seg_len
+        rep_start = np.repeat(seg_start - pos, seg_len)
+        out[:] = rep_start + np.arange(total)
+        return out
+
+    @staticmethod
+    def concat(parts: list["Batch"]) -> "Batch":
+        """Join the batches of consecutive slot ranges (their ``actor_slot`` already global)."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        cat = np.concatenate
+        metrics: dict[str, np.ndarray] = {}
+        keys = sorted(set().union(*(p.metrics.keys() for p in parts)))
+        for k in keys:
+            metrics[k] = cat([p.metrics[k] if k in p.metrics else np.full(p.num_slots, np.nan) for p in parts])
+        return Batch(
+            num_slots=sum(p.num_slots for p in parts),
+            entities={k: cat([p.entities[k] for p in parts]) for k in first.entities},
+            counts={k: cat([p.counts[k] for p in parts]) for k in first.counts},
+            globals=cat([p.globals for p in parts]),
+            actor_slot={k: cat([p.actor_slot[k] for p in parts]) for k in first.actor_slot},
+            actor_index={k: cat([p.actor_index[k] for p in parts]) for k in first.actor_index},
+            masks={k: cat([p.masks[k] for p in parts]) for k in first.masks},
+            num_candidates={k: cat([p.num_candidates[k] for p in parts]) for k in first.num_candidates},
+            reward=cat([p.reward for p in parts]),
+            terminated=cat([p.terminated for p in parts]),
+            truncated=cat([p.truncated for p in parts]),
+            active=cat([p.active for p in parts]),
+            metrics=metrics,
+            candidate_types=first.candidate_types,
+        )

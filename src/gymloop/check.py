@@ -1,0 +1,187 @@
+"""``gl.check(game)``: a checker for games, in the spirit of Gymnasium's ``check_env``.
+
+Example:
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> report = gl.check(snake, steps=200)
+    >>> report.decisions >= 200
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .actions import CATEGORICAL, action_spec
+from .agent import RandomAgent, check_action, run
+from .batch import Batch
+from .errors import GymloopError, InvalidObservationError
+from .obs import Obs
+from .schema import schema_of
+
+__all__ = ["check", "CheckReport", "CheckError"]
+
+
+class CheckError(GymloopError):
+    """A game failed :func:`check`; the message says which property and where."""
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check` verified."""
+
+    decisions: int = 0
+    episodes: int = 0
+    entity_types: list[str] = field(default_factory=list)
+    action_types: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+
+
+class _Inspector:
+    """Wraps a random agent and verifies every observation it is shown."""
+
+    def __init__(self, inner: Any, report: CheckReport) -> None:
+        self.inner = inner
+        self.report = report
+        self.entities: set[str] = set()
+        self.actions: set[str] = set()
+
+    def _check_obs(self, obs: Obs, final: bool) -> None:
+        if type(obs) is not Obs:
+            raise CheckError(f"the game passed {obs!r} to the agent; expected a gl.Obs")
+        s = obs.score
+        if not isinstance(s, (int, float, np.integer, np.floating)) or not math.isfinite(float(s)):
+            raise CheckError(f"score must be a finite number, got {s!r}")
+        for o in obs.entity_list():
+            sc = schema_of(type(o))
+            self.entities.add(sc.name)
+            arr = sc.featurize([o])
+            if not np.isfinite(arr).all():
+                col = int(np.flatnonzero(~np.isfinite(arr[0]))[0])
+                raise CheckError(f"entity type {sc.name!r}, feature {sc.features[col]!r} is {arr[0, col]}; features must be finite")
+        if obs.global_features is not None:
+            g = schema_of(type(obs.global_features)).featurize([obs.global_features])
+            if not np.isfinite(g).all():
+                raise CheckError("a global feature is not finite")
+        if not final and not obs.actor_list:
+            raise CheckError("act() was called with an observation that has no actor")
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        self._check_obs(obs, final=False)
+        for t in action_types:
+            spec = action_spec(t)
+            self.actions.add(spec.name)
+            for i in range(len(obs.actor_list)):
+                if not obs.legal(i, t):
+                    raise CheckError(f"action type {spec.name!r}: actor {i} has no legal choice (mask or no candidate)")
+        res = self.inner.act(obs, *action_types)
+        check_action(obs, action_types, res)
+        return res
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None:
+        self._check_obs(obs, final=True)
+        if not isinstance(truncated, bool):
+            raise CheckError(f"game_over(truncated=...) must be a bool, got {truncated!r}")
+        self.inner.game_over(obs, truncated)
+
+
+def _batch_consistent(b: Batch, env: Any) -> None:
+    n = b.num_slots
+    for name, arr in b.entities.items():
+        if arr.dtype != np.float32 or arr.ndim != 2:
+            raise CheckError(f"batch entities[{name!r}] must be 2-D float32, got {arr.dtype} {arr.shape}")
+        if int(b.counts[name].sum()) != arr.shape[0]:
+            raise CheckError(f"batch counts[{name!r}] do not add up to its rows")
+        if not np.isfinite(arr).all():
+            raise CheckError(f"batch entities[{name!r}] has non-finite values")
+    total = sum(b.counts.values()) if b.counts else np.zeros(n, dtype=np.int64)
+    for name in b.actor_slot:
+        sl, ai = b.actor_slot[name], b.actor_index[name]
+        if sl.size and ((ai < 0).any() or (ai >= total[sl]).any()):
+            raise CheckError(f"actor indices of {name!r} point outside their slot's entities")
+    for arr, what in ((b.reward, "reward"), (b.terminated, "terminated"), (b.truncated, "truncated")):
+        if arr.shape != (n,):
+            raise CheckError(f"batch {what} has shape {arr.shape}, expected ({n},)")
+
+
+def _same(a: Batch, b: Batch) -> bool:
+    def eq(x: Any, y: Any) -> bool:
+        if isinstance(x, dict):
+            return x.keys() == y.keys() and all(eq(x[k], y[k]) for k in x)
+        return np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+
+    return all(
+        eq(getattr(a, f), getattr(b, f))
+        for f in ("entities", "counts", "globals", "actor_slot", "actor_index", "masks", "num_candidates", "reward", "terminated", "truncated", "metrics")
+    )
+
+
+def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_game: int = 1, num_envs: int = 4) -> CheckReport:
+    """Check a game loop: schemas, finite features, legal choices, determinism, clean close.
+
+    Runs the game with a random agent (every observation inspected), then as a small
+    :class:`~gymloop.VecEnv` twice with the same seed, comparing the batches bit for bit.
+
+    Args:
+        game: the game loop function.
+        seed: seed for the game and the random agents.
+        steps: decisions to run in each phase.
+        agents_per_game: agents the game takes (2 for a two-player game).
+        num_envs: game copies in the vectorized phase.
+
+    Returns:
+        A :class:`CheckReport` listing what was verified.
+
+    Raises:
+        CheckError: a property does not hold; the message names it.
+        GymloopError: a more specific error raised by the game's observations.
+    """
+    from .vector import VecEnv
+
+    report = CheckReport()
+    # 1. single game, every observation inspected
+    agents = [_Inspector(RandomAgent(seed + i), report) for i in range(agents_per_game)]
+    try:
+        r = run(game, agents[0] if agents_per_game == 1 else agents, seed=seed, max_steps=steps)
+    except InvalidObservationError as e:
+        raise CheckError(f"the game built an invalid observation: {e}") from e
+    report.decisions = r.steps
+    report.episodes = len(r.episodes)
+    if r.steps == 0:
+        raise CheckError("the game never asked its agent for a decision")
+    report.checks.append("observations: schemas, finite features and scores, legal choices, legal random actions")
+
+    # 2. vectorized, twice with the same seed: bit-identical batches
+    def trajectory() -> list[Batch]:
+        env = VecEnv(game, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game)
+        try:
+            out = [env.reset()]
+            report.entity_types = sorted(env.obs_space.entities)
+            report.action_types = sorted(env.action_space)
+            per = max(1, steps // num_envs)
+            for _ in range(per):
+                b = env.step(env.sample_actions())
+                _batch_consistent(b, env)
+                out.append(b)
+        finally:
+            env.close()
+            env.close()  # closing twice must be harmless
+        if not env.closed:
+            raise CheckError("VecEnv.close() did not close the environment")
+        return out
+
+    first, second = trajectory(), trajectory()
+    for i, (a, b) in enumerate(zip(first, second)):
+        if not _same(a, b):
+            raise CheckError(
+                f"batch {i} differs between two runs with seed {seed}: the game is not deterministic given its seed "
+                "(use the seed passed to the game for every random draw)"
+            )
+    report.checks.append("vectorized batches consistent (dtypes, counts, actor indices)")
+    report.checks.append("seeded determinism: identical batches from identical seeds")
+    report.checks.append("clean close, twice")
+    return report

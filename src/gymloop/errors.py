@@ -1,0 +1,77 @@
+"""The exceptions gymloop raises, all rooted in :class:`GymloopError`.
+
+Tree::
+
+    GymloopError
+    ├── SchemaError              a class cannot be an entity, globals or action type
+    ├── InvalidObservationError  an observation the game built is malformed (NaN, unknown type, ...)
+    ├── InvalidActionError       an action is out of range, masked out, or of the wrong shape/dtype
+    ├── GameError                a game function raised; carries the env index and seed
+    ├── EnvStateError            a call at the wrong time (step before reset, step after close)
+    └── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
+
+Every message names the thing, what was expected, what came, and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GymloopError",
+    "SchemaError",
+    "InvalidObservationError",
+    "InvalidActionError",
+    "GameError",
+    "EnvStateError",
+    "ConfigError",
+]
+
+
+class GymloopError(Exception):
+    """Base class of every error gymloop raises on purpose."""
+
+
+class SchemaError(GymloopError, TypeError):
+    """A class cannot be turned into an entity, globals or action type."""
+
+
+class InvalidObservationError(GymloopError, ValueError):
+    """An observation built by a game is malformed."""
+
+
+class InvalidActionError(GymloopError, ValueError):
+    """An action given to an environment or returned by an agent is not legal."""
+
+
+class EnvStateError(GymloopError, RuntimeError):
+    """A method was called when the environment was not in a state to accept it."""
+
+
+class ConfigError(GymloopError, ValueError):
+    """An argument or configuration value that cannot work."""
+
+
+class GameError(GymloopError, RuntimeError):
+    """A game function raised an exception.
+
+    Attributes:
+        env_index: index of the game copy that failed.
+        seed: the seed that game copy was started with; ``gl.run(game, agent, seed=seed)``
+            replays it.
+        original_traceback: the formatted traceback of the game's own exception.
+    """
+
+    def __init__(self, message: str, *, env_index: int, seed: int, original_traceback: str = "") -> None:
+        super().__init__(message)
+        self.env_index = env_index
+        self.seed = seed
+        self.original_traceback = original_traceback
+
+    def __reduce__(self):  # keep the attributes when crossing a process boundary
+        return (
+            _rebuild_game_error,
+            (self.args[0], self.env_index, self.seed, self.original_traceback),
+        )
+
+
+def _rebuild_game_error(message: str, env_index: int, seed: int, tb: str) -> GameError:
+    return GameError(message, env_index=env_index, seed=seed, original_traceback=tb)

@@ -1,0 +1,39 @@
+"""Bundled games. Each module documents its Observation, Action, Reward and Termination.
+
+* :mod:`gymloop.games.snake`: the classic snake (entity-gym-rs bevy_snake rules);
+* :mod:`gymloop.games.tactics`: a small squad tactics game (several actors, composite and
+  select-entity actions, masks, global features);
+* :mod:`gymloop.games.duel`: two snakes on one board (multi-agent, lock-step).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["get_game", "GAMES"]
+
+GAMES = {
+    "snake": "gymloop.games.snake:snake",
+    "tactics": "gymloop.games.tactics:tactics",
+    "duel": "gymloop.games.duel:duel",
+}
+
+
+def get_game(name: str) -> Callable[..., Any]:
+    """A bundled game by name (``snake``, ``tactics``, ``duel``) or a ``module:function`` path."""
+    import importlib
+
+    from ..errors import ConfigError
+
+    target = GAMES.get(name, name)
+    if ":" not in target:
+        raise ConfigError(f"unknown game {name!r}; bundled games are {sorted(GAMES)}, or give module:function")
+    mod, _, fn = target.partition(":")
+    try:
+        m = importlib.import_module(mod)
+    except ImportError as e:
+        raise ConfigError(f"cannot import module {mod!r} for game {name!r}: {e}") from e
+    try:
+        return getattr(m, fn)
+    except AttributeError:
+        raise ConfigError(f"module {mod!r} has no game function {fn!r}") from None

@@ -1,0 +1,170 @@
+"""Snake, with the rules of entity-gym-rs's bevy_snake, as an ordinary game loop.
+
+**Board.** 10×10 cells. The snake starts as a head alone at a random cell, heading in a random
+direction, with one food on the board.
+
+**Observation.** Entities (all with features ``x``, ``y``, integers in ``[0, 10)``):
+
+* ``Head`` (the actor, one per observation);
+* ``Body``: the snake's segments behind the head, nearest first (0 or more);
+* ``Food``: every food on the board (0 or more).
+
+**Action.** ``Move``: ``UP`` (y+1), ``DOWN`` (y-1), ``LEFT`` (x-1), ``RIGHT`` (x+1). A move
+opposite to the current heading is ignored while the snake has a body.
+
+**Dynamics.** Eating a food grows the snake by one segment. A new food appears on a random free
+cell every 8 ticks.
+
+**Reward.** The score is the snake's length (head plus segments); the reward is its change.
+
+**Termination.** Running into a wall or into its own body *terminates* the episode; reaching
+``max_steps`` (500) decisions *truncates* it. Each episode reports the metric ``length``.
+
+Example:
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> result = gl.run(snake, gl.RandomAgent(seed=0), seed=0, max_episodes=2)
+    >>> all(e.score >= 1 for e in result.episodes)
+    True
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ..obs import Obs
+from ..spaces import game as declare_game
+
+__all__ = ["Head", "Body", "Food", "Move", "SnakeGame", "snake", "SIZE", "MAX_STEPS", "FOOD_EVERY"]
+
+SIZE = 10
+MAX_STEPS = 500
+FOOD_EVERY = 8
+
+
+@dataclass(slots=True)
+class Head:
+    x: int
+    y: int
+
+
+@dataclass(slots=True)
+class Body:
+    x: int
+    y: int
+
+
+@dataclass(slots=True)
+class Food:
+    x: int
+    y: int
+
+
+class Move(Enum):
+    UP = 0
+    DOWN = 1
+    LEFT = 2
+    RIGHT = 3
+
+
+_DELTA = {Move.UP: (0, 1), Move.DOWN: (0, -1), Move.LEFT: (-1, 0), Move.RIGHT: (1, 0)}
+_OPPOSITE = {Move.UP: Move.DOWN, Move.DOWN: Move.UP, Move.LEFT: Move.RIGHT, Move.RIGHT: Move.LEFT}
+_MOVES = list(Move)
+
+
+class SnakeGame:
+    """The rules, independent of who plays (used by the loop, the low-level and Gymnasium snakes)."""
+
+    __slots__ = ("size", "rng", "head", "body", "food", "heading", "occupied", "tick", "steps", "over")
+
+    def __init__(self, seed: int, size: int = SIZE) -> None:
+        self.size = size
+        self.rng = random.Random(seed)
+        self.reset()
+
+    def reset(self) -> None:
+        size = self.size
+        rng = self.rng
+        self.head = Head(rng.randrange(size), rng.randrange(size))
+        self.body: list[Body] = []
+        self.food: list[Food] = []
+        self.heading = _MOVES[rng.randrange(4)]
+        self.occupied = bytearray(size * size)  # cells taken by body segments or food (2 = food)
+        self.tick = 0
+        self.steps = 0
+        self.over = False
+        self.spawn_food()
+
+    @property
+    def length(self) -> int:
+        return 1 + len(self.body)
+
+    def spawn_food(self) -> None:
+        size = self.size
+        occ = self.occupied
+        h = self.head
+        hc = h.x * size + h.y
+        for _ in range(16):  # rejection sampling first; the board is rarely crowded
+            c = self.rng.randrange(size * size)
+            if not occ[c] and c != hc:
+                break
+        else:
+            free = [c for c in range(size * size) if not occ[c] and c != hc]
+            if not free:
+                return
+            c = free[self.rng.randrange(len(free))]
+        occ[c] = 2
+        self.food.append(Food(c // size, c % size))
+
+    def step(self, move: Move) -> None:
+        """Advance one tick; sets ``over`` when the snake dies."""
+        size = self.size
+        if self.body and move is _OPPOSITE[self.heading]:
+            move = self.heading
+        self.heading = move
+        dx, dy = _DELTA[move]
+        h = self.head
+        nx, ny = h.x + dx, h.y + dy
+        self.steps += 1
+        if nx < 0 or ny < 0 or nx >= size or ny >= size:
+            self.over = True
+            return
+        occ = self.occupied
+        c = nx * size + ny
+        eat = occ[c] == 2
+        body = self.body
+        if eat:
+            occ[c] = 0
+            for i, f in enumerate(self.food):
+                if f.x == nx and f.y == ny:
+                    del self.food[i]
+                    break
+        elif body:
+            tail = body.pop()
+            occ[tail.x * size + tail.y] = 0
+        if occ[c]:
+            self.over = True
+            return
+        if body or eat:
+            body.insert(0, Body(h.x, h.y))
+            occ[h.x * size + h.y] = 1
+        h.x = nx
+        h.y = ny
+        self.tick += 1
+        if self.tick % FOOD_EVERY == 0:
+            self.spawn_food()
+
+
+@declare_game(entities=[Head, Body, Food], actions=[Move])
+def snake(agent: Any, seed: int) -> None:
+    """The snake game loop; runs forever (episodes restart in place) until closed."""
+    game = SnakeGame(seed)
+    while True:
+        obs = Obs(score=game.length).entities(game.food).entities(game.body).actor(game.head)
+        game.step(agent.act(obs, Move))
+        if game.over or game.steps >= MAX_STEPS:
+            agent.game_over(Obs(score=game.length).metric("length", game.length), truncated=not game.over)
+            game.reset()

@@ -1,0 +1,261 @@
+"""Executor for low-level :class:`~gymloop.env.Environment` instances (same batches as games)."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..actions import CATEGORICAL, SELECT_ENTITY
+from ..batch import Batch
+from ..errors import GameError, InvalidObservationError, SchemaError
+from ..spaces import ActionDesc, ObsSpace
+from .executor import derive_seed
+
+log = logging.getLogger("gymloop.executor")
+
+
+class EnvSpaces:
+    """Spaces of a low-level environment (names only; no classes)."""
+
+    def __init__(self, obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> None:
+        if not isinstance(obs_space, ObsSpace):
+            raise SchemaError(f"Environment.obs_space() must return a gl.ObsSpace, got {obs_space!r}")
+        self.obs = ObsSpace(entities={k: tuple(obs_space.entities[k]) for k in obs_space.entities}, globals=tuple(obs_space.globals))
+        self.actions = {}
+        for name, d in action_space.items():
+            if not isinstance(d, ActionDesc) or d.kind not in (CATEGORICAL, SELECT_ENTITY):
+                raise SchemaError(f"action_space()[{name!r}] must be a gl.ActionDesc of kind categorical or select_entity, got {d!r}")
+            for a in d.among:
+                if a not in self.obs.entities:
+                    raise SchemaError(f"select-entity action {name!r} chooses among unknown entity type {a!r}")
+            self.actions[name] = d
+        self.entity_names = list(self.obs.entities)
+        self.action_names = list(self.actions)
+
+    # the VecEnv reads these like the compiled Spaces of a game loop
+    @property
+    def obs_space(self) -> ObsSpace:
+        return self.obs
+
+    @property
+    def action_space(self) -> dict[str, ActionDesc]:
+        return dict(self.actions)
+
+    @property
+    def action_specs(self) -> list[ActionDesc]:
+        return [self.actions[n] for n in self.action_names]
+
+
+class EnvExecutor:
+    """Steps ``num`` environment instances and batches their observations."""
+
+    def __init__(self, factory: Any, env_lo: int, num: int, seed: int, spaces: Any = None, declared: Any = None) -> None:
+        self.factory = factory
+        self.env_lo = env_lo
+        self.n = num
+        self.slot_lo = env_lo
+        self.seed = seed
+        self.envs: list[Any] = []
+        self.restarts = [0] * num
+        self.seeds = [0] * num
+        self.obs: list[Any] = [None] * num
+        self.spaces: EnvSpaces | None = spaces
+        self.ep_ret = [0.0] * num
+        self.ep_len = [0] * num
+
+    def _reset_env(self, i: int) -> Any:
+        seed = derive_seed(self.seed, self.env_lo + i, self.restarts[i])
+        self.restarts[i] += 1
+        self.seeds[i] = seed
+        return self.envs[i].reset(seed)
+
+    def _fail(self, i: int, e: Exception) -> GameError:
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        err = GameError(
+            f"environment copy {self.env_lo + i} raised {type(e).__name__}: {e} (seed {self.seeds[i]})\n--- original traceback ---\n{tb}",
+            env_index=self.env_lo + i, seed=self.seeds[i], original_traceback=tb,
+        )
+        err.__cause__ = e
+        return err
+
+    def reset(self) -> Batch:
+        if not self.envs:
+            self.envs = [self.factory() for _ in range(self.n)]
+        if self.spaces is None:
+            self.spaces = EnvSpaces(self.envs[0].obs_space(), self.envs[0].action_space())
+        self.ep_ret = [0.0] * self.n
+        self.ep_len = [0] * self.n
+        obs = []
+        for i in range(self.n):
+            try:
+                obs.append(self._reset_env(i))
+            except Exception as e:
+                raise self._fail(i, e) from e
+        done = [False] * self.n
+        return self._build(obs, [0.0] * self.n, done, done, [None] * self.n)
+
+    def step(self, actions: Sequence[np.ndarray]) -> Batch:
+        names = self.spaces.action_names
+        n = self.n
+        per_env: list[dict[str, np.ndarray]] = [dict() for _ in range(n)]
+        for a, name in enumerate(names):
+            arr = actions[a]
+            counts = self._actor_counts[a]
+            if arr.size:
+                parts = np.split(arr, np.cumsum(counts)[:-1])
+                for i in range(n):
+                    per_env[i][name] = parts[i]
+            else:
+                for i in range(n):
+                    per_env[i][name] = arr
+        obs, rew, term, trunc, mets = [], [], [], [], []
+        errors = []
+        for i, env in enumerate(self.envs):
+            try:
+                o = env.act(per_env[i])
+                r = float(o.reward)
+                self.ep_ret[i] += r
+                self.ep_len[i] += 1
+                m = None
+                if o.terminated or o.truncated:
+                    m = dict(o.metrics)
+                    m["episode_return"] = self.ep_ret[i]
+                    m["episode_length"] = self.ep_len[i]
+                    self.ep_ret[i] = 0.0
+                    self.ep_len[i] = 0
+                    t1, t2 = bool(o.terminated), bool(o.truncated)
+                    o = self._reset_env(i)
+                else:
+                    t1 = t2 = False
+                    if o.metrics:
+                        m = dict(o.metrics)
+            except Exception as e:
+                errors.append(self._fail(i, e))
+                o, r, t1, t2, m = self.obs[i], 0.0, False, False, None
+            obs.append(o)
+            rew.append(r)
+            term.append(t1)
+            trunc.append(t2)
+            mets.append(m)
+        if errors:
+            raise errors[0]
+        return self._build(obs, rew, term, trunc, mets)
+
+    def _build(self, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool], mets: list[Any]) -> Batch:
+        sp = self.spaces
+        n = self.n
+        self.obs = obs
+        entities: dict[str, np.ndarray] = {}
+        counts: dict[str, np.ndarray] = {}
+        for name, feats in sp.obs.entities.items():
+            nf = len(feats)
+            rows_all: list[Any] = []
+            arrays: list[np.ndarray] = []
+            cnt = []
+            use_arrays = False
+            for o in obs:
+                rows = o.entities.get(name)
+                if rows is None:
+                    cnt.append(0)
+                    continue
+                if isinstance(rows, np.ndarray):
+                    use_arrays = True
+                cnt.append(len(rows))
+                rows_all.append(rows)
+            total = sum(cnt)
+            if total == 0:
+                arr = np.zeros((0, nf), dtype=np.float32)
+            elif use_arrays:
+                arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(-1, nf) for r in rows_all])
+            else:
+                flat: list[Any] = []
+                for r in rows_all:
+                    flat += r
+                try:
+                    arr = np.array(flat, dtype=np.float32).reshape(total, nf)
+                except (ValueError, TypeError) as e:
+                    raise InvalidObservationError(f"entity type {name!r}: rows must have {nf} numbers each ({feats}): {e}") from None
+            if not np.isfinite(arr).all():
+                row = int(np.argwhere(~np.isfinite(arr))[0][0])
+                col = int(np.argwhere(~np.isfinite(arr))[0][1])
+                env = int(np.searchsorted(np.cumsum(cnt), row, side="right"))
+                raise InvalidObservationError(
+                    f"entity type {name!r}, feature {feats[col]!r} is {arr[row, col]} in env {self.env_lo + env}; features must be finite"
+                )
+            entities[name] = arr
+            counts[name] = np.array(cnt, dtype=np.int64)
+        unknown = {k for o in obs for k in o.entities} - set(sp.obs.entities)
+        if unknown:
+            raise InvalidObservationError(
+                f"entity type(s) {sorted(unknown)} are not in the environment's obs_space {list(sp.obs.entities)}"
+            )
+        ng = len(sp.obs.globals)
+        if ng:
+            try:
+                globs = np.array([o.globals for o in obs], dtype=np.float32).reshape(n, ng)
+            except (ValueError, TypeError):
+                raise InvalidObservationError(f"every observation must give {ng} global features {sp.obs.globals}") from None
+        else:
+            globs = np.zeros((n, 0), dtype=np.float32)
+        actor_slot, actor_index, masks, ncand, cand_types = {}, {}, {}, {}, {}
+        self._actor_counts = []
+        C = np.stack([counts[k] for k in sp.obs.entities]) if sp.obs.entities else np.zeros((0, n), dtype=np.int64)
+        names = list(sp.obs.entities)
+        for name in sp.action_names:
+            d = sp.actions[name]
+            idx_lists = [list(o.actors.get(name, ())) for o in obs]
+            ac = [len(x) for x in idx_lists]
+            self._actor_counts.append(ac)
+            sl = np.repeat(np.arange(n, dtype=np.int64), ac)
+            flat_idx: list[int] = []
+            for x in idx_lists:
+                flat_idx += x
+            actor_slot[name] = sl + self.slot_lo
+            actor_index[name] = np.array(flat_idx, dtype=np.int64)
+            if d.kind == CATEGORICAL:
+                m = np.ones((len(flat_idx), d.n), dtype=bool)
+                if any(name in o.masks for o in obs):
+                    parts = []
+                    for o, k in zip(obs, ac):
+                        mm = o.masks.get(name)
+                        parts.append(np.ones((k, d.n), dtype=bool) if mm is None else np.asarray(mm, dtype=bool).reshape(k, d.n))
+                    m = np.concatenate(parts) if parts else m
+                masks[name] = m
+            else:
+                ts = [names.index(a) for a in d.among]
+                cand_types[name] = tuple(d.among)
+                per_env = C[ts].sum(axis=0)
+                nc = per_env[sl]
+                ncand[name] = nc
+                m = np.ones(int(nc.sum()), dtype=bool)
+                if any(name in o.masks for o in obs):
+                    parts = []
+                    for o, k, pe in zip(obs, ac, per_env):
+                        mm = o.masks.get(name)
+                        parts.append(np.ones(k * pe, dtype=bool) if mm is None else np.asarray(mm, dtype=bool).reshape(k * pe))
+                    m = np.concatenate(parts) if parts else m
+                masks[name] = m
+        metrics: dict[str, np.ndarray] = {}
+        for i, m in enumerate(mets):
+            if m:
+                for k, v in m.items():
+                    if k not in metrics:
+                        metrics[k] = np.full(n, np.nan)
+                    metrics[k][i] = v
+        return Batch(
+            num_slots=n, entities=entities, counts=counts, globals=globs, actor_slot=actor_slot,
+            actor_index=actor_index, masks=masks, num_candidates=ncand,
+            reward=np.array(rew, dtype=np.float32), terminated=np.array(term, dtype=bool),
+            truncated=np.array(trunc, dtype=bool), active=np.ones(n, dtype=bool), metrics=metrics,
+            candidate_types=cand_types,
+        )
+
+    def close_games(self) -> None:
+        for e in self.envs:
+            try:
+                e.close()
+            except Exception:
+                log.exception("environment close() raised")

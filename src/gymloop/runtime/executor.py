@@ -1,0 +1,748 @@
+"""The greenlet executor: many game loops, one batch of decisions.
+
+Each game copy runs in its own greenlet. A :class:`TrainingAgent`'s ``act`` records the
+observation and switches back to the executor; once every game is waiting, the executor builds one
+:class:`~gymloop.batch.Batch` (one numpy call per entity type, never one per game). ``step``
+decodes the batch of actions and resumes each game with its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any, Callable, Sequence
+
+import greenlet
+import numpy as np
+
+from ..actions import CATEGORICAL, SELECT_ENTITY
+from ..agent import pack_result
+from ..batch import Batch
+from ..errors import ConfigError, GameError, InvalidObservationError, SchemaError
+from ..obs import Obs, mask_vector
+from ..spaces import Spaces
+
+log = logging.getLogger("gymloop.executor")
+
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+def derive_seed(seed: int, env: int, restart: int) -> int:
+    """Seed of the ``restart``-th run of game copy ``env`` (independent of worker layout)."""
+    return int(np.random.SeedSequence(entropy=seed, spawn_key=(env, restart)).generate_state(1, np.uint32)[0])
+
+
+class TrainingAgent:
+    """The agent inside each game copy of a :class:`~gymloop.VecEnv`.
+
+    ``act`` hands the observation to the executor and suspends the game until the trainer has
+    chosen; ``game_over`` records the episode end. Games never need to know which agent they hold.
+    """
+
+    __slots__ = ("_ex", "_slot")
+
+    def __init__(self, ex: "Executor", slot: int) -> None:
+        self._ex = ex
+        self._slot = slot
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        ex = self._ex
+        s = self._slot
+        if ex.closing:
+            raise greenlet.GreenletExit
+        if type(obs) is not Obs:
+            raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
+        if not action_types:
+            raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
+        ex.pobs[s] = obs
+        ex.ptypes[s] = action_types
+        return ex.caller.switch()
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None:
+        self._ex.game_over(self._slot, obs, truncated)
+
+    def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
+        ex = self._ex
+        if ex.closing:
+            raise greenlet.GreenletExit
+        slots = []
+        for r in requests:
+            agent, obs, types = r[0], r[1], r[2:]
+            if agent._ex is not ex or type(obs) is not Obs or not types:
+                raise ConfigError("act_all needs (agent, gl.Obs, action_type, ...) requests of one environment")
+            ex.pobs[agent._slot] = obs
+            ex.ptypes[agent._slot] = types
+            slots.append(agent._slot)
+        game = slots[0] // ex.apg
+        ex.wait_all[game] = True
+        ex.caller.switch()
+        ex.wait_all[game] = False
+        res = ex.results
+        return [res[s] for s in slots]
+
+    def __repr__(self) -> str:
+        return f"TrainingAgent(slot={self._slot})"
+
+
+class Executor:
+    """Runs games ``[env_lo, env_lo + num_games)`` of a vectorized environment in greenlets."""
+
+    def __init__(
+        self,
+        game: Callable[..., Any],
+        env_lo: int,
+        num_games: int,
+        agents_per_game: int,
+        seed: int,
+        spaces: Spaces | None = None,
+        declared: tuple[list[type], type | None, list[Any]] | None = None,
+    ) -> None:
+        self.game = game
+        self.env_lo = env_lo
+        self.n_games = num_games
+        self.apg = agents_per_game
+        self.n = num_games * agents_per_game
+        self.slot_lo = env_lo * agents_per_game
+        self.seed = seed
+        self.spaces = spaces
+        self.declared = declared
+        self.closing = False
+        self.caller: Any = None
+        n = self.n
+        self.pobs: list[Obs | None] = [None] * n
+        self.ptypes: list[tuple | None] = [None] * n
+        self.results: list[Any] = [None] * n
+        self.wait_all = [False] * num_games
+        self.greenlets: list[Any] = [None] * num_games
+        self.game_seeds = [0] * num_games
+        self.restarts = [0] * num_games
+        self.agents = [[TrainingAgent(self, g * agents_per_game + i) for i in range(agents_per_game)] for g in range(num_games)]
+        self._reset_slot_state()
+        self._plan: Any = None
+        self.errors: list[GameError] = []
+
+    def _reset_slot_state(self) -> None:
+        n = self.n
+        self.prev_score: list[Any] = [None] * n
+        self.reward_acc = [0.0] * n
+        self.term = [False] * n
+        self.trunc = [False] * n
+        self.any_done = False
+        self.ep_ret = [0.0] * n
+        self.ep_len = [0] * n
+        self.metric_buf: dict[str, dict[int, float]] = {}
+
+    # ------------------------------------------------------------------ game lifecycle
+    def _set_caller(self) -> None:
+        cur = greenlet.getcurrent()
+        if cur is not self.caller:
+            self.caller = cur
+            for g in self.greenlets:
+                if g is not None and not g.dead:
+                    g.parent = cur
+
+    def _start(self, k: int) -> None:
+        """Start (or restart) game ``k``; it runs until it asks for its first decision."""
+        for attempt in range(2):
+            env = self.env_lo + k
+            seed = derive_seed(self.seed, env, self.restarts[k])
+            self.restarts[k] += 1
+            self.game_seeds[k] = seed
+            g = greenlet.greenlet(self.game, parent=self.caller)
+            self.greenlets[k] = g
+            agents = self.agents[k]
+            arg = agents[0] if self.apg == 1 else tuple(agents)
+            try:
+                g.switch(arg, seed)
+            except Exception as e:
+                self._record_error(k, e)
+                return
+            if not g.dead:
+                return
+            self._game_returned(k)
+        self._record_error(
+            k,
+            GameError(
+                f"game {getattr(self.game, '__name__', self.game)!r} (env {self.env_lo + k}) returned without asking "
+                "its agent for a decision; a game loop must call agent.act(...) at least once per run",
+                env_index=self.env_lo + k,
+                seed=self.game_seeds[k],
+            ),
+        )
+
+    def _game_returned(self, k: int) -> None:
+        """The game function of copy ``k`` returned: close any open episode as truncated."""
+        for s in range(k * self.apg, (k + 1) * self.apg):
+            self.pobs[s] = None
+            if self.prev_score[s] is not None:
+                self.prev_score[s] = None
+                self.trunc[s] = True
+                self.any_done = True
+                self._episode_end(s, None)
+
+    def _record_error(self, k: int, e: BaseException) -> None:
+        env = self.env_lo + k
+        if isinstance(e, GameError):
+            self.errors.append(e)
+            return
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        err = GameError(
+            f"game copy {env} raised {type(e).__name__}: {e} (replay it with gl.run(game, agent, seed={self.game_seeds[k]}))"
+            f"\n--- original traceback ---\n{tb}",
+            env_index=env,
+            seed=self.game_seeds[k],
+            original_traceback=tb,
+        )
+        err.__cause__ = e
+        self.errors.append(err)
+        for s in range(k * self.apg, (k + 1) * self.apg):
+            self.pobs[s] = None
+
+    def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
+        if type(obs) is not Obs:
+            raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r}")
+        prev = self.prev_score[s]
+        if prev is not None:
+            r = obs.score - prev
+            self.reward_acc[s] += r
+            self.ep_ret[s] += r
+        self.prev_score[s] = None
+        if truncated:
+            self.trunc[s] = True
+        else:
+            self.term[s] = True
+        self.any_done = True
+        self._episode_end(s, obs._metrics)
+
+    def _episode_end(self, s: int, metrics: dict[str, float] | None) -> None:
+        buf = self.metric_buf
+        if metrics:
+            for name, v in metrics.items():
+                buf.setdefault(name, {})[s] = v
+        buf.setdefault("episode_return", {})[s] = self.ep_ret[s]
+        buf.setdefault("episode_length", {})[s] = self.ep_len[s]
+        self.ep_ret[s] = 0.0
+        self.ep_len[s] = 0
+
+    def reset(self) -> Batch:
+        """(Re)start every game and return the first batch."""
+        self.close_games()
+        self.closing = False
+        self.errors = []
+        self._set_caller()
+        self._reset_slot_state()
+        self.pobs = [None] * self.n
+        self.ptypes = [None] * self.n
+        for k in range(self.n_games):
+            self._start(k)
+        self._raise_errors()
+        if self.spaces is None:
+            self.spaces = Spaces.build(*self.discover())
+        return self.build()
+
+    def discover(self) -> tuple[list[type], type | None, list[Any]]:
+        """Entity classes, globals class and action types seen in the pending decisions."""
+        ents: set[type] = set()
+        glob: set[type] = set()
+        acts: list[Any] = []
+        seen_acts: set[Any] = set()
+        if self.declared:
+            ents.update(self.declared[0])
+            if self.declared[1] is not None:
+                glob.add(self.declared[1])
+            for a in self.declared[2]:
+                if a not in seen_acts:
+                    seen_acts.add(a)
+                    acts.append(a)
+        for s in range(self.n):
+            obs = self.pobs[s]
+            if obs is None:
+                continue
+            ents.update(type(a) for a in obs._actors)
+            for ch in obs._chunks:
+                ents.update(map(type, ch))
+            if obs._globals is not None:
+                glob.add(type(obs._globals))
+            for a in self.ptypes[s]:
+                if a not in seen_acts:
+                    seen_acts.add(a)
+                    acts.append(a)
+        if len(glob) > 1:
+            raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in glob)}; use one")
+        return sorted(ents, key=lambda c: c.__qualname__), (glob.pop() if glob else None), acts
+
+    def close_games(self) -> None:
+        """Throw ``GreenletExit`` into every suspended game so its ``finally`` blocks run."""
+        self.closing = True
+        for k, g in enumerate(self.greenlets):
+            if g is None or g.dead:
+                continue
+            try:
+                g.throw(greenlet.GreenletExit)
+            except Exception:
+                log.exception("game copy %d raised while being closed", self.env_lo + k)
+            if not g.dead:
+                log.warning("game copy %d kept running after GreenletExit; it is abandoned", self.env_lo + k)
+            self.greenlets[k] = None
+        self.pobs = [None] * self.n
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, actions: Sequence[np.ndarray]) -> Batch:
+        """Resume each waiting game with its action (one int array per action type, in space order)."""
+        self._set_caller()
+        plan = self._plan
+        specs = self.spaces.action_specs
+        apg = self.apg
+        pobs = self.pobs
+        # decode per action type
+        decoded: list[list[Any]] = []
+        for a, spec in enumerate(specs):
+            idx = actions[a].tolist()
+            if spec.kind == CATEGORICAL:
+                vals = spec.values
+                decoded.append([vals[i] for i in idx])
+            else:
+                decoded.append(self._decode_select(a, idx))
+        gls = self.greenlets
+        if plan.simple and apg == 1:
+            # every waiting game asked one action type for one actor
+            todo = []
+            for a in range(len(specs)):
+                todo.extend(zip(plan.a_slot[a], decoded[a]))
+            for s, v in todo:
+                pobs[s] = None
+                g = gls[s]
+                try:
+                    g.switch(v)
+                except Exception as e:
+                    self._record_error(s, e)
+                    continue
+                if g.dead:
+                    self._game_returned(s)
+                    self._start(s)
+        else:
+            per_slot: dict[int, list[list[Any]]] = {}
+            for a in range(len(specs)):
+                for s, v in zip(plan.a_slot[a], decoded[a]):
+                    d = per_slot.get(s)
+                    if d is None:
+                        d = per_slot[s] = [[] for _ in specs]
+                    d[a].append(v)
+            aindex = self.spaces.action_index
+            games: dict[int, list[int]] = {}
+            for s in per_slot:
+                games.setdefault(s // apg, []).append(s)
+            res = self.results
+            for k, slots in games.items():
+                for s in slots:
+                    d = per_slot[s]
+                    res[s] = pack_result(pobs[s], [d[aindex[key]] for key in self.ptypes[s]])
+                    pobs[s] = None
+                g = gls[k]
+                try:
+                    if self.wait_all[k]:
+                        g.switch()
+                    else:
+                        g.switch(res[slots[0]])
+                except Exception as e:
+                    self._record_error(k, e)
+                    continue
+                if g.dead:
+                    self._game_returned(k)
+                    self._start(k)
+        self._raise_errors()
+        return self.build()
+
+    def _raise_errors(self) -> None:
+        if self.errors:
+            errs = self.errors
+            self.errors = []
+            first = errs[0]
+            if len(errs) > 1:
+                first.args = (first.args[0] + f"\n({len(errs) - 1} other game copies failed in the same step)",)
+            raise first
+
+    def _decode_select(self, a: int, idx: list[int]) -> list[Any]:
+        plan = self._plan
+        among_t = plan.among[a]
+        objs = plan.objs
+        offs = plan.offsets()
+        cnt = plan.cnt
+        out = []
+        for s, k in zip(plan.a_slot[a], idx):
+            for t in among_t:
+                c = cnt[t][s]
+                if k < c:
+                    out.append(objs[t][offs[t][s] + k])
+                    break
+                k -= c
+            else:  # pragma: no cover - VecEnv validates ranges first
+                raise InvalidObservationError(f"select-entity index out of range for slot {s}")
+        return out
+
+    # ------------------------------------------------------------------ batching
+    def _gather(self) -> tuple:
+        """One pass over the pending observations: objects per type, counts, actors."""
+        sp = self.spaces
+        n = self.n
+        T = len(sp.entity_schemas)
+        tindex = sp.entity_index
+        aindex = sp.action_index
+        A = len(sp.action_specs)
+        objs: list[list[Any]] = [[] for _ in range(T)]
+        cnt = [[0] * n for _ in range(T)]
+        a_slot: list[list[int]] = [[] for _ in range(A)]
+        a_t: list[list[int]] = [[] for _ in range(A)]
+        a_rank: list[list[int]] = [[] for _ in range(A)]
+        masked: list[tuple[int, int, int, Any]] = []  # (slot, action, first position in actor list, obs)
+        pobs = self.pobs
+        ptypes = self.ptypes
+        simple = True
+        active = [False] * n
+        try:
+            for s in range(n):
+                obs = pobs[s]
+                if obs is None:
+                    continue
+                active[s] = True
+                acts = obs._actors
+                if obs._single and len(ptypes[s]) == 1:
+                    x = acts[0]
+                    t = tindex[type(x)]
+                    objs[t].append(x)
+                    c = cnt[t]
+                    rank = c[s]
+                    c[s] = rank + 1
+                    a = aindex[ptypes[s][0]]
+                    if obs._masks is not None:
+                        masked.append((s, a, len(a_slot[a]), obs))
+                    a_slot[a].append(s)
+                    a_t[a].append(t)
+                    a_rank[a].append(rank)
+                else:
+                    simple = False
+                    if not acts:
+                        raise InvalidObservationError(
+                            f"the observation of slot {self.slot_lo + s} has no actor; add one with obs.actor(x) or obs.actors(xs)"
+                        )
+                    ranks = []
+                    for x in acts:
+                        t = tindex[type(x)]
+                        objs[t].append(x)
+                        c = cnt[t]
+                        ranks.append((t, c[s]))
+                        c[s] += 1
+                    for key in ptypes[s]:
+                        a = aindex[key]
+                        if obs._masks is not None:
+                            masked.append((s, a, len(a_slot[a]), obs))
+                        for t, r in ranks:
+                            a_slot[a].append(s)
+                            a_t[a].append(t)
+                            a_rank[a].append(r)
+                for ch in obs._chunks:
+                    t = tindex[type(ch[0])]
+                    objs[t] += ch
+                    cnt[t][s] += len(ch)
+        except KeyError as e:
+            self._unknown_type(e.args[0] if e.args else None)
+            raise  # pragma: no cover
+        except TypeError as e:  # unhashable action type key
+            raise InvalidObservationError(f"invalid action type passed to act: {e}") from None
+        return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
+
+    def build(self) -> Batch:
+        """Build the batch of all pending decisions (one numpy call per entity type)."""
+        sp = self.spaces
+        n = self.n
+        schemas = sp.entity_schemas
+        T = len(schemas)
+        tindex = sp.entity_index
+        specs = sp.action_specs
+        pobs = self.pobs
+        objs, cnt, a_slot, a_t, a_rank, masked, simple, active = self._gather()
+        for t, sc in enumerate(schemas):
+            lst = objs[t]
+            if lst and (type(lst[0]) is not sc.cls or len(set(map(type, lst))) != 1):
+                self._regroup()
+                objs, cnt, a_slot, a_t, a_rank, masked, simple, active = self._gather()
+                break
+
+        # ---- rewards (score changes)
+        prev = self.prev_score
+        racc = self.reward_acc
+        eplen = self.ep_len
+        epret = self.ep_ret
+        try:
+            for s in range(n):
+                obs = pobs[s]
+                if obs is None:
+                    continue
+                score = obs.score
+                p = prev[s]
+                if p is not None:
+                    r = score - p
+                    racc[s] += r
+                    epret[s] += r
+                prev[s] = score
+                eplen[s] += 1
+        except TypeError:
+            raise InvalidObservationError(
+                f"slot {self.slot_lo + s}: the observation's score must be a number, got {pobs[s].score!r}"
+            ) from None
+
+        # ---- entities: one numpy call per type
+        entities: dict[str, np.ndarray] = {}
+        counts: dict[str, np.ndarray] = {}
+        for t, sc in enumerate(schemas):
+            entities[sc.name] = self._featurize(sc, objs[t], cnt[t])
+            counts[sc.name] = np.array(cnt[t], dtype=np.int64)
+
+        # ---- globals
+        gs = sp.globals_schema
+        if gs is not None:
+            gl_objs = []
+            for s in range(n):
+                obs = pobs[s]
+                if obs is None:
+                    continue
+                g = obs._globals
+                if g is None or type(g) is not gs.cls:
+                    raise InvalidObservationError(
+                        f"slot {self.slot_lo + s}: the observation space has globals of type {gs.name!r} but the "
+                        f"observation gave {g!r}; call obs.globals({gs.name}(...)) on every observation"
+                    )
+                gl_objs.append(g)
+            garr = self._featurize(gs, gl_objs, [1 if x else 0 for x in active])
+            if all(active):
+                globs = garr
+            else:
+                globs = np.zeros((n, len(gs.features)), dtype=np.float32)
+                globs[np.array(active, dtype=bool)] = garr
+        else:
+            globs = np.zeros((n, 0), dtype=np.float32)
+
+        # ---- actors and masks
+        if T:
+            C = np.array(cnt, dtype=np.int64).reshape(T, n)
+            starts = np.cumsum(C, axis=0) - C
+        actor_slot: dict[str, np.ndarray] = {}
+        actor_index: dict[str, np.ndarray] = {}
+        masks: dict[str, np.ndarray] = {}
+        ncand: dict[str, np.ndarray] = {}
+        among: list[tuple[int, ...]] = []
+        cand_types: dict[str, tuple[str, ...]] = {}
+        for a, spec in enumerate(specs):
+            sl = np.array(a_slot[a], dtype=np.int64)
+            if sl.size:
+                ai = starts[np.array(a_t[a], dtype=np.int64), sl] + np.array(a_rank[a], dtype=np.int64)
+            else:
+                ai = _EMPTY_I64.copy()
+            actor_slot[spec.name] = sl + self.slot_lo
+            actor_index[spec.name] = ai
+            if spec.kind == CATEGORICAL:
+                among.append(())
+                masks[spec.name] = np.ones((sl.size, spec.n), dtype=bool)
+            else:
+                ts = tuple(tindex[c] for c in spec.among)
+                among.append(ts)
+                cand_types[spec.name] = tuple(schemas[t].name for t in ts)
+                nc = C[list(ts)].sum(axis=0)[sl] if sl.size else _EMPTY_I64.copy()
+                ncand[spec.name] = nc
+                masks[spec.name] = np.ones(int(nc.sum()), dtype=bool)
+        if masked:
+            self._apply_masks(masked, masks, ncand, specs)
+        for a, spec in enumerate(specs):
+            m = masks[spec.name]
+            if spec.kind == CATEGORICAL:
+                if m.shape[0] and not m.any(axis=1).all():
+                    j = int(np.flatnonzero(~m.any(axis=1))[0])
+                    self._no_legal(spec.name, a_slot[a][j])
+            else:
+                nc = ncand[spec.name]
+                if nc.size:
+                    if (nc == 0).any():
+                        j = int(np.flatnonzero(nc == 0)[0])
+                        raise InvalidObservationError(
+                            f"select-entity action {spec.name!r}: the actor of slot {self.slot_lo + a_slot[a][j]} has no "
+                            f"candidate (no entity of type {cand_types[spec.name]} was observed); observe at least one "
+                            "candidate or do not ask for this action type"
+                        )
+                    legal = np.add.reduceat(m.astype(np.int64), np.cumsum(nc) - nc)
+                    if (legal == 0).any():
+                        self._no_legal(spec.name, a_slot[a][int(np.flatnonzero(legal == 0)[0])])
+
+        # ---- rewards, ends, metrics
+        reward = np.array(racc, dtype=np.float32)
+        if not np.isfinite(reward).all():
+            s = int(np.flatnonzero(~np.isfinite(reward))[0])
+            raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite (reward {reward[s]})")
+        self.reward_acc = [0.0] * n
+        if self.any_done:
+            terminated = np.array(self.term, dtype=bool)
+            truncated = np.array(self.trunc, dtype=bool)
+            self.term = [False] * n
+            self.trunc = [False] * n
+            self.any_done = False
+        else:
+            terminated = np.zeros(n, dtype=bool)
+            truncated = np.zeros(n, dtype=bool)
+        metrics: dict[str, np.ndarray] = {}
+        if self.metric_buf:
+            for name, d in self.metric_buf.items():
+                v = np.full(n, np.nan)
+                v[list(d.keys())] = list(d.values())
+                metrics[name] = v
+            self.metric_buf = {}
+        self._plan = _Plan(simple, a_slot, among, objs, cnt)
+        return Batch(
+            num_slots=n,
+            entities=entities,
+            counts=counts,
+            globals=globs,
+            actor_slot=actor_slot,
+            actor_index=actor_index,
+            masks=masks,
+            num_candidates=ncand,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            active=np.array(active, dtype=bool),
+            metrics=metrics,
+            candidate_types=cand_types,
+        )
+
+    def _no_legal(self, name: str, s: int) -> None:
+        raise InvalidObservationError(
+            f"action type {name!r}: an actor of slot {self.slot_lo + s} (env {self.env_lo + s // self.apg}) has a mask "
+            "that leaves no legal choice; every mask must allow at least one choice"
+        )
+
+    def _unknown_type(self, key: Any) -> None:
+        sp = self.spaces
+        known_e = [s.name for s in sp.entity_schemas]
+        known_a = [s.name for s in sp.action_specs]
+        if isinstance(key, type) and not (hasattr(key, "__members__") or key in sp.action_index):
+            raise InvalidObservationError(
+                f"entity type {key.__qualname__!r} appeared after the observation space was fixed (known entity "
+                f"types: {known_e}); declare every entity type up front: gl.VecEnv(..., entity_types=[...])"
+            )
+        raise InvalidObservationError(
+            f"action type {getattr(key, '__name__', key)!r} appeared after the action space was fixed (known action "
+            f"types: {known_a}); declare every action type up front: gl.VecEnv(..., action_types=[...])"
+        )
+
+    def _featurize(self, sc: Any, lst: list[Any], per_slot: list[int]) -> np.ndarray:
+        nf = len(sc.features)
+        if not lst:
+            return np.zeros((0, nf), dtype=np.float32)
+        try:
+            rows = sc.rows(lst)
+            arr = np.array(rows, dtype=np.float32)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            self._locate_bad(sc, lst, per_slot, e)
+            raise  # pragma: no cover
+        arr = arr.reshape(len(lst), nf)
+        if not np.isfinite(arr).all():
+            bad = np.argwhere(~np.isfinite(arr))[0]
+            row, col = int(bad[0]), int(bad[1])
+            s = int(np.searchsorted(np.cumsum(per_slot), row, side="right"))
+            raise InvalidObservationError(
+                f"entity type {sc.name!r}, feature {sc.features[col]!r} is {arr[row, col]} in env "
+                f"{self.env_lo + s // self.apg} (slot {self.slot_lo + s}); features must be finite numbers"
+            )
+        return arr
+
+    def _locate_bad(self, sc: Any, lst: list[Any], per_slot: list[int], e: Exception) -> None:
+        ends = np.cumsum(per_slot)
+        for i, o in enumerate(lst):
+            try:
+                np.array(sc.rows([o]), dtype=np.float32)
+            except Exception as e2:
+                s = int(np.searchsorted(ends, i, side="right"))
+                for f in sc.fields:
+                    try:
+                        v = getattr(o, f)
+                    except AttributeError:
+                        raise InvalidObservationError(
+                            f"entity type {sc.name!r}: object {o!r} in env {self.env_lo + s // self.apg} has no field {f!r}"
+                        ) from None
+                    try:
+                        np.array(sc.rows([o]), dtype=np.float32)
+                    except Exception:
+                        pass
+                raise InvalidObservationError(
+                    f"entity type {sc.name!r}: cannot featurize {o!r} in env {self.env_lo + s // self.apg}: "
+                    f"{type(e2).__name__}: {e2}; every feature must be a number (Enums must hold one of their members)"
+                ) from None
+        raise InvalidObservationError(f"entity type {sc.name!r}: cannot featurize: {e}") from None
+
+    def _regroup(self) -> None:
+        """Slow path: some ``entities(...)`` call mixed several types; split such chunks by type."""
+        tindex = self.spaces.entity_index
+        for obs in self.pobs:
+            if obs is None:
+                continue
+            new: list[Any] = []
+            for ch in obs._chunks:
+                first = type(ch[0])
+                if all(type(o) is first for o in ch):
+                    new.append(ch)
+                    continue
+                groups: dict[type, list[Any]] = {}
+                for o in ch:
+                    t = type(o)
+                    if t not in tindex:
+                        self._unknown_type(t)
+                    groups.setdefault(t, []).append(o)
+                new.extend(groups.values())
+            obs._chunks = new
+
+    def _apply_masks(self, masked: list, masks: dict[str, np.ndarray], ncand: dict[str, np.ndarray], specs: list) -> None:
+        """Write the masks the games set (slow path, only for observations that have masks)."""
+        ncand_cum = {k: np.cumsum(v) - v for k, v in ncand.items()}
+        for s, a, pos, obs in masked:
+            spec = specs[a]
+            raw_list = obs._masks.get(spec.key)
+            if raw_list is None:
+                continue
+            for i, raw in enumerate(raw_list):
+                if raw is None:
+                    continue
+                j = pos + i
+                try:
+                    if spec.kind == CATEGORICAL:
+                        masks[spec.name][j] = mask_vector(raw, spec, spec.n, None)
+                    else:
+                        cands = obs.entities_of(spec.among)
+                        start = int(ncand_cum[spec.name][j])
+                        masks[spec.name][start : start + len(cands)] = mask_vector(raw, spec, len(cands), cands)
+                except InvalidObservationError as e:
+                    raise InvalidObservationError(f"slot {self.slot_lo + s}, actor {i}: {e}") from None
+        for s, a, pos, obs in masked:
+            unknown = [k for k in obs._masks if k not in self.ptypes[s]]
+            if unknown:
+                raise InvalidObservationError(
+                    f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
+                    f"(asked: {list(self.ptypes[s])!r}); a mask must belong to a requested action type"
+                )
+
+
+class _Plan:
+    """What ``step`` needs from the last batch to decode actions."""
+
+    __slots__ = ("simple", "a_slot", "among", "objs", "cnt", "_offs")
+
+    def __init__(self, simple: bool, a_slot: list[list[int]], among: list[tuple[int, ...]], objs: list[list[Any]], cnt: list[list[int]]) -> None:
+        self.simple = simple
+        self.a_slot = a_slot
+        self.among = among
+        self.objs = objs
+        self.cnt = cnt
+        self._offs: list[list[int]] | None = None
+
+    def offsets(self) -> list[list[int]]:
+        if self._offs is None:
+            self._offs = [(np.cumsum(c) - np.array(c)).tolist() for c in self.cnt]
+        return self._offs
+

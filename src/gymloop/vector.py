@@ -1,0 +1,327 @@
+"""``gl.VecEnv``: many copies of a game as one vectorized environment.
+
+Example:
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> env = gl.VecEnv(snake, num_envs=4, seed=0)
+    >>> batch = env.reset()
+    >>> sorted(env.obs_space.entities)
+    ['Body', 'Food', 'Head']
+    >>> batch = env.step(env.sample_actions())
+    >>> batch.reward.shape
+    (4,)
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .actions import CATEGORICAL
+from .batch import Batch
+from .errors import ConfigError, EnvStateError, InvalidActionError
+from .spaces import ActionDesc, ObsSpace, Spaces, declared_types
+
+__all__ = ["VecEnv"]
+
+log = logging.getLogger("gymloop.vector")
+
+
+class _State:
+    """Everything a VecEnv owns that must be released; kept apart so a finalizer can close it."""
+
+    def __init__(self) -> None:
+        self.backend: Any = None
+        self.closed = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+
+class VecEnv:
+    """A vectorized environment over ``num_envs`` copies of a game.
+
+    Args:
+        game: a game loop ``game(agent, seed)`` (``game(agents, seed)`` with ``agents_per_game > 1``),
+            or a :class:`gl.Environment` subclass / zero-argument factory of environments.
+        num_envs: number of game copies.
+        workers: 0 runs every game in this process; N > 0 runs them in N worker processes that hand
+            batches over through shared memory. The batches are identical either way.
+        seed: root seed; game copy ``i`` gets its own seed derived from ``seed`` and ``i``.
+        agents_per_game: agents per game copy; each agent is its own slot in the batch.
+        entity_types, action_types, globals_type: declare types up front. Undeclared types are
+            discovered in the first batch; a type first seen later is an error.
+        checked: validate every action in ``step`` (range, mask, shape); on by default since the
+            checks are vectorized. ``False`` checks the first step only.
+        start_method: multiprocessing start method for workers (default ``"spawn"``: the game
+            function must be importable).
+
+    Attributes:
+        num_envs: number of game copies.
+        num_slots: ``num_envs * agents_per_game``.
+    """
+
+    def __init__(
+        self,
+        game: Callable[..., Any] | type,
+        num_envs: int,
+        workers: int = 0,
+        seed: int = 0,
+        agents_per_game: int = 1,
+        entity_types: Sequence[type] | None = None,
+        action_types: Sequence[Any] | None = None,
+        globals_type: type | None = None,
+        checked: bool = True,
+        start_method: str = "spawn",
+    ) -> None:
+        for name, v, lo in (("num_envs", num_envs, 1), ("workers", workers, 0), ("agents_per_game", agents_per_game, 1)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ConfigError(f"{name} must be an int >= {lo}, got {v!r}")
+        if workers > num_envs:
+            raise ConfigError(f"workers={workers} is more than num_envs={num_envs}; use at most one worker per game copy")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {seed!r}")
+        if not callable(game):
+            raise ConfigError(f"game must be a game loop function or a gl.Environment class, got {game!r}")
+        self.game = game
+        self.num_envs = int(num_envs)
+        self.workers = int(workers)
+        self.seed = int(seed)
+        self.agents_per_game = int(agents_per_game)
+        self.num_slots = self.num_envs * self.agents_per_game
+        self.checked = checked
+        self.start_method = start_method
+        declared = None
+        on_game = declared_types(game)
+        if entity_types or action_types or globals_type or on_game:
+            g_ents, g_glob, g_acts = on_game or ([], None, [])
+            declared = (list(g_ents) + list(entity_types or ()), globals_type or g_glob, list(g_acts) + list(action_types or ()))
+        self._declared = declared
+        self._spaces: Spaces | None = None
+        self._batch: Batch | None = None
+        self._steps = 0
+        self._rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(2**31,)))
+        self._state = _State()
+        self._finalizer = weakref.finalize(self, _State.close, self._state)
+        self._is_env = _is_environment(game)
+        if self.agents_per_game > 1 and self._is_env:
+            raise ConfigError("agents_per_game applies to game loops; a gl.Environment is one slot per copy")
+
+    # ------------------------------------------------------------------ spaces
+    @property
+    def obs_space(self) -> ObsSpace:
+        """Entity types with feature names, and global features (fixed at the first ``reset``)."""
+        return self._fixed().obs_space
+
+    @property
+    def action_space(self) -> dict[str, ActionDesc]:
+        """Action types by name (fixed at the first ``reset``)."""
+        return self._fixed().action_space
+
+    @property
+    def spaces(self) -> Spaces:
+        """The compiled spaces (classes and schemas)."""
+        return self._fixed()
+
+    def _fixed(self) -> Spaces:
+        if self._spaces is None:
+            raise EnvStateError("the spaces are fixed by the first reset(); call env.reset() before reading them")
+        return self._spaces
+
+    # ------------------------------------------------------------------ lifecycle
+    def _make_backend(self) -> Any:
+        if self.workers == 0:
+            from .runtime.local import LocalBackend
+
+            return LocalBackend(self.game, self.num_envs, self.agents_per_game, self.seed, self._declared, self._is_env)
+        from .runtime.workers import ProcessBackend
+
+        return ProcessBackend(
+            self.game, self.num_envs, self.agents_per_game, self.seed, self._declared, self._is_env,
+            self.workers, self.start_method,
+        )
+
+    def reset(self) -> Batch:
+        """Start (or restart) every game copy; returns the first batch.
+
+        Raises:
+            EnvStateError: after ``close()``.
+            GameError: if a game raised before its first decision.
+        """
+        st = self._state
+        if st.closed:
+            raise EnvStateError("reset() after close(); make a new VecEnv")
+        if st.backend is None:
+            st.backend = self._make_backend()
+        batch, spaces = st.backend.reset()
+        self._spaces = spaces
+        self._batch = batch
+        self._steps = 0
+        self._failed = False
+        return batch
+
+    def step(self, actions: Mapping[str, Any]) -> Batch:
+        """Apply one action per actor and return the next batch.
+
+        Args:
+            actions: action type name → integer array with one entry per actor of that type in the
+                current batch, in batch order: the choice index, or for select-entity the index
+                among that actor's candidates.
+
+        Raises:
+            EnvStateError: before ``reset()``, after ``close()``, or after a ``GameError``.
+            InvalidActionError: an action of the wrong shape or dtype, out of range, or masked out.
+            GameError: a game raised; it carries the env index and seed.
+        """
+        st = self._state
+        if st.closed:
+            raise EnvStateError("step() after close(); make a new VecEnv")
+        if self._batch is None:
+            raise EnvStateError("step() before reset(); call env.reset() first")
+        if getattr(self, "_failed", False):
+            raise EnvStateError("a game raised in an earlier step; call env.reset() to restart every game")
+        arrays = self._validate(actions) if (self.checked or self._steps == 0) else self._convert(actions)
+        try:
+            batch = st.backend.step(arrays)
+        except BaseException:
+            self._failed = True
+            raise
+        self._batch = batch
+        self._steps += 1
+        return batch
+
+    def close(self) -> None:
+        """Close every game (``GreenletExit`` at its ``act`` call), end workers, free shared memory.
+
+        Closing twice is fine; it also happens when the VecEnv is garbage-collected or at exit.
+        """
+        self._finalizer()
+
+    def __enter__(self) -> "VecEnv":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._state.closed
+
+    # ------------------------------------------------------------------ actions
+    def _convert(self, actions: Mapping[str, Any]) -> list[np.ndarray]:
+        return [np.asarray(actions[s.name], dtype=np.int64) for s in self._spaces.action_specs]
+
+    def _validate(self, actions: Mapping[str, Any]) -> list[np.ndarray]:
+        b = self._batch
+        specs = self._spaces.action_specs
+        if not isinstance(actions, Mapping):
+            raise InvalidActionError(
+                f"step expects a dict from action type name to an int array, got {type(actions).__name__}"
+            )
+        extra = set(actions) - {s.name for s in specs}
+        if extra:
+            raise InvalidActionError(
+                f"unknown action type(s) {sorted(extra)}; the action space has {[s.name for s in specs]}"
+            )
+        out = []
+        for spec in specs:
+            name = spec.name
+            n_act = b.actor_slot[name].shape[0]
+            if name not in actions:
+                if n_act == 0:
+                    out.append(np.zeros(0, dtype=np.int64))
+                    continue
+                raise InvalidActionError(f"missing actions for action type {name!r}: expected an int array of shape ({n_act},)")
+            raw = actions[name]
+            arr = np.asarray(raw)
+            if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
+                raise InvalidActionError(
+                    f"actions for {name!r} must be integers, got dtype {arr.dtype}; pass e.g. np.asarray(a, dtype=np.int64)"
+                )
+            if arr.shape != (n_act,):
+                raise InvalidActionError(f"actions for {name!r} must have shape ({n_act},) (one per actor), got {arr.shape}")
+            arr = arr.astype(np.int64, copy=False)
+            if spec.kind == CATEGORICAL:
+                bad = (arr < 0) | (arr >= spec.n)
+                if bad.any():
+                    self._bad(name, int(np.flatnonzero(bad)[0]), arr, f"out of range [0, {spec.n})")
+                m = b.masks[name]
+                if n_act and not m[np.arange(n_act), arr].all():
+                    j = int(np.flatnonzero(~m[np.arange(n_act), arr])[0])
+                    self._bad(name, j, arr, f"masked out (legal: {[spec.labels[i] for i in np.flatnonzero(m[j])]})")
+            else:
+                nc = b.num_candidates[name]
+                bad = (arr < 0) | (arr >= nc)
+                if bad.any():
+                    j = int(np.flatnonzero(bad)[0])
+                    self._bad(name, j, arr, f"out of range [0, {int(nc[j])}) (the actor's candidate count)")
+                if n_act:
+                    start = np.cumsum(nc) - nc
+                    ok = b.masks[name][start + arr]
+                    if not ok.all():
+                        j = int(np.flatnonzero(~ok)[0])
+                        legal = np.flatnonzero(b.masks[name][start[j] : start[j] + nc[j]]).tolist()
+                        self._bad(name, j, arr, f"masked out (legal candidate indices: {legal})")
+            out.append(arr)
+        return out
+
+    def _bad(self, name: str, j: int, arr: np.ndarray, why: str) -> None:
+        slot = int(self._batch.actor_slot[name][j])
+        raise InvalidActionError(
+            f"action type {name!r}, actor {j} (env {slot // self.agents_per_game}, slot {slot}): "
+            f"action {int(arr[j])} is {why}"
+        )
+
+    def sample_actions(self) -> dict[str, np.ndarray]:
+        """Uniformly random legal actions for the current batch (masks respected)."""
+        b = self._batch
+        if b is None:
+            raise EnvStateError("sample_actions() before reset(); call env.reset() first")
+        return sample_legal(b, self._spaces, self._rng)
+
+
+def sample_legal(b: Batch, spaces: Spaces, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Uniform random legal actions for every actor of a batch."""
+    out: dict[str, np.ndarray] = {}
+    for spec in spaces.action_specs:
+        name = spec.name
+        m = b.masks[name]
+        if spec.kind == CATEGORICAL:
+            n_act = m.shape[0]
+            if n_act == 0:
+                out[name] = np.zeros(0, dtype=np.int64)
+            elif m.all():
+                out[name] = rng.integers(0, spec.n, size=n_act, dtype=np.int64)
+            else:
+                r = rng.random(m.shape)
+                r[~m] = -1.0
+                out[name] = r.argmax(axis=1).astype(np.int64)
+        else:
+            nc = b.num_candidates[name]
+            if nc.size == 0:
+                out[name] = np.zeros(0, dtype=np.int64)
+                continue
+            r = rng.random(m.shape[0])
+            r[~m] = -1.0
+            start = np.cumsum(nc) - nc
+            seg = np.repeat(np.arange(nc.size), nc)
+            # sort by (segment, -r): the first entry of each segment is its maximum
+            order = np.lexsort((-r, seg))
+            first = order[start]
+            out[name] = (first - start).astype(np.int64)
+    return out
+
+
+def _is_environment(game: Any) -> bool:
+    from .env import Environment
+
+    return isinstance(game, type) and issubclass(game, Environment)

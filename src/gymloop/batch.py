@@ -100,12 +100,19 @@ class Batch:
         return out
 
     @staticmethod
-    def concat(parts: list["Batch"]) -> "Batch":
-        """Join the batches of consecutive slot ranges (their ``actor_slot`` already global)."""
-        if len(parts) == 1:
+    def concat(parts: list["Batch"], copy: bool = False) -> "Batch":
+        """Join the batches of consecutive slot ranges (their ``actor_slot`` already global).
+
+        With ``copy=True`` the result never shares memory with the parts.
+        """
+        if len(parts) == 1 and not copy:
             return parts[0]
         first = parts[0]
-        cat = np.concatenate
+        if len(parts) == 1:
+            def cat(xs: list[np.ndarray]) -> np.ndarray:
+                return xs[0].copy()
+        else:
+            cat = np.concatenate
         metrics: dict[str, np.ndarray] = {}
         keys = sorted(set().union(*(p.metrics.keys() for p in parts)))
         for k in keys:

@@ -162,7 +162,13 @@ class VecEnv:
             raise EnvStateError("reset() after close(); make a new VecEnv")
         if st.backend is None:
             st.backend = self._make_backend()
-        batch, spaces = st.backend.reset()
+        try:
+            batch, spaces = st.backend.reset()
+        except BaseException:
+            if self.workers:  # a failed start leaves workers mid-protocol: start afresh next time
+                st.backend.close()
+                st.backend = None
+            raise
         self._spaces = spaces
         self._batch = batch
         self._steps = 0

@@ -82,10 +82,22 @@ class EnvExecutor:
         return err
 
     def reset(self) -> Batch:
+        self.start()
+        if self.spaces is None:
+            self.spaces = self.discover()
+        return self.build()
+
+    def start(self) -> None:
         if not self.envs:
             self.envs = [self.factory() for _ in range(self.n)]
-        if self.spaces is None:
-            self.spaces = EnvSpaces(self.envs[0].obs_space(), self.envs[0].action_space())
+
+    def discover(self) -> EnvSpaces:
+        return EnvSpaces(self.envs[0].obs_space(), self.envs[0].action_space())
+
+    def set_spaces(self, spaces: EnvSpaces) -> None:
+        self.spaces = spaces
+
+    def build(self) -> Batch:
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []

@@ -226,6 +226,13 @@ class Executor:
 
     def reset(self) -> Batch:
         """(Re)start every game and return the first batch."""
+        self.start()
+        if self.spaces is None:
+            self.spaces = Spaces.build(*self.discover())
+        return self.build()
+
+    def start(self) -> None:
+        """(Re)start every game; each runs until its first decision."""
         self.close_games()
         self.closing = False
         self.errors = []
@@ -236,9 +243,10 @@ class Executor:
         for k in range(self.n_games):
             self._start(k)
         self._raise_errors()
-        if self.spaces is None:
-            self.spaces = Spaces.build(*self.discover())
-        return self.build()
+
+    def set_spaces(self, classes: tuple[list[type], type | None, list[Any]]) -> None:
+        """Fix the spaces (workers receive the union of what every worker discovered)."""
+        self.spaces = Spaces.build(*classes)
 
     def discover(self) -> tuple[list[type], type | None, list[Any]]:
         """Entity classes, globals class and action types seen in the pending decisions."""

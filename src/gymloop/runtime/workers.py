@@ -1,0 +1,413 @@
+"""Process workers: N processes, each hosting many game copies, batches through shared memory.
+
+Per step the main process writes every worker's slice of the actions into that worker's input
+segment and sends it a few bytes (the slice lengths); the worker resumes its games, writes its
+part of the batch into its output segment and answers with the array shapes. Nothing is pickled
+per step. Both sides block on their pipe while waiting (no busy-waiting), so ``workers=2`` uses
+two cores for game stepping.
+
+Segments are created and unlinked by the main process; a worker whose batch outgrows its output
+segment asks for a bigger one.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import pickle
+import sys
+import traceback
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from ..batch import Batch
+from ..errors import ConfigError, GymloopError, SchemaError
+from ..spaces import Spaces
+
+log = logging.getLogger("gymloop.workers")
+
+_ALIGN = 64
+_DTYPES = [np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_), np.dtype(np.float64)]
+_DCODE = {d: i for i, d in enumerate(_DTYPES)}
+
+
+def _attach(name: str) -> shared_memory.SharedMemory:
+    """Attach to a segment the main process owns (and will unlink).
+
+    Worker processes share the main process's resource tracker, so attaching registers nothing
+    new; the main process's ``unlink`` unregisters the segment.
+    """
+    return shared_memory.SharedMemory(name=name)
+
+
+# ---------------------------------------------------------------------- batch <-> flat arrays
+def _flatten(b: Batch) -> tuple[list[np.ndarray], list[str]]:
+    arrays = [b.reward, b.terminated, b.truncated, b.active, b.globals]
+    for k in b.entities:
+        arrays.append(b.counts[k])
+        arrays.append(b.entities[k])
+    for k in b.actor_slot:
+        arrays += [b.actor_slot[k], b.actor_index[k], b.masks[k]]
+        if k in b.num_candidates:
+            arrays.append(b.num_candidates[k])
+    names = list(b.metrics)
+    arrays += [b.metrics[k] for k in names]
+    return arrays, names
+
+
+def _layout(arrays: list[np.ndarray]) -> tuple[np.ndarray, int]:
+    head: list[int] = [len(arrays)]
+    off = 0
+    for a in arrays:
+        head += [_DCODE[a.dtype], a.ndim, *a.shape]
+        off += -(-a.nbytes // _ALIGN) * _ALIGN
+    return np.array(head, dtype=np.int64), off
+
+
+def _write(buf: memoryview, arrays: list[np.ndarray]) -> None:
+    off = 0
+    for a in arrays:
+        n = a.nbytes
+        if n:
+            np.ndarray(a.shape, a.dtype, buffer=buf, offset=off)[...] = a
+        off += -(-n // _ALIGN) * _ALIGN
+
+
+def _read(buf: memoryview, head: np.ndarray) -> list[np.ndarray]:
+    h = head.tolist()
+    count = h[0]
+    i = 1
+    off = 0
+    out = []
+    for _ in range(count):
+        dt = _DTYPES[h[i]]
+        nd = h[i + 1]
+        shape = tuple(h[i + 2 : i + 2 + nd])
+        i += 2 + nd
+        a = np.ndarray(shape, dt, buffer=buf, offset=off)
+        off += -(-a.nbytes // _ALIGN) * _ALIGN
+        out.append(a)
+    return out
+
+
+def _unflatten(arrays: list[np.ndarray], names: list[str], template: Batch | None, spaces: Any, n: int) -> Batch:
+    it = iter(arrays)
+    reward, term, trunc, active, globs = next(it), next(it), next(it), next(it), next(it)
+    ent_names = [s.name for s in spaces.entity_schemas] if hasattr(spaces, "entity_schemas") else list(spaces.obs.entities)
+    entities, counts = {}, {}
+    for k in ent_names:
+        counts[k] = next(it)
+        entities[k] = next(it)
+    actor_slot, actor_index, masks, ncand, cand_types = {}, {}, {}, {}, {}
+    for spec in spaces.action_specs:
+        k = spec.name
+        actor_slot[k], actor_index[k], masks[k] = next(it), next(it), next(it)
+        if spec.kind == "select_entity":
+            ncand[k] = next(it)
+            if hasattr(spec, "among") and spec.among and isinstance(spec.among[0], str):
+                cand_types[k] = tuple(spec.among)
+            else:
+                from ..schema import schema_of
+
+                cand_types[k] = tuple(schema_of(c).name for c in spec.among)
+    metrics = {k: next(it) for k in names}
+    return Batch(
+        num_slots=n, entities=entities, counts=counts, globals=globs, actor_slot=actor_slot,
+        actor_index=actor_index, masks=masks, num_candidates=ncand, reward=reward, terminated=term,
+        truncated=trunc, active=active, metrics=metrics, candidate_types=cand_types,
+    )
+
+
+# ---------------------------------------------------------------------- worker process
+def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str) -> None:
+    from .local import make_executor
+
+    logging.basicConfig(level=logging.WARNING)
+    ex = make_executor(game, env_lo, n, apg, seed, declared, is_env)
+    in_shm = _attach(in_name)
+    out_shm = _attach(out_name)
+    A = 0
+
+    def send_batch(b: Batch) -> None:
+        nonlocal out_shm
+        arrays, names = _flatten(b)
+        head, size = _layout(arrays)
+        if size > out_shm.size:
+            conn.send_bytes(b"G" + np.array([size], dtype=np.int64).tobytes())
+            msg = conn.recv_bytes()
+            out_shm.close()
+            out_shm = _attach(msg[1:].decode())
+        _write(out_shm.buf, arrays)
+        hb = head.tobytes()
+        conn.send_bytes(b"B" + np.array([len(hb)], dtype=np.int64).tobytes() + hb + "\x00".join(names).encode())
+
+    try:
+        while True:
+            try:
+                msg = conn.recv_bytes()
+            except (EOFError, OSError):
+                break
+            op = msg[:1]
+            try:
+                if op == b"S":
+                    lens = np.frombuffer(msg, dtype=np.int64, offset=8)
+                    actions = []
+                    off = 0
+                    for L in lens.tolist():
+                        actions.append(np.ndarray((L,), np.int64, buffer=in_shm.buf, offset=off))
+                        off += L * 8
+                    send_batch(ex.step(actions))
+                elif op == b"R":
+                    if ex.spaces is None:
+                        ex.start()
+                        conn.send_bytes(b"D" + pickle.dumps(ex.discover()))
+                        reply = conn.recv_bytes()
+                        ex.set_spaces(pickle.loads(reply[1:]))
+                        send_batch(ex.build())
+                    else:
+                        send_batch(ex.reset())
+                    A = len(ex.spaces.action_specs)
+                elif op == b"N":
+                    in_shm.close()
+                    in_shm = _attach(msg[1:].decode())
+                elif op == b"C":
+                    ex.close_games()
+                    conn.send_bytes(b"K")
+                    break
+            except BaseException as e:  # report, keep serving (close must still work)
+                try:
+                    payload = pickle.dumps(e)
+                except Exception:
+                    payload = pickle.dumps(GymloopError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+                conn.send_bytes(b"E" + payload)
+                if not isinstance(e, Exception):
+                    break
+    finally:
+        del A
+        try:
+            ex.close_games()
+        except Exception:  # pragma: no cover
+            pass
+        in_shm.close()
+        out_shm.close()
+        conn.close()
+
+
+# ---------------------------------------------------------------------- main-process side
+class _Worker:
+    def __init__(self, ctx: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool) -> None:
+        self.env_lo = env_lo
+        self.n_slots = n * apg
+        self.in_shm = shared_memory.SharedMemory(create=True, size=max(4096, 64 * n * apg))
+        self.out_shm = shared_memory.SharedMemory(create=True, size=max(1 << 16, 512 * n * apg))
+        self.owned = [self.in_shm, self.out_shm]
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(
+            target=_worker_main,
+            args=(child, game, env_lo, n, apg, seed, declared, is_env, self.in_shm.name, self.out_shm.name),
+            daemon=True,
+            name=f"gymloop-worker-{env_lo}",
+        )
+        self.proc.start()
+        child.close()
+
+    def recv(self) -> bytes:
+        try:
+            return self.conn.recv_bytes()
+        except (EOFError, OSError):
+            self.proc.join(timeout=1)
+            raise GymloopError(
+                f"worker process for game copies from {self.env_lo} died (exit code {self.proc.exitcode}); "
+                "a game may have crashed the interpreter or run out of memory"
+            ) from None
+
+    def new_segment(self, size: int) -> shared_memory.SharedMemory:
+        shm = shared_memory.SharedMemory(create=True, size=size)
+        self.owned.append(shm)
+        return shm
+
+    def read_batch(self, msg: bytes, spaces: Any) -> Batch:
+        while msg[:1] == b"G":
+            need = int(np.frombuffer(msg, dtype=np.int64, offset=1)[0])
+            old = self.out_shm
+            self.out_shm = self.new_segment(need * 2)
+            self.conn.send_bytes(b"M" + self.out_shm.name.encode())
+            msg = self.recv()
+            self._drop(old)
+        if msg[:1] == b"E":
+            raise pickle.loads(msg[1:])
+        if msg[:1] != b"B":  # pragma: no cover
+            raise GymloopError(f"unexpected message from worker: {msg[:1]!r}")
+        hl = int(np.frombuffer(msg, dtype=np.int64, count=1, offset=1)[0])
+        head = np.frombuffer(msg, dtype=np.int64, count=hl // 8, offset=9)
+        names_b = msg[9 + hl :]
+        names = names_b.decode().split("\x00") if names_b else []
+        arrays = _read(self.out_shm.buf, head)
+        return _unflatten(arrays, names, None, spaces, self.n_slots)
+
+    def _drop(self, shm: shared_memory.SharedMemory) -> None:
+        try:
+            self.owned.remove(shm)
+        except ValueError:
+            pass
+        try:
+            shm.close()
+        except BufferError:
+            pass
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+
+    def release(self) -> None:
+        for shm in list(self.owned):
+            self._drop(shm)
+
+
+class ProcessBackend:
+    """Runs the game copies in ``workers`` processes."""
+
+    def __init__(self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str) -> None:
+        try:
+            ctx = mp.get_context(start_method)
+        except ValueError as e:
+            raise ConfigError(f"unknown start_method {start_method!r}: {e}") from None
+        if start_method != "fork":
+            try:
+                pickle.dumps(game)
+            except Exception as e:
+                raise ConfigError(
+                    f"with workers > 0 the game {game!r} must be picklable (a module-level function or class) "
+                    f"so worker processes can import it: {e}"
+                ) from None
+        self.spaces: Any = None
+        self.workers: list[_Worker] = []
+        base, extra = divmod(num_envs, workers)
+        lo = 0
+        try:
+            for w in range(workers):
+                n = base + (1 if w < extra else 0)
+                self.workers.append(_Worker(ctx, game, lo, n, apg, seed, declared, is_env))
+                lo += n
+        except BaseException:
+            self.close()
+            raise
+        self.is_env = is_env
+
+    def _gather(self) -> Batch:
+        parts: list[Batch] = []
+        errors: list[BaseException] = []
+        for w in self.workers:
+            try:
+                parts.append(w.read_batch(w.recv(), self.spaces))
+            except GymloopError as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+        self._last_counts = [
+            np.concatenate([[0], np.cumsum([p.actor_slot[s.name].shape[0] for p in parts])]).tolist()
+            for s in self.spaces.action_specs
+        ]
+        return Batch.concat(parts, copy=True)
+
+    def reset(self) -> tuple[Batch, Any]:
+        try:
+            return self._reset()
+        except BaseException:
+            self.close()
+            raise
+
+    def _reset(self) -> tuple[Batch, Any]:
+        for w in self.workers:
+            w.conn.send_bytes(b"R")
+        if self.spaces is None:
+            found = []
+            errors = []
+            for w in self.workers:
+                msg = w.recv()
+                if msg[:1] == b"E":
+                    errors.append(pickle.loads(msg[1:]))
+                else:
+                    found.append(pickle.loads(msg[1:]))
+            if errors:
+                raise errors[0]
+            if self.is_env:
+                spaces = found[0]
+                payload = spaces
+            else:
+                ents: set = set()
+                glob: set = set()
+                acts: list = []
+                for e, g, a in found:
+                    ents.update(e)
+                    if g is not None:
+                        glob.add(g)
+                    for x in a:
+                        if x not in acts:
+                            acts.append(x)
+                if len(glob) > 1:
+                    raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in glob)}; use one")
+                payload = (sorted(ents, key=lambda c: c.__qualname__), glob.pop() if glob else None, acts)
+                spaces = Spaces.build(*payload)
+            blob = b"P" + pickle.dumps(payload)
+            for w in self.workers:
+                w.conn.send_bytes(blob)
+            self.spaces = spaces
+        return self._gather(), self.spaces
+
+    def step(self, actions: list[np.ndarray]) -> Batch:
+        names = [s.name for s in self.spaces.action_specs]
+        b_prev = self._last_counts
+        for wi, w in enumerate(self.workers):
+            lens = []
+            parts = []
+            for a in range(len(names)):
+                lo, hi = b_prev[a][wi], b_prev[a][wi + 1]
+                parts.append(actions[a][lo:hi])
+                lens.append(hi - lo)
+            need = 8 * sum(lens)
+            if need > w.in_shm.size:
+                old = w.in_shm
+                w.in_shm = w.new_segment(max(need * 2, 4096))
+                w.conn.send_bytes(b"N" + w.in_shm.name.encode())
+                w._drop(old)
+            off = 0
+            buf = w.in_shm.buf
+            for p in parts:
+                if p.size:
+                    np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
+                off += p.size * 8
+            w.conn.send_bytes(b"S" + b"\x00" * 7 + np.array(lens, dtype=np.int64).tobytes())
+        return self._gather()
+
+    def close(self) -> None:
+        for w in self.workers:
+            try:
+                if w.proc.is_alive():
+                    w.conn.send_bytes(b"C")
+            except (OSError, ValueError, BrokenPipeError):
+                pass
+        for w in self.workers:
+            try:
+                if w.conn.poll(10):
+                    while True:
+                        m = w.conn.recv_bytes()
+                        if m[:1] == b"K":
+                            break
+                        if not w.conn.poll(10):
+                            break
+            except (EOFError, OSError):
+                pass
+            w.proc.join(timeout=10)
+            if w.proc.is_alive():  # pragma: no cover
+                log.warning("worker %s did not exit; terminating it", w.proc.name)
+                w.proc.terminate()
+                w.proc.join(timeout=5)
+            try:
+                w.conn.close()
+            except OSError:  # pragma: no cover
+                pass
+            w.release()
+        self.workers = []

@@ -70,8 +70,9 @@ class Move(Enum):
     RIGHT = 3
 
 
-_DELTA = {Move.UP: (0, 1), Move.DOWN: (0, -1), Move.LEFT: (-1, 0), Move.RIGHT: (1, 0)}
-_OPPOSITE = {Move.UP: Move.DOWN, Move.DOWN: Move.UP, Move.LEFT: Move.RIGHT, Move.RIGHT: Move.LEFT}
+# indexed by a member's value (``_value_`` is a plain attribute: no Enum hashing per step)
+_DELTA = ((0, 1), (0, -1), (-1, 0), (1, 0))
+_OPPOSITE = (Move.DOWN, Move.UP, Move.RIGHT, Move.LEFT)
 _MOVES = list(Move)
 
 
@@ -122,10 +123,10 @@ class SnakeGame:
     def step(self, move: Move) -> None:
         """Advance one tick; sets ``over`` when the snake dies."""
         size = self.size
-        if self.body and move is _OPPOSITE[self.heading]:
+        if self.body and move is _OPPOSITE[self.heading._value_]:
             move = self.heading
         self.heading = move
-        dx, dy = _DELTA[move]
+        dx, dy = _DELTA[move._value_]
         h = self.head
         nx, ny = h.x + dx, h.y + dy
         self.steps += 1
@@ -163,7 +164,7 @@ def snake(agent: Any, seed: int) -> None:
     """The snake game loop; runs forever (episodes restart in place) until closed."""
     game = SnakeGame(seed)
     while True:
-        obs = Obs(score=game.length).entities(game.food).entities(game.body).actor(game.head)
+        obs = Obs(score=1 + len(game.body)).entities(game.food).entities(game.body).actor(game.head)
         game.step(agent.act(obs, Move))
         if game.over or game.steps >= MAX_STEPS:
             agent.game_over(Obs(score=game.length).metric("length", game.length), truncated=not game.over)

@@ -502,9 +502,10 @@ class Executor:
         # ---- entities: one numpy call per type
         entities: dict[str, np.ndarray] = {}
         counts: dict[str, np.ndarray] = {}
+        C = np.array(cnt, dtype=np.int64).reshape(T, n)
         for t, sc in enumerate(schemas):
             entities[sc.name] = self._featurize(sc, objs[t], cnt[t])
-            counts[sc.name] = np.array(cnt[t], dtype=np.int64)
+            counts[sc.name] = C[t]
 
         # ---- globals
         gs = sp.globals_schema
@@ -531,9 +532,7 @@ class Executor:
             globs = np.zeros((n, 0), dtype=np.float32)
 
         # ---- actors and masks
-        if T:
-            C = np.array(cnt, dtype=np.int64).reshape(T, n)
-            starts = np.cumsum(C, axis=0) - C
+        starts = np.cumsum(C, axis=0) - C
         actor_slot: dict[str, np.ndarray] = {}
         actor_index: dict[str, np.ndarray] = {}
         masks: dict[str, np.ndarray] = {}
@@ -645,8 +644,7 @@ class Executor:
         if not lst:
             return np.zeros((0, nf), dtype=np.float32)
         try:
-            rows = sc.rows(lst)
-            arr = np.array(rows, dtype=np.float32)
+            arr = np.array(sc.flat(lst), dtype=np.float32)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             self._locate_bad(sc, lst, per_slot, e)
             raise  # pragma: no cover

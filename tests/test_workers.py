@@ -1,0 +1,135 @@
+"""Process workers: identical batches, shared memory hand-off, errors and shutdown."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import gymloop as gl
+from gymloop.check import _same
+from gymloop.games.snake import snake
+
+sys.path.insert(0, os.path.dirname(__file__))
+import workers_games as wg  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _trajectory(game, workers, n=12, steps=40, seed=3, **kw):
+    env = gl.VecEnv(game, num_envs=n, workers=workers, seed=seed, **kw)
+    rng = np.random.default_rng(0)
+    try:
+        out = [env.reset()]
+        for _ in range(steps):
+            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
+    finally:
+        env.close()
+    return out
+
+
+def _shm_names() -> set[str]:
+    return {n for n in os.listdir("/dev/shm")} if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.mark.parametrize("game", [snake, wg.rich], ids=["snake", "rich"])
+def test_workers_give_bit_identical_batches(game):
+    a = _trajectory(game, 0)
+    b = _trajectory(game, 2)
+    c = _trajectory(game, 3)
+    assert len(a) == len(b) == len(c)
+    for i, (x, y, z) in enumerate(zip(a, b, c)):
+        assert _same(x, y), f"batch {i} differs between workers=0 and workers=2"
+        assert _same(x, z), f"batch {i} differs between workers=0 and workers=3"
+    assert any(bt.terminated.any() or bt.truncated.any() for bt in a)
+
+
+def test_worker_batches_do_not_alias_shared_memory():
+    env = gl.VecEnv(snake, num_envs=8, workers=2, seed=0)
+    try:
+        b0 = env.reset()
+        heads = b0.entities["Head"].copy()
+        env.step(env.sample_actions())
+        np.testing.assert_array_equal(b0.entities["Head"], heads)
+        assert b0.entities["Head"].base is None or not isinstance(b0.entities["Head"].base, memoryview)
+    finally:
+        env.close()
+
+
+def test_batch_outgrowing_shared_memory_is_handled():
+    a = _trajectory(wg.growing, 0, n=2, steps=12)
+    b = _trajectory(wg.growing, 2, n=2, steps=12)
+    assert a[-1].entities["Foe"].shape[0] > 60000  # far past the initial segment size
+    for x, y in zip(a, b):
+        assert _same(x, y)
+
+
+def test_game_error_in_worker_carries_env_and_seed_and_close_still_works():
+    env = gl.VecEnv(wg.crashy, num_envs=16, workers=2, seed=0)
+    env.reset()
+    with pytest.raises(gl.GameError, match=r"game copy \d+ raised RuntimeError: boom at seed") as ei:
+        for _ in range(5):
+            env.step(env.sample_actions())
+    err = ei.value
+    assert err.seed % 5 == 0
+    assert 0 <= err.env_index < 16
+    assert "boom at seed" in err.original_traceback
+    with pytest.raises(gl.EnvStateError, match="call env.reset"):
+        env.step(env.sample_actions())
+    env.close()
+    env.close()
+
+
+def test_close_runs_finally_blocks_in_workers_and_frees_shared_memory(tmp_path):
+    before = _shm_names()
+    env = gl.VecEnv(functools.partial(wg.with_finally, path=str(tmp_path)), num_envs=6, workers=2, seed=0)
+    env.reset()
+    env.step(env.sample_actions())
+    procs = [w.proc for w in env._state.backend.workers]
+    env.close()
+    assert len(list(tmp_path.glob("closed-*"))) == 6
+    assert all(not p.is_alive() for p in procs)
+    assert _shm_names() - before == set()
+
+
+def test_garbage_collection_closes_workers(tmp_path):
+    env = gl.VecEnv(functools.partial(wg.with_finally, path=str(tmp_path)), num_envs=4, workers=2, seed=0)
+    env.reset()
+    procs = [w.proc for w in env._state.backend.workers]
+    del env
+    gc.collect()
+    assert all(not p.is_alive() for p in procs)
+    assert len(list(tmp_path.glob("closed-*"))) == 4
+
+
+def test_dead_worker_is_reported():
+    env = gl.VecEnv(wg.dies, num_envs=4, workers=2, seed=0)
+    env.reset()
+    with pytest.raises(gl.GymloopError, match="worker process .* died"):
+        env.step(env.sample_actions())
+    env.close()
+
+
+def test_unpicklable_game_is_refused_with_spawn():
+    def local_game(agent, seed):  # pragma: no cover - never runs
+        pass
+
+    with pytest.raises(gl.ConfigError, match="must be picklable"):
+        gl.VecEnv(local_game, num_envs=2, workers=1).reset()
+
+
+def test_more_workers_than_envs_is_refused():
+    with pytest.raises(gl.ConfigError, match="at most one worker per game copy"):
+        gl.VecEnv(snake, num_envs=2, workers=3)
+
+
+def test_actions_outgrowing_shared_memory_are_handled():
+    a = _trajectory(wg.many_actors, 0, n=4, steps=5)
+    b = _trajectory(wg.many_actors, 2, n=4, steps=5)
+    for x, y in zip(a, b):
+        assert _same(x, y)
+    assert a[-1].reward.max() > 0

@@ -39,26 +39,25 @@ class FocusFire:
             dx, dy = near.pos[0] - u.pos.x, near.pos[1] - u.pos.y
             dirs = [d for d, ok in ((Dir.RIGHT, dx > 0), (Dir.LEFT, dx < 0), (Dir.UP, dy > 0), (Dir.DOWN, dy < 0)) if ok]
             stance = Stance.RELOAD if u.ammo == 0 else Stance.GUARD
-            choice = next(
-                (Order(d, s) for d in dirs + [Dir.STAY] for s in (stance, Stance.GUARD) if Order(d, s) in legal),
-            )
-            orders.append(choice)
+            wanted = (Order(d, s) for d in dirs + [Dir.STAY] for s in (stance, Stance.GUARD))
+            orders.append(next(o for o in wanted if o in legal))
         return orders, targets
 
     def game_over(self, obs: gl.Obs, truncated: bool = False) -> None:
         pass
 
 
-def _recording(game, seen: list):
-    """Wrap a game so that every (obs, action types, answer) its agents give is recorded."""
+def _inspected(game, on_act):
+    """Wrap a game so that ``on_act(obs, action_types, answer)`` sees every decision of its agents,
+    at the time it is taken (an observation refers to live game objects, so it is checked at once)."""
 
-    class Rec:
+    class Inspect:
         def __init__(self, inner):
             self.inner = inner
 
         def act(self, obs, *types):
             res = self.inner.act(obs, *types)
-            seen.append((obs, types, res))
+            on_act(obs, types, res)
             return res
 
         def game_over(self, obs, truncated=False):
@@ -69,10 +68,23 @@ def _recording(game, seen: list):
     @gl.game(entities=ents, actions=acts, globals=glob)
     def wrapped(agents, seed):
         if isinstance(agents, (list, tuple)):
-            return game(type(agents)(Rec(a) for a in agents), seed)
-        return game(Rec(agents), seed)
+            return game(type(agents)(Inspect(a) for a in agents), seed)
+        return game(Inspect(agents), seed)
 
     return wrapped
+
+
+def _check_tactics_answer(obs, types, res):
+    assert types == (Order, Target)
+    orders, targets = res
+    n = len(obs.actor_list)
+    assert 1 <= n <= tac.N_UNITS and len(orders) == len(targets) == n
+    assert obs.entities_of(Enemy), "asked for a target with no enemy left"
+    for i, (o, t) in enumerate(zip(orders, targets)):
+        assert isinstance(o, Order) and isinstance(o.move, Dir) and isinstance(o.stance, Stance)
+        assert isinstance(t, Enemy) and t.hp > 0
+        assert o in obs.legal(i, Order)
+        assert any(t is c for c in obs.legal(i, Target))
 
 
 # ---------------------------------------------------------------------- tactics
@@ -96,22 +108,14 @@ def test_tactics_declares_all_types():
 
 def test_tactics_run_random_answers_are_legal_objects():
     seen: list = []
-    r = gl.run(_recording(tactics, seen), gl.RandomAgent(seed=3), seed=1, max_episodes=5)
+    game = _inspected(tactics, lambda *a: (_check_tactics_answer(*a), seen.append(1)))
+    r = gl.run(game, gl.RandomAgent(seed=3), seed=1, max_episodes=5)
     assert len(r.episodes) == 5
     for e in r.episodes:
         assert 0 <= e.metrics["enemies_killed"] <= tac.N_ENEMIES
         assert e.metrics["won"] in (0.0, 1.0)
         assert e.truncated == (e.length >= tac.MAX_TURNS)
-    assert seen
-    for obs, types, (orders, targets) in seen:
-        n = len(obs.actor_list)
-        assert 1 <= n <= tac.N_UNITS and len(orders) == len(targets) == n
-        assert obs.entities_of(Enemy), "asked for a target with no enemy left"
-        for i, (o, t) in enumerate(zip(orders, targets)):
-            assert isinstance(o, Order) and isinstance(o.move, Dir) and isinstance(o.stance, Stance)
-            assert isinstance(t, Enemy) and t.hp > 0
-            assert o in obs.legal(i, Order)
-            assert any(t is c for c in obs.legal(i, Target))
+    assert len(seen) == r.steps
 
 
 def test_tactics_masks():
@@ -160,7 +164,8 @@ def test_tactics_fire_hits_and_kills_score():
 
 def test_tactics_vecenv_sample_actions():
     seen: list = []
-    env = gl.VecEnv(_recording(tactics, seen), num_envs=8, seed=0)
+    game = _inspected(tactics, lambda *a: (_check_tactics_answer(*a), seen.append(1)))
+    env = gl.VecEnv(game, num_envs=8, seed=0)
     try:
         b = env.reset()
         assert env.action_space["Order"].n == len(ALL_ORDERS)
@@ -185,11 +190,7 @@ def test_tactics_vecenv_sample_actions():
         assert np.isfinite(b.reward).all()
     finally:
         env.close()
-    assert len(seen) > 8 * 250
-    for obs, _, (orders, targets) in seen[::7]:
-        for i, (o, t) in enumerate(zip(orders, targets)):
-            assert isinstance(o, Order) and o in obs.legal(i, Order)
-            assert isinstance(t, Enemy) and any(t is c for c in obs.legal(i, Target))
+    assert len(seen) == 8 * 300  # every answer the training agents gave was checked in the game
 
 
 def test_tactics_focus_fire_beats_random():
@@ -217,7 +218,19 @@ def test_duel_passes_check():
 
 def test_duel_run_two_random_agents():
     seen: list = []
-    r = gl.run(_recording(duel, seen), [gl.RandomAgent(seed=0), gl.RandomAgent(seed=1)], seed=0, max_episodes=60)
+
+    def check_answer(obs, types, move):
+        assert types == (Move,) and isinstance(move, Move)
+        assert obs.is_single_actor and isinstance(obs.actor_list[0], Head)
+        assert len(obs.entities_of(OpponentHead)) == 1
+        assert len(obs.entities_of(Food)) == duel_mod.N_FOOD
+        g = obs.global_features
+        assert g.length == 1 + len(obs.entities_of(Body))
+        assert g.opponent_length == 1 + len(obs.entities_of(OpponentBody))
+        seen.append(1)
+
+    game = _inspected(duel, check_answer)
+    r = gl.run(game, [gl.RandomAgent(seed=0), gl.RandomAgent(seed=1)], seed=0, max_episodes=60)
     eps = r.episodes
     assert len(eps) == 60
     for e0, e1 in zip(eps[0::2], eps[1::2]):  # both agents end every episode together
@@ -228,14 +241,7 @@ def test_duel_run_two_random_agents():
         for e in (e0, e1):
             assert e.score == e.metrics["length"] + duel_mod.WIN_BONUS * e.metrics["won"]
     assert any(e.metrics["won"] for e in eps)
-    for obs, types, move in seen:
-        assert types == (Move,) and isinstance(move, Move)
-        assert obs.is_single_actor and isinstance(obs.actor_list[0], Head)
-        assert len(obs.entities_of(OpponentHead)) == 1
-        assert len(obs.entities_of(Food)) == duel_mod.N_FOOD
-        g = obs.global_features
-        assert g.length == 1 + len(obs.entities_of(Body))
-        assert g.opponent_length == 1 + len(obs.entities_of(OpponentBody))
+    assert len(seen) == r.steps and r.steps % 2 == 0  # both snakes decide every frame
 
 
 def _board(heads, bodies=((), ()), headings=(Move.UP, Move.UP), food=()):
@@ -311,12 +317,6 @@ def test_duel_vecenv_sample_actions():
         env.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: gl.act_all (src/gymloop/agent.py:136) compares the bound methods "
-    "`r[0]._act_all == together`, which differ between two TrainingAgents, so it never takes the "
-    "batched path and the two agents of a game are asked in alternate batches",
-)
 def test_duel_vecenv_lock_step():
     env = gl.VecEnv(duel, num_envs=8, seed=0, agents_per_game=2)
     try:

@@ -131,10 +131,9 @@ def act_all(requests: Sequence[tuple]) -> list[Any]:
     reqs = list(requests)
     if not reqs:
         return []
-    first = reqs[0][0]
-    together = getattr(first, "_act_all", None)
-    if together is not None and all(getattr(r[0], "_act_all", None) == together for r in reqs):
-        return together(reqs)
+    group = getattr(reqs[0][0], "_act_group", None)
+    if group is not None and all(getattr(r[0], "_act_group", None) is group for r in reqs):
+        return reqs[0][0]._act_all(reqs)
     return [r[0].act(r[1], *r[2:]) for r in reqs]
 
 
@@ -175,8 +174,6 @@ class _RunAgent:
         self.index = index
         self.state = state
         self.ep_len = 0
-        if getattr(inner, "_act_all", None) is not None:
-            self._act_all = inner._act_all  # pragma: no cover - training agents are not run directly
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
         st = self.state
@@ -280,7 +277,7 @@ def run(
     multi = isinstance(agent, (list, tuple))
     wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
     if multi:
-        wrapped = type(agent)(wrapped)
+        wrapped = tuple(wrapped)  # the same shape a VecEnv passes
     st.parent = greenlet.getcurrent()
     g = greenlet.greenlet(game, parent=st.parent)
     out = g.switch(wrapped, seed)

@@ -51,6 +51,7 @@ __all__ = ["SnakeEnv", "GymSnakeEnv"]
 _MOVES = list(Move)
 _LABELS = tuple(m.name for m in Move)
 _XY = ("x", "y")
+_CELL = np.array([[0, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)  # grid channels of a free/body/food cell
 
 
 def _max_steps(max_steps: int | None) -> int:
@@ -268,10 +269,8 @@ def _build_gym_snake_env() -> type:
         def _observe(self) -> np.ndarray:
             game = self._game
             s = self.size
-            occ = np.frombuffer(game.occupied, dtype=np.uint8).reshape(s, s)  # [x, y]: 1 body, 2 food
-            obs = np.zeros((s, s, 3), dtype=np.float32)
-            obs[:, :, 1] = occ == 1
-            obs[:, :, 2] = occ == 2
+            # occupied[x * size + y]: 0 free, 1 body, 2 food -> one-hot rows of _CELL (a new array)
+            obs = _CELL.take(np.frombuffer(game.occupied, dtype=np.uint8), axis=0).reshape(s, s, 3)
             h = game.head
             obs[h.x, h.y, 0] = 1.0
             return obs

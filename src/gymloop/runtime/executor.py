@@ -61,6 +61,11 @@ class TrainingAgent:
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         self._ex.game_over(self._slot, obs, truncated)
 
+    @property
+    def _act_group(self) -> "Executor":
+        """Agents of one executor can be asked together (see ``gl.act_all``)."""
+        return self._ex
+
     def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
         ex = self._ex
         if ex.closing:

@@ -257,3 +257,13 @@ class PlainClass:
 def test_bad_action_types_are_schema_errors(key, match):
     with pytest.raises(gl.SchemaError, match=match):
         gl.action_spec(key)
+
+
+
+def test_unresolvable_composite_field_annotation_is_a_schema_error():
+    @dataclass
+    class Forward:
+        dir: "DoesNotExist"  # noqa: F821
+
+    with pytest.raises(gl.SchemaError, match=r"Forward"):
+        gl.action_spec(Forward)

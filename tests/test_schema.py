@@ -295,11 +295,6 @@ def test_entity_on_a_non_class_is_rejected():
         Color.RED,
         pytest.param(
             Vec(1.0, 2.0),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="BUG: schema_of looks an unhashable instance up in its cache before checking it is a "
-                "class, so it raises a bare TypeError('unhashable type') instead of SchemaError",
-            ),
             id="unhashable-instance",
         ),
     ],

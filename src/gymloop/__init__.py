@@ -11,6 +11,7 @@ from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
 from .batch import Batch
 from .env import EnvObservation, Environment
 from .errors import (
+    CheckpointError,
     ConfigError,
     EnvStateError,
     GameError,
@@ -18,6 +19,7 @@ from .errors import (
     InvalidActionError,
     InvalidObservationError,
     SchemaError,
+    TrainingError,
 )
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of
@@ -31,6 +33,7 @@ __all__ = [
     "Agent",
     "ActionDesc",
     "Batch",
+    "CheckpointError",
     "ConfigError",
     "EntitySchema",
     "EnvObservation",
@@ -47,6 +50,7 @@ __all__ = [
     "RunResult",
     "SchemaError",
     "SelectEntity",
+    "TrainingError",
     "VecEnv",
     "act_all",
     "action_spec",

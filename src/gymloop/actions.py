@@ -23,8 +23,6 @@ Example:
     ('dir=UP,thrust=OFF', 'dir=UP,thrust=FULL', 'dir=DOWN,thrust=OFF', 'dir=DOWN,thrust=FULL')
 """
 
-from __future__ import annotations
-
 import dataclasses
 import enum
 import itertools
@@ -131,7 +129,7 @@ class ActionSpec:
 _cache: dict[Any, ActionSpec] = {}
 
 
-def action_spec(key: Any) -> ActionSpec:
+def action_spec(key: Any) -> "ActionSpec":
     """The :class:`ActionSpec` of an action type (cached).
 
     Raises:
@@ -158,7 +156,13 @@ def action_spec(key: Any) -> ActionSpec:
             index={m: i for i, m in enumerate(members)},
         )
     elif isinstance(key, type) and dataclasses.is_dataclass(key):
-        hints = typing.get_type_hints(key)
+        try:
+            hints = typing.get_type_hints(key)
+        except Exception as e:
+            raise SchemaError(
+                f"cannot resolve the annotations of composite action type {key.__qualname__}: {e}; define its "
+                "Enum field types at module level"
+            ) from None
         fields = dataclasses.fields(key)
         if not fields:
             raise SchemaError(f"composite action type {key.__name__} has no fields")

@@ -133,3 +133,55 @@ class Batch:
             metrics=metrics,
             candidate_types=first.candidate_types,
         )
+
+
+def stack(batches: list[Batch]) -> Batch:
+    """Stack batches of the same slots over time: slot ``t * S + s`` is slot ``s`` of batch ``t``.
+
+    Metrics are dropped; the inputs are not modified.
+    """
+    S = batches[0].num_slots
+    shifted = [
+        Batch(
+            num_slots=b.num_slots, entities=b.entities, counts=b.counts, globals=b.globals,
+            actor_slot={k: v + t * S for k, v in b.actor_slot.items()}, actor_index=b.actor_index,
+            masks=b.masks, num_candidates=b.num_candidates, reward=b.reward, terminated=b.terminated,
+            truncated=b.truncated, active=b.active, metrics={}, candidate_types=b.candidate_types,
+        )
+        for t, b in enumerate(batches)
+    ]
+    return Batch.concat(shifted, copy=len(shifted) == 1)
+
+
+def take(b: Batch, slots: np.ndarray) -> tuple[Batch, dict[str, np.ndarray]]:
+    """The sub-batch of the given slots (sorted ascending), renumbered ``0..len(slots)-1``.
+
+    Returns the sub-batch and, per action type, the boolean selection of its actors (to select
+    per-actor data such as actions and log-probabilities the same way).
+    """
+    keep_slot = np.zeros(b.num_slots, dtype=bool)
+    keep_slot[slots] = True
+    remap = np.cumsum(keep_slot) - 1
+    entities, counts = {}, {}
+    for k, c in b.counts.items():
+        entities[k] = b.entities[k][np.repeat(keep_slot, c)]
+        counts[k] = c[slots]
+    actor_slot, actor_index, masks, ncand, sel = {}, {}, {}, {}, {}
+    for k, sl in b.actor_slot.items():
+        keep = keep_slot[sl]
+        sel[k] = keep
+        actor_slot[k] = remap[sl[keep]]
+        actor_index[k] = b.actor_index[k][keep]
+        if k in b.num_candidates:
+            nc = b.num_candidates[k]
+            ncand[k] = nc[keep]
+            masks[k] = b.masks[k][np.repeat(keep, nc)]
+        else:
+            masks[k] = b.masks[k][keep]
+    sub = Batch(
+        num_slots=int(slots.size), entities=entities, counts=counts, globals=b.globals[slots],
+        actor_slot=actor_slot, actor_index=actor_index, masks=masks, num_candidates=ncand,
+        reward=b.reward[slots], terminated=b.terminated[slots], truncated=b.truncated[slots],
+        active=b.active[slots], metrics={}, candidate_types=b.candidate_types,
+    )
+    return sub, sel

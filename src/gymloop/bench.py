@@ -11,12 +11,13 @@ The same rules (:class:`~gymloop.games.snake.SnakeGame`) run as:
 * ``scale``: ``scale_envs`` game loops (10,000 by default) in one process, with its resident memory.
 
 Every variant takes uniformly random actions from its own API's sampler
-(``VecEnv.sample_actions()``, ``envs.action_space.sample()``): their cost is a few microseconds per
-batch, under 1 % of a step of 256 envs. A *step* is one decision of one game copy; steps/s is the
+(``VecEnv.sample_actions()``, ``envs.action_space.sample()``): a few microseconds per batch, under
+1 % of a step of 256 envs and about 2 % of an ``AsyncVectorEnv`` step of 2 envs, so no variant
+needed pre-generated actions. A *step* is one decision of one game copy; steps/s is the
 median over ``repeats`` timed runs of ``seconds`` each, after a warm-up.
 
-Gymnasium is given its fastest configuration (measured, see the ``note`` of each row):
-``SyncVectorEnv`` over ``num_envs`` copies; ``AsyncVectorEnv`` with shared memory and
+Gymnasium is given the fastest configuration we measured: ``SyncVectorEnv`` over the same
+``num_envs`` copies with ``copy=False`` (its speed barely depends on the count); ``AsyncVectorEnv`` with shared memory and
 ``copy=False`` (observations stay in shared memory), one process per copy as it always is, with
 the number of copies picked as the fastest of ``async_num_envs`` in a short trial run. Both use the
 ``SAME_STEP`` autoreset mode, where, as in gymloop, every step is a decision (the default
@@ -183,7 +184,7 @@ def _scale_row(n: int, seed: int, seconds: float, repeats: int, warmup: int) -> 
 def run_benchmarks(
     seconds: float = 2.0,
     repeats: int = 5,
-    num_envs: int = 256,
+    num_envs: int | None = None,
     workers: int = 2,
     scale_envs: int = 10_000,
     async_num_envs: Iterable[int] = (2, 4, 8, 16),
@@ -199,7 +200,7 @@ def run_benchmarks(
     Args:
         seconds: length of each timed run.
         repeats: timed runs per variant; the row reports their median.
-        num_envs: game copies of the gymloop variants and of ``SyncVectorEnv``.
+        num_envs: game copies of the gymloop variants and of ``SyncVectorEnv`` (default 256).
         workers: worker processes of the ``loop_w2`` variant.
         scale_envs: game copies of the ``scale`` variant.
         async_num_envs: the ``AsyncVectorEnv`` sizes tried (one process each); the fastest is kept.
@@ -217,6 +218,8 @@ def run_benchmarks(
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ConfigError(f"unknown benchmark variant(s) {unknown}; choose from {list(VARIANTS)}")
+    if num_envs is None:
+        num_envs = 256
     if quick:
         seconds, repeats = min(seconds, 0.05), 1
         num_envs, scale_envs = min(num_envs, 8), min(scale_envs, 200)

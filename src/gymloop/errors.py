@@ -8,7 +8,9 @@ Tree::
     ├── InvalidActionError       an action is out of range, masked out, or of the wrong shape/dtype
     ├── GameError                a game function raised; carries the env index and seed
     ├── EnvStateError            a call at the wrong time (step before reset, step after close)
-    └── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
+    ├── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
+    ├── CheckpointError          a checkpoint file that is corrupt, foreign or incompatible
+    └── TrainingError            training cannot continue (a NaN loss, ...)
 
 Every message names the thing, what was expected, what came, and how to fix it.
 """
@@ -23,6 +25,8 @@ __all__ = [
     "GameError",
     "EnvStateError",
     "ConfigError",
+    "CheckpointError",
+    "TrainingError",
 ]
 
 
@@ -48,6 +52,14 @@ class EnvStateError(GymloopError, RuntimeError):
 
 class ConfigError(GymloopError, ValueError):
     """An argument or configuration value that cannot work."""
+
+
+class CheckpointError(GymloopError, ValueError):
+    """A checkpoint is truncated, corrupt, not a gymloop agent, or does not fit the game."""
+
+
+class TrainingError(GymloopError, RuntimeError):
+    """Training cannot continue (for example a NaN in the loss)."""
 
 
 class GameError(GymloopError, RuntimeError):

@@ -205,11 +205,11 @@ def schema_of(cls: type) -> EntitySchema:
         SchemaError: if ``cls`` is neither a dataclass nor declared with :func:`entity`, or one of
             its features has an unsupported type.
     """
+    if not isinstance(cls, type):
+        raise SchemaError(f"entity types are classes, got {cls!r} of type {type(cls).__name__}; pass the class itself")
     s = _cache.get(cls)
     if s is not None:
         return s
-    if not isinstance(cls, type):
-        raise SchemaError(f"entity types are classes, got {cls!r}")
     decl = cls.__dict__.get(_DECL_ATTR)
     is_dc = dataclasses.is_dataclass(cls)
     if decl is None and not is_dc:

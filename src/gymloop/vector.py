@@ -52,7 +52,8 @@ class VecEnv:
 
     Args:
         game: a game loop ``game(agent, seed)`` (``game(agents, seed)`` with ``agents_per_game > 1``),
-            or a :class:`gl.Environment` subclass / zero-argument factory of environments.
+            or a :class:`gl.Environment` subclass (``functools.partial(EnvClass, ...)`` to pass
+            constructor arguments).
         num_envs: number of game copies.
         workers: 0 runs every game in this process; N > 0 runs them in N worker processes that hand
             batches over through shared memory. The batches are identical either way.
@@ -248,7 +249,14 @@ class VecEnv:
                     continue
                 raise InvalidActionError(f"missing actions for action type {name!r}: expected an int array of shape ({n_act},)")
             raw = actions[name]
-            arr = np.asarray(raw)
+            try:
+                arr = np.asarray(raw)
+            except (ValueError, TypeError) as e:
+                raise InvalidActionError(
+                    f"actions for {name!r} must be an int array of shape ({n_act},), got {type(raw).__name__}: {e}"
+                ) from None
+            if arr.dtype == object:
+                raise InvalidActionError(f"actions for {name!r} must be an int array of shape ({n_act},), got {raw!r}")
             if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
                 raise InvalidActionError(
                     f"actions for {name!r} must be integers, got dtype {arr.dtype}; pass e.g. np.asarray(a, dtype=np.int64)"
@@ -328,6 +336,10 @@ def sample_legal(b: Batch, spaces: Spaces, rng: np.random.Generator) -> dict[str
 
 
 def _is_environment(game: Any) -> bool:
+    """A ``gl.Environment`` subclass, or a ``functools.partial`` of one (for constructor arguments)."""
+    import functools
+
     from .env import Environment
 
-    return isinstance(game, type) and issubclass(game, Environment)
+    target = game.func if isinstance(game, functools.partial) else game
+    return isinstance(target, type) and issubclass(target, Environment)

@@ -457,8 +457,12 @@ class Executor:
                     t = tindex[type(ch[0])]
                     objs[t] += ch
                     cnt[t][s] += len(ch)
+                if obs._metrics:
+                    for mname, mv in obs._metrics.items():
+                        self.metric_buf.setdefault(mname, {})[s] = mv
         except KeyError as e:
-            self._unknown_type(e.args[0] if e.args else None)
+            key = e.args[0] if e.args else None
+            self._unknown_type(key, is_action=any(p is not None and key in p for p in ptypes))
             raise  # pragma: no cover
         except TypeError as e:  # unhashable action type key
             raise InvalidObservationError(f"invalid action type passed to act: {e}") from None
@@ -630,11 +634,11 @@ class Executor:
             "that leaves no legal choice; every mask must allow at least one choice"
         )
 
-    def _unknown_type(self, key: Any) -> None:
+    def _unknown_type(self, key: Any, is_action: bool = False) -> None:
         sp = self.spaces
         known_e = [s.name for s in sp.entity_schemas]
         known_a = [s.name for s in sp.action_specs]
-        if isinstance(key, type) and not (hasattr(key, "__members__") or key in sp.action_index):
+        if not is_action:
             raise InvalidObservationError(
                 f"entity type {key.__qualname__!r} appeared after the observation space was fixed (known entity "
                 f"types: {known_e}); declare every entity type up front: gl.VecEnv(..., entity_types=[...])"

@@ -1,0 +1,50 @@
+"""Snake throughput: gymloop's Agent API and low-level API vs Gymnasium's vector envs.
+
+Prints one table (steps/s, ratios, resident memory of 10,000 snakes). The measuring code lives in
+:mod:`gymloop.bench` (also behind ``gymloop bench``); see its docstring for what each row is and
+how Gymnasium is configured.
+
+Usage::
+
+    python benchmarks/throughput.py                 # 5 repeats of 2 s per variant (~1-2 min)
+    python benchmarks/throughput.py --quick         # a tiny run, to check that it works
+    python benchmarks/throughput.py --seconds 1 --repeats 3 --num-envs 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from gymloop.bench import VARIANTS, format_table, run_benchmarks
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=2.0, help="length of each timed run (default 2)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per variant; the median is reported (default 5)")
+    p.add_argument("--num-envs", type=int, default=256, help="game copies for gymloop and SyncVectorEnv (default 256)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes of the workers>0 row (default 2)")
+    p.add_argument("--scale-envs", type=int, default=10_000, help="game copies of the scale row (default 10000)")
+    p.add_argument("--async-num-envs", type=int, nargs="+", default=[2, 4, 8, 16],
+                   help="AsyncVectorEnv sizes to try; the fastest is reported (default 2 4 8 16)")
+    p.add_argument("--only", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="run only these rows")
+    p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
+    p.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    rows = run_benchmarks(
+        seconds=args.seconds, repeats=args.repeats, num_envs=args.num_envs, workers=args.workers,
+        scale_envs=args.scale_envs, async_num_envs=args.async_num_envs, variants=args.only, quick=args.quick,
+    )
+    print(format_table(rows))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":  # the guard matters: worker processes are spawned and import this file
+    sys.exit(main())

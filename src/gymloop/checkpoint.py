@@ -1,0 +1,175 @@
+"""Self-describing, single-file, safe checkpoints: safetensors weights with JSON metadata.
+
+The file is a standard ``.safetensors`` file (8-byte little-endian header length, a JSON header,
+raw little-endian tensor data), read and written here with numpy alone. Its ``__metadata__``
+holds one entry, ``"gymloop"``: a JSON document with the format version, the library version, the
+observation space (entity and feature names), the action space (names, kinds, labels), the network
+configuration and the training step. Normalization statistics are tensors of the file. Loading
+never unpickles and never executes anything from the file.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> from gymloop.checkpoint import write_safetensors, read_safetensors
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.safetensors")
+    >>> write_safetensors(path, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, {"k": "v"})
+    >>> tensors, meta = read_safetensors(path)
+    >>> tensors["w"].shape, meta["k"]
+    ((2, 3), 'v')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import CheckpointError
+
+__all__ = ["write_safetensors", "read_safetensors", "FORMAT_VERSION", "AgentFile", "read_agent", "write_agent"]
+
+FORMAT_VERSION = 1
+_MAX_HEADER = 100 * 1024 * 1024
+_DT = {
+    "F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2"), "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
+}
+_DT_NAME = {v: k for k, v in _DT.items()}
+
+
+def write_safetensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> None:
+    """Write ``tensors`` (numpy arrays) and string ``metadata`` as a ``.safetensors`` file.
+
+    The file is written to a temporary name and renamed, so a crash never leaves half a file.
+    """
+    header: dict[str, Any] = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    blobs = []
+    off = 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        if dt not in _DT_NAME:
+            raise CheckpointError(f"tensor {name!r} has unsupported dtype {a.dtype}")
+        a = a.astype(dt, copy=False)
+        b = a.tobytes()
+        header[name] = {"dtype": _DT_NAME[dt], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def read_safetensors(path: str | os.PathLike, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read a ``.safetensors`` file: ``(tensors, metadata)``.
+
+    Tensors are read-only views of a memory map (``mmap=True``) or copies.
+
+    Raises:
+        CheckpointError: the file is missing, truncated, or its header is malformed.
+    """
+    p = os.fspath(path)
+    try:
+        size = os.path.getsize(p)
+        with open(p, "rb") as f:
+            raw = f.read(8)
+            if len(raw) < 8:
+                raise CheckpointError(f"{p}: truncated file ({size} bytes); not a safetensors checkpoint")
+            (hl,) = struct.unpack("<Q", raw)
+            if hl > _MAX_HEADER or hl + 8 > size:
+                raise CheckpointError(f"{p}: header length {hl} does not fit the file ({size} bytes); not a safetensors file or truncated")
+            hb = f.read(hl)
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+    try:
+        header = json.loads(hb.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{p}: the header is not valid JSON ({e}); not a safetensors file") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{p}: the header is not a JSON object")
+    meta = header.pop("__metadata__", {}) or {}
+    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise CheckpointError(f"{p}: __metadata__ must map strings to strings")
+    data_len = size - 8 - hl
+    if mmap and data_len > 0:
+        data = np.memmap(p, dtype=np.uint8, mode="r", offset=8 + hl, shape=(data_len,))
+    else:
+        with open(p, "rb") as f:
+            f.seek(8 + hl)
+            data = np.frombuffer(f.read(), dtype=np.uint8)
+    tensors: dict[str, np.ndarray] = {}
+    spans = []
+    for name, info in header.items():
+        try:
+            dt = _DT[info["dtype"]]
+            shape = tuple(int(s) for s in info["shape"])
+            a, b = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise CheckpointError(f"{p}: tensor {name!r} has a malformed header entry {info!r}") from None
+        if any(s < 0 for s in shape) or not 0 <= a <= b <= data_len:
+            raise CheckpointError(f"{p}: tensor {name!r} points outside the file (offsets {a}..{b}, data {data_len} bytes); truncated?")
+        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        if n != b - a:
+            raise CheckpointError(f"{p}: tensor {name!r} of shape {shape} and dtype {info['dtype']} needs {n} bytes, the file gives {b - a}")
+        spans.append((a, b, name))
+        tensors[name] = data[a:b].view(dt).reshape(shape)
+    spans.sort()
+    for (a1, b1, n1), (a2, b2, n2) in zip(spans, spans[1:]):
+        if a2 < b1:
+            raise CheckpointError(f"{p}: tensors {n1!r} and {n2!r} overlap; the file is corrupt")
+    return tensors, meta
+
+
+class AgentFile:
+    """A loaded agent checkpoint: weights and the parsed ``gymloop`` metadata."""
+
+    def __init__(self, path: str, tensors: dict[str, np.ndarray], info: dict[str, Any]) -> None:
+        self.path = path
+        self.tensors = tensors
+        self.info = info
+
+    @property
+    def obs_space(self) -> dict[str, Any]:
+        return self.info["obs_space"]
+
+    @property
+    def action_space(self) -> dict[str, Any]:
+        return self.info["action_space"]
+
+
+def write_agent(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> None:
+    """Write an agent checkpoint (``info`` becomes the ``gymloop`` metadata document)."""
+    doc = dict(info)
+    doc["format_version"] = FORMAT_VERSION
+    write_safetensors(path, tensors, {"gymloop": json.dumps(doc, sort_keys=True), "format": "gymloop-agent"})
+
+
+def read_agent(path: str | os.PathLike) -> AgentFile:
+    """Read and validate an agent checkpoint's container and metadata (not yet the network)."""
+    tensors, meta = read_safetensors(path)
+    p = os.fspath(path)
+    if "gymloop" not in meta:
+        raise CheckpointError(f"{p}: a safetensors file, but not a gymloop agent (no 'gymloop' metadata)")
+    try:
+        info = json.loads(meta["gymloop"])
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{p}: the gymloop metadata is not valid JSON: {e}") from None
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{p}: the gymloop metadata must be a JSON object")
+    v = info.get("format_version")
+    if v != FORMAT_VERSION:
+        raise CheckpointError(f"{p}: unknown checkpoint format version {v!r}; this gymloop reads version {FORMAT_VERSION}")
+    for key in ("obs_space", "action_space", "net"):
+        if key not in info:
+            raise CheckpointError(f"{p}: the gymloop metadata lacks {key!r}")
+    return AgentFile(p, tensors, info)

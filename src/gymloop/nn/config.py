@@ -1,0 +1,98 @@
+"""Network configuration (typed, documented, checked at start-up)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+
+__all__ = ["NetConfig", "RelposConfig"]
+
+
+@dataclass
+class RelposConfig:
+    """Relative-position encoding on named position features (keys and values of attention).
+
+    Attributes:
+        position_features: names of the position features (e.g. ``["x", "y"]``); every entity type
+            must have them.
+        extent: relative offsets in ``[-extent, extent]`` get their own embedding per dimension;
+            larger offsets are clamped.
+        value_gate: ``"relu"`` gates the relative values by a projection of the attended entity;
+            ``None`` disables the gate.
+    """
+
+    position_features: list[str] = field(default_factory=lambda: ["x", "y"])
+    extent: list[int] = field(default_factory=lambda: [10, 10])
+    value_gate: str | None = "relu"
+
+    def check(self) -> None:
+        if len(self.extent) != len(self.position_features):
+            raise ConfigError(
+                f"relpos: extent {self.extent} needs one value per position feature {self.position_features}"
+            )
+        if any(e < 1 for e in self.extent):
+            raise ConfigError(f"relpos: every extent must be >= 1, got {self.extent}")
+        if self.value_gate not in (None, "relu", "gelu", "sigmoid", "linear"):
+            raise ConfigError(f"relpos: value_gate must be relu, gelu, sigmoid, linear or None, got {self.value_gate!r}")
+
+
+@dataclass
+class NetConfig:
+    """Entity transformer hyperparameters.
+
+    Attributes:
+        d_model: width of entity embeddings.
+        n_layer: transformer blocks.
+        n_head: attention heads (must divide ``d_model``).
+        d_qk: query/key width of select-entity heads.
+        relpos: relative-position encoding; ``"auto"`` enables it on ``x``/``y`` when every entity
+            type has both features, ``None`` disables it.
+        norm_clip: normalized features are clipped to ``[-norm_clip, norm_clip]``.
+    """
+
+    d_model: int = 64
+    n_layer: int = 2
+    n_head: int = 2
+    d_qk: int = 16
+    relpos: RelposConfig | str | None = "auto"
+    norm_clip: float = 5.0
+
+    def check(self) -> None:
+        if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1:
+            raise ConfigError(f"network sizes must be positive, got {self}")
+        if self.d_model % self.n_head:
+            raise ConfigError(f"n_head={self.n_head} must divide d_model={self.d_model}; e.g. use n_head=2 or d_model={self.n_head * (self.d_model // self.n_head + 1)}")
+        if isinstance(self.relpos, RelposConfig):
+            self.relpos.check()
+        elif self.relpos not in ("auto", None):
+            raise ConfigError(f"relpos must be a RelposConfig, 'auto' or None, got {self.relpos!r}")
+
+    def resolve_relpos(self, entity_features: dict[str, tuple[str, ...]]) -> RelposConfig | None:
+        """The relative-position settings for an observation space (``"auto"`` resolved)."""
+        if self.relpos is None:
+            return None
+        if self.relpos == "auto":
+            if entity_features and all("x" in f and "y" in f for f in entity_features.values()):
+                return RelposConfig()
+            return None
+        assert isinstance(self.relpos, RelposConfig)
+        missing = {t: [p for p in self.relpos.position_features if p not in f] for t, f in entity_features.items()}
+        missing = {t: m for t, m in missing.items() if m}
+        if missing:
+            raise ConfigError(f"relpos position features missing in entity types: {missing}; set relpos=None or rename features")
+        return self.relpos
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip")}
+        r = self.relpos
+        d["relpos"] = r if isinstance(r, str) or r is None else {"position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NetConfig":
+        d = dict(d)
+        r = d.get("relpos")
+        if isinstance(r, dict):
+            d["relpos"] = RelposConfig(**r)
+        return cls(**d)

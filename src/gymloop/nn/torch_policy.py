@@ -1,0 +1,386 @@
+"""The entity-transformer policy in PyTorch (training side).
+
+Architecture (rogue-net family): per entity type a running input normalizer, then
+``Linear → ReLU → LayerNorm`` (a learned vector for featureless types); pre-LayerNorm transformer
+blocks over the entities of each observation (padding masked; optional relative-position keys and
+values on named position features); a categorical head per action type on actor embeddings
+(composite actions are categorical over their product), a pointer head per select-entity action
+(actor query against candidate keys); masks as ``-inf`` logits; a value head on the mean of the
+final entity embeddings (global features reach it through every entity).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..actions import CATEGORICAL
+from ..spaces import ActionDesc, ObsSpace
+from .config import NetConfig, RelposConfig
+from .inputs import Packed, pack
+
+__all__ = ["Policy", "InputNorm", "PolicyOutput"]
+
+
+class InputNorm(nn.Module):
+    """Running mean/variance of input features (batched Chan et al. update), clipped output.
+
+    Statistics change only through :meth:`update`; the forward pass never updates them.
+    """
+
+    def __init__(self, n: int, clip: float = 5.0) -> None:
+        super().__init__()
+        self.clip = clip
+        self.register_buffer("count", torch.tensor(0.0, dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(n, dtype=torch.float64))
+        self.register_buffer("squares_sum", torch.zeros(n, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: np.ndarray) -> None:
+        if x.shape[0] == 0:
+            return
+        xd = torch.from_numpy(np.asarray(x, dtype=np.float64))
+        n = float(xd.shape[0])
+        mean = xd.mean(0)
+        sq = ((xd - mean) ** 2).sum(0)
+        if self.count.item() == 0:
+            self.mean.copy_(mean)
+            self.squares_sum.copy_(sq)
+            self.count.fill_(n)
+        else:
+            c = self.count.item()
+            delta = mean - self.mean
+            self.mean += delta * n / (n + c)
+            self.squares_sum += sq + delta.square() * n * c / (n + c)
+            self.count += n
+
+    def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, standard deviation) as float32; sd 0 → 1, identity before 2 samples."""
+        c = self.count.item()
+        if c <= 1:
+            return torch.zeros_like(self.mean, dtype=torch.float32), torch.ones_like(self.mean, dtype=torch.float32)
+        sd = torch.sqrt(self.squares_sum / (c - 1))
+        sd[sd == 0] = 1.0
+        return self.mean.float(), sd.float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean, sd = self.stats()
+        return torch.clamp((x - mean) / sd, -self.clip, self.clip)
+
+
+class Relpos(nn.Module):
+    """Relative-position keys and values (shared by every block)."""
+
+    def __init__(self, cfg: RelposConfig, d_model: int, d_head: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        strides, positions = [], 1
+        for e in cfg.extent:
+            strides.append(positions)
+            positions *= 2 * e + 1
+        self.register_buffer("strides", torch.tensor(strides, dtype=torch.float32))
+        self.register_buffer("extent_t", torch.tensor(cfg.extent, dtype=torch.float32))
+        self.keys = nn.Embedding(positions, d_head)
+        self.values = nn.Embedding(positions, d_head)
+        nn.init.normal_(self.keys.weight, std=0.05)
+        nn.init.normal_(self.values.weight, std=0.2)
+        self.value_gate = nn.Linear(d_model, d_head) if cfg.value_gate else None
+
+    def indices(self, pos: torch.Tensor) -> torch.Tensor:
+        rel = pos.unsqueeze(2) - pos.unsqueeze(1)  # (S, Lq, Lk, P): query minus key
+        rel = torch.maximum(torch.minimum(rel, self.extent_t), -self.extent_t) + self.extent_t
+        return (rel * self.strides).sum(-1).round().long()
+
+    def gate(self, x: torch.Tensor) -> torch.Tensor:
+        g = self.value_gate(x)
+        kind = self.cfg.value_gate
+        if kind == "relu":
+            return F.relu(g)
+        if kind == "gelu":
+            return F.gelu(g)
+        if kind == "sigmoid":
+            return torch.sigmoid(g)
+        return g
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, n_head: int, relpos: Relpos | None) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.ln2 = nn.LayerNorm(d)
+        self.key = nn.Linear(d, d)
+        self.query = nn.Linear(d, d)
+        self.value = nn.Linear(d, d)
+        self.proj = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.n_head = n_head
+        self.relpos = relpos
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor, rk: Any, rv: Any) -> torch.Tensor:
+        S, L, C = x.shape
+        H = self.n_head
+        h = self.ln1(x)
+        q = self.query(h).view(S, L, H, C // H).transpose(1, 2)
+        k = self.key(h).view(S, L, H, C // H).transpose(1, 2)
+        v = self.value(h).view(S, L, H, C // H).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+        if rk is not None:
+            att = att + torch.einsum("bhsd,bstd->bhst", q, rk) * (1.0 / math.sqrt(rk.shape[-1]))
+        att = att.masked_fill(pad, -1e9)
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        if rv is not None:
+            vals = rv
+            if self.relpos.value_gate is not None:
+                vals = rv * self.relpos.gate(h).unsqueeze(1)
+            y = y + torch.einsum("bhst,bstd->bhsd", att, vals)
+        y = y.transpose(1, 2).reshape(S, L, C)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+@dataclass
+class PolicyOutput:
+    """What a forward pass gives for a batch (per action type, actors in batch order)."""
+
+    actions: dict[str, torch.Tensor]
+    logprob: dict[str, torch.Tensor]
+    entropy: dict[str, torch.Tensor]
+    value: torch.Tensor
+    logits: dict[str, torch.Tensor]
+
+
+class Policy(nn.Module):
+    """Entity-transformer policy and value function for one observation/action space.
+
+    Args:
+        obs_space: entity types and features (and global features).
+        action_space: action types by name.
+        cfg: network hyperparameters.
+    """
+
+    def __init__(self, obs_space: ObsSpace, action_space: dict[str, ActionDesc], cfg: NetConfig | None = None) -> None:
+        super().__init__()
+        cfg = cfg or NetConfig()
+        cfg.check()
+        self.cfg = cfg
+        self.obs_space = obs_space
+        self.action_space = dict(action_space)
+        self.entity_names = list(obs_space.entities)
+        d = cfg.d_model
+        ng = len(obs_space.globals)
+        self.norms = nn.ModuleDict()
+        self.embeds = nn.ModuleDict()
+        self.featureless = nn.ParameterDict()
+        for name, feats in obs_space.entities.items():
+            nf = len(feats) + ng
+            if nf:
+                self.norms[name] = InputNorm(nf, cfg.norm_clip)
+                self.embeds[name] = nn.Sequential(nn.Linear(nf, d), nn.ReLU(), nn.LayerNorm(d))
+            else:
+                self.featureless[name] = nn.Parameter(torch.randn(1, d))
+        rp = cfg.resolve_relpos({k: tuple(v) for k, v in obs_space.entities.items()})
+        self.relpos_cfg = rp
+        self.relpos = Relpos(rp, d, d // cfg.n_head) if rp else None
+        self.position_idx = (
+            {n: [list(f).index(p) for p in rp.position_features] for n, f in obs_space.entities.items()} if rp else None
+        )
+        self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos) for _ in range(cfg.n_layer)])
+        self.heads = nn.ModuleDict()
+        self.qproj = nn.ModuleDict()
+        self.kproj = nn.ModuleDict()
+        for name, a in self.action_space.items():
+            if a.kind == CATEGORICAL:
+                lin = nn.Linear(d, a.n)
+                self.heads[name] = lin
+            else:
+                self.qproj[name] = nn.Linear(d, cfg.d_qk)
+                self.kproj[name] = nn.Linear(d, cfg.d_qk)
+        self.value_head = nn.Linear(d, 1)
+        self.apply(self._init)
+        for name, a in self.action_space.items():
+            if a.kind == CATEGORICAL:
+                nn.init.orthogonal_(self.heads[name].weight, 0.01)
+                nn.init.zeros_(self.heads[name].bias)
+        nn.init.orthogonal_(self.value_head.weight, 1.0)
+        nn.init.zeros_(self.value_head.bias)
+
+    @staticmethod
+    def _init(m: nn.Module) -> None:
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+    # ------------------------------------------------------------------ inputs
+    def pack(self, b: Any) -> Packed:
+        return pack(b, self.entity_names, self.position_idx)
+
+    def update_norms(self, p: Packed) -> None:
+        """Fold the features of a batch into the running normalization statistics."""
+        for name, x in p.feats.items():
+            if name in self.norms:
+                self.norms[name].update(x)
+
+    # ------------------------------------------------------------------ forward
+    def encode(self, p: Packed) -> torch.Tensor:
+        """Final entity embeddings, ``(S, L, d_model)``."""
+        d = self.cfg.d_model
+        parts, order = [], []
+        for name in self.entity_names:
+            dest = p.dest[name]
+            if dest.size == 0:
+                continue
+            if name in self.embeds:
+                x = torch.from_numpy(p.feats[name])
+                parts.append(self.embeds[name](self.norms[name](x)))
+            else:
+                parts.append(self.featureless[name].expand(dest.size, d))
+            order.append(dest)
+        flat = torch.zeros(p.S * p.L, d)
+        if parts:
+            flat = flat.index_copy(0, torch.from_numpy(np.concatenate(order)), torch.cat(parts))
+        x = flat.view(p.S, p.L, d)
+        pad = torch.from_numpy(~p.valid).view(p.S, 1, 1, p.L)
+        rk = rv = None
+        if self.relpos is not None and p.positions is not None:
+            idx = self.relpos.indices(torch.from_numpy(p.positions))
+            rk = self.relpos.keys(idx)
+            rv = self.relpos.values(idx)
+        for blk in self.blocks:
+            x = blk(x, pad, rk, rv)
+        return x
+
+    def forward(self, p: Packed, actions: dict[str, np.ndarray] | None = None, generator: torch.Generator | None = None, greedy: bool = False) -> PolicyOutput:
+        """Sample (or evaluate the given) actions; returns log-probs, entropies and values."""
+        x = self.encode(p)
+        S, L, d = x.shape
+        valid = torch.from_numpy(p.valid).to(x.dtype)
+        pooled = (x * valid.unsqueeze(-1)).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0)
+        value = self.value_head(pooled).squeeze(-1)
+        flat = x.reshape(S * L, d)
+        out = PolicyOutput({}, {}, {}, value, {})
+        for name, a in self.action_space.items():
+            idx = torch.from_numpy(p.actors[name])
+            given = None if actions is None else torch.as_tensor(actions[name], dtype=torch.long)
+            if a.kind == CATEGORICAL:
+                logits = self.heads[name](flat[idx])
+                mask = torch.from_numpy(p.masks[name])
+                logits = logits.masked_fill(~mask, float("-inf"))
+                logp = torch.log_softmax(logits, -1)
+                if given is None:
+                    if greedy:
+                        given = logp.argmax(-1)
+                    elif logits.shape[0]:
+                        given = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
+                    else:
+                        given = torch.zeros(0, dtype=torch.long)
+                lp = logp.gather(1, given.view(-1, 1)).squeeze(1) if logits.shape[0] else torch.zeros(0)
+                pr = logp.exp()
+                ent = -(pr * logp.masked_fill(~mask, 0.0)).sum(-1)
+                out.logits[name] = logp
+            else:
+                given, lp, ent, logp = self._select(name, flat, p, given, generator, greedy)
+                out.logits[name] = logp
+            out.actions[name] = given
+            out.logprob[name] = lp
+            out.entropy[name] = ent
+        return out
+
+    def _select(self, name: str, flat: torch.Tensor, p: Packed, given: Any, gen: Any, greedy: bool) -> tuple:
+        actors = torch.from_numpy(p.actors[name])
+        n_act = actors.shape[0]
+        if n_act == 0:
+            z = torch.zeros(0)
+            return torch.zeros(0, dtype=torch.long), z, z, z
+        seg = torch.from_numpy(p.cand_seg[name])
+        nc = torch.from_numpy(p.n_cand[name])
+        q = self.qproj[name](flat[actors])
+        k = self.kproj[name](flat[torch.from_numpy(p.cand[name])])
+        logits = (q[seg] * k).sum(-1) * (1.0 / math.sqrt(self.cfg.d_qk))
+        mask = torch.from_numpy(p.masks[name])
+        logits = logits.masked_fill(~mask, float("-inf"))
+        mx = torch.full((n_act,), float("-inf")).scatter_reduce(0, seg, logits, "amax", include_self=True)
+        z = torch.zeros(n_act).index_add(0, seg, (logits - mx[seg]).exp())
+        logp = logits - (mx + z.log())[seg]
+        starts = torch.cumsum(nc, 0) - nc
+        if given is None:
+            if greedy:
+                score = logp
+            else:
+                u = torch.rand(logp.shape, generator=gen).clamp_(1e-20, 1.0)
+                score = logp - torch.log(-torch.log(u))
+            best = torch.full((n_act,), float("-inf")).scatter_reduce(0, seg, score, "amax", include_self=True)
+            is_best = (score == best[seg]) & mask
+            pos = torch.arange(logp.shape[0])
+            first = torch.full((n_act,), logp.shape[0], dtype=torch.long).scatter_reduce(
+                0, seg, torch.where(is_best, pos, logp.shape[0]), "amin", include_self=True
+            )
+            given = first - starts
+        lp = logp[starts + given]
+        pr = logp.exp()
+        ent = -torch.zeros(n_act).index_add(0, seg, pr * logp.masked_fill(~mask, 0.0))
+        return given, lp, ent, logp
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+# ---------------------------------------------------------------------- checkpoints
+def spaces_to_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> tuple[dict, dict]:
+    obs = {"entities": {k: list(v) for k, v in obs_space.entities.items()}, "globals": list(obs_space.globals)}
+    acts = {k: {"kind": a.kind, "labels": list(a.labels), "among": list(a.among)} for k, a in action_space.items()}
+    return obs, acts
+
+
+def spaces_from_json(obs: dict, acts: dict) -> tuple[ObsSpace, dict[str, ActionDesc]]:
+    o = ObsSpace(entities={k: tuple(v) for k, v in obs["entities"].items()}, globals=tuple(obs.get("globals", ())))
+    a = {k: ActionDesc(k, v["kind"], tuple(v.get("labels", ())), tuple(v.get("among", ()))) for k, v in acts.items()}
+    return o, a
+
+
+def policy_tensors(policy: Policy) -> dict[str, np.ndarray]:
+    """The policy's weights and normalization statistics as numpy arrays."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in policy.state_dict().items()}
+
+
+def policy_info(policy: Policy, **extra: Any) -> dict[str, Any]:
+    obs, acts = spaces_to_json(policy.obs_space, policy.action_space)
+    from .. import __version__
+
+    info = {"obs_space": obs, "action_space": acts, "net": policy.cfg.to_dict(), "library_version": __version__, "arch": "gymloop-entity-transformer"}
+    info.update(extra)
+    return info
+
+
+def policy_from_file(af: Any) -> Policy:
+    """Rebuild a :class:`Policy` from an :class:`~gymloop.checkpoint.AgentFile` (shapes checked)."""
+    from ..errors import CheckpointError
+    from .config import NetConfig
+
+    obs, acts = spaces_from_json(af.obs_space, af.action_space)
+    try:
+        cfg = NetConfig.from_dict(af.info["net"])
+    except TypeError as e:
+        raise CheckpointError(f"{af.path}: network config is malformed: {e}") from None
+    pol = Policy(obs, acts, cfg)
+    sd = pol.state_dict()
+    missing = sorted(set(sd) - set(af.tensors))
+    unexpected = sorted(set(af.tensors) - set(sd))
+    if missing or unexpected:
+        raise CheckpointError(f"{af.path}: weights do not match the metadata: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for k, v in sd.items():
+        t = af.tensors[k]
+        if tuple(t.shape) != tuple(v.shape):
+            raise CheckpointError(f"{af.path}: tensor {k!r} has shape {tuple(t.shape)} but the metadata implies {tuple(v.shape)}")
+        sd[k] = torch.from_numpy(np.array(t, dtype=np.float64 if v.dtype == torch.float64 else np.float32))
+    pol.load_state_dict(sd)
+    return pol

@@ -1,0 +1,13 @@
+"""PPO training for gymloop games (needs the ``train`` extra: PyTorch)."""
+
+from .config import PPOConfig, TrainConfig
+
+__all__ = ["TrainConfig", "PPOConfig", "train", "Trainer"]
+
+
+def __getattr__(name: str):  # import torch only when the trainer is used
+    if name in ("train", "Trainer"):
+        from . import ppo
+
+        return getattr(ppo, name)
+    raise AttributeError(name)

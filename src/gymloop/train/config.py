@@ -1,0 +1,132 @@
+"""Typed training configuration; relationships are checked at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import ConfigError
+from ..nn.config import NetConfig
+
+__all__ = ["PPOConfig", "TrainConfig"]
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters.
+
+    Attributes:
+        lr: Adam learning rate.
+        anneal_lr: decay the learning rate linearly to 0 over training.
+        gamma: discount factor.
+        gae_lambda: GAE lambda.
+        clip_coef: policy ratio clipping.
+        clip_vloss: clip the value loss around the old values.
+        vf_coef: value loss weight.
+        ent_coef: entropy bonus weight.
+        anneal_entropy: decay the entropy bonus linearly to 0 over training.
+        max_grad_norm: gradient norm clipping.
+        norm_adv: normalize advantages per minibatch.
+        epochs: passes over each rollout.
+        minibatch_size: slot-steps per minibatch (must divide num_envs * rollout_steps).
+    """
+
+    lr: float = 3e-3
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    clip_vloss: bool = True
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    anneal_entropy: bool = True
+    max_grad_norm: float = 2.0
+    norm_adv: bool = True
+    epochs: int = 2
+    minibatch_size: int = 2048
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs.
+
+    Attributes:
+        steps: total environment steps (decisions of all slots).
+        num_envs: game copies.
+        rollout_steps: steps per game copy between updates.
+        workers: worker processes for the games (0: in the trainer's process).
+        seed: root seed (environments, network init, sampling).
+        threads: PyTorch threads.
+        ppo: PPO hyperparameters.
+        net: network hyperparameters.
+        agents_per_game: agents per game copy (2 for self-play).
+        opponents: checkpoint paths of frozen opponents for self-play (empty: the learning policy
+            plays every side).
+        checkpoint_every: also save a checkpoint every this many updates (0: only at the end).
+    """
+
+    steps: int = 1_000_000
+    num_envs: int = 256
+    rollout_steps: int = 32
+    workers: int = 0
+    seed: int = 0
+    threads: int = 2
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    net: NetConfig = field(default_factory=NetConfig)
+    agents_per_game: int = 1
+    opponents: list[str] = field(default_factory=list)
+    checkpoint_every: int = 0
+
+    @property
+    def batch_size(self) -> int:
+        """Slot-steps per rollout."""
+        return self.num_envs * self.agents_per_game * self.rollout_steps
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
+        for name in ("steps", "num_envs", "rollout_steps", "threads", "agents_per_game"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"{name} must be a positive int, got {v!r}")
+        if self.workers < 0:
+            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        p = self.ppo
+        if p.minibatch_size < 1 or p.epochs < 1:
+            raise ConfigError(f"ppo.minibatch_size and ppo.epochs must be >= 1, got {p.minibatch_size}, {p.epochs}")
+        if p.minibatch_size > self.batch_size:
+            raise ConfigError(
+                f"ppo.minibatch_size={p.minibatch_size} is larger than the rollout (num_envs * agents_per_game * "
+                f"rollout_steps = {self.batch_size}); lower minibatch_size or raise num_envs/rollout_steps"
+            )
+        if self.batch_size % p.minibatch_size:
+            raise ConfigError(
+                f"ppo.minibatch_size={p.minibatch_size} must divide the rollout size {self.batch_size} "
+                f"(num_envs * agents_per_game * rollout_steps); e.g. minibatch_size={_divisor_near(self.batch_size, p.minibatch_size)}"
+            )
+        if not 0 < p.gamma <= 1 or not 0 <= p.gae_lambda <= 1:
+            raise ConfigError(f"ppo.gamma must be in (0, 1] and gae_lambda in [0, 1], got {p.gamma}, {p.gae_lambda}")
+        if p.lr <= 0:
+            raise ConfigError(f"ppo.lr must be positive, got {p.lr}")
+        if self.opponents and self.agents_per_game < 2:
+            raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
+        self.net.check()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["net"] = self.net.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        d = dict(d)
+        d["ppo"] = PPOConfig(**d.get("ppo", {}))
+        d["net"] = NetConfig.from_dict(d.get("net", {}))
+        return cls(**d)
+
+
+def _divisor_near(n: int, target: int) -> int:
+    best = 1
+    for k in range(1, n + 1):
+        if n % k == 0 and abs(k - target) < abs(best - target):
+            best = k
+    return best

@@ -1,0 +1,516 @@
+"""Proximal Policy Optimization over ragged entity batches.
+
+Rollouts come from a :class:`~gymloop.VecEnv`; advantages use GAE, bootstrapping through
+truncations (with the value of the episode's final observation when the game gives one at
+``game_over``, else of its last observation) and not through terminations. Each actor's
+probability ratio is clipped and weighted by its slot's advantage.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..batch import Batch, stack, take
+from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
+from ..errors import CheckpointError, ConfigError, TrainingError
+from ..nn.inputs import pack
+from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors, spaces_to_json
+from ..vector import VecEnv
+from .config import TrainConfig
+from .tensorboard import EventWriter
+
+__all__ = ["Trainer", "train", "TrainResult"]
+
+log = logging.getLogger("gymloop.train")
+
+AGENT_FILE = "agent.safetensors"
+OPTIM_FILE = "optimizer.safetensors"
+
+
+@dataclass
+class TrainResult:
+    """Outcome of a training run."""
+
+    steps: int
+    updates: int
+    seconds: float
+    interrupted: bool
+    out_dir: str | None
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def final_score(self) -> float:
+        """Mean episode score (return) over the last few updates that finished episodes."""
+        vals = [h["episode_return_mean"] for h in self.history if "episode_return_mean" in h]
+        return float(np.mean(vals[-5:])) if vals else float("nan")
+
+
+class _Progress:
+    """A one-line progress display on a terminal; periodic log lines elsewhere."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.last = 0.0
+
+    def update(self, steps: int, info: dict[str, float]) -> None:
+        if not self.enabled:
+            return
+        now = time.time()
+        frac = min(1.0, steps / self.total)
+        bar = "#" * int(frac * 24)
+        score = info.get("episode_return_mean", float("nan"))
+        length = info.get("episode_length_mean", float("nan"))
+        line = (
+            f"[{bar:<24}] {steps:>9}/{self.total} steps  {info.get('steps_per_second', 0):7.0f} steps/s  "
+            f"score {score:6.2f}  ep.len {length:6.1f}"
+        )
+        if self.tty:
+            sys.stderr.write("\r" + line)
+            sys.stderr.flush()
+        elif now - self.last > 10 or steps >= self.total:
+            sys.stderr.write(line + "\n")
+            self.last = now
+
+    def close(self) -> None:
+        if self.tty:
+            sys.stderr.write("\n")
+
+
+class Trainer:
+    """Trains one policy for a game.
+
+    Args:
+        game: a game loop function (or ``gl.Environment`` class).
+        cfg: the configuration (checked at construction).
+        out_dir: where ``agent.safetensors``, ``optimizer.safetensors``, ``metrics.csv``,
+            ``curve.png`` and TensorBoard files go (``None``: nothing is written).
+        game_name: recorded in the checkpoint (``snake`` or ``module:function``).
+        resume: continue from ``out_dir``'s checkpoint and optimizer state.
+        progress: show a progress line on stderr.
+        init_from: warm-start the weights from this agent checkpoint.
+    """
+
+    def __init__(
+        self,
+        game: Callable[..., Any],
+        cfg: TrainConfig,
+        out_dir: str | None = None,
+        game_name: str = "",
+        resume: bool = False,
+        progress: bool = False,
+        init_from: str | None = None,
+    ) -> None:
+        cfg.check()
+        self.game = game
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.game_name = game_name or getattr(game, "__name__", "game")
+        self.resume = resume
+        self.progress = progress
+        self.init_from = init_from
+        if resume and not out_dir:
+            raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
+
+    # ------------------------------------------------------------------ set-up
+    def _setup(self) -> None:
+        cfg = self.cfg
+        torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.step = 0
+        self.update = 0
+        self.env = VecEnv(self.game, num_envs=cfg.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game)
+        self.batch = self.env.reset()
+        self.policy = Policy(self.env.obs_space, self.env.action_space, cfg.net)
+        self.optim = torch.optim.Adam(self.policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+        if self.resume:
+            self._load_resume()
+        elif self.init_from:
+            from ..nn.torch_policy import warm_start
+
+            warm_start(self.policy, read_agent(self.init_from))
+        if not self.resume:
+            self.policy.update_norms(self.policy.pack(self.batch))
+        S = self.env.num_slots
+        apg = cfg.agents_per_game
+        self.learner = np.ones(S, dtype=bool)
+        self.opponents: list[Policy] = []
+        if cfg.opponents:
+            self.learner[:] = False
+            self.learner[0::apg] = True  # agent 0 of each game learns; the others are frozen opponents
+            for path in cfg.opponents:
+                opp = policy_from_file(read_agent(path))
+                self._check_compatible(opp, path)
+                opp.eval()
+                self.opponents.append(opp)
+        self.learner_slots = np.flatnonzero(self.learner)
+        if self.out_dir:
+            os.makedirs(self.out_dir, exist_ok=True)
+            self.tb = EventWriter(os.path.join(self.out_dir, "tb"))
+        else:
+            self.tb = None
+
+    def _check_compatible(self, other: Policy, path: str) -> None:
+        mine = spaces_to_json(self.policy.obs_space, self.policy.action_space)
+        theirs = spaces_to_json(other.obs_space, other.action_space)
+        if mine != theirs:
+            diffs = []
+            for what, a, b in (("entity types", mine[0]["entities"], theirs[0]["entities"]), ("action types", mine[1], theirs[1])):
+                for k in sorted(set(a) | set(b)):
+                    if a.get(k) != b.get(k):
+                        diffs.append(f"{what[:-1]} {k!r}: game has {a.get(k)!r}, checkpoint has {b.get(k)!r}")
+            if mine[0]["globals"] != theirs[0]["globals"]:
+                diffs.append(f"globals: game has {mine[0]['globals']}, checkpoint has {theirs[0]['globals']}")
+            raise CheckpointError(f"{path} was trained on a different game; mismatches: " + "; ".join(diffs))
+
+    def _load_resume(self) -> None:
+        path = os.path.join(self.out_dir, AGENT_FILE)
+        if not os.path.exists(path):
+            raise CheckpointError(f"--resume: no checkpoint at {path}; train without --resume first")
+        af = read_agent(path)
+        old = policy_from_file(af)
+        self._check_compatible(old, path)
+        self.policy.load_state_dict(old.state_dict())
+        self.step = int(af.info.get("step", 0))
+        self.update = int(af.info.get("update", 0))
+        opath = os.path.join(self.out_dir, OPTIM_FILE)
+        if os.path.exists(opath):
+            tensors, meta = read_safetensors(opath, mmap=False)
+            import json
+
+            sd = json.loads(meta["optimizer"])
+            for k, v in tensors.items():
+                if k.startswith("state."):
+                    _, i, name = k.split(".", 2)
+                    sd["state"].setdefault(i, {})[name] = torch.from_numpy(np.array(v))
+            sd["state"] = {int(i): s for i, s in sd["state"].items()}
+            self.optim.load_state_dict(sd)
+            if "torch_rng" in tensors:
+                self.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"])))
+            if "numpy_rng" in meta:
+                self.rng.bit_generator.state = json.loads(meta["numpy_rng"])
+        log.info("resumed from %s at step %d", path, self.step)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, out_dir: str | None = None) -> str | None:
+        """Write the agent and optimizer state; returns the agent's path."""
+        d = out_dir or self.out_dir
+        if not d:
+            return None
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, AGENT_FILE)
+        write_agent(path, policy_tensors(self.policy), policy_info(self.policy, step=self.step, update=self.update, game=self.game_name, train_config=self.cfg.to_dict()))
+        import json
+
+        sd = self.optim.state_dict()
+        tensors = {}
+        state_meta: dict[str, dict] = {}
+        for i, st in sd["state"].items():
+            state_meta[str(i)] = {}
+            for name, v in st.items():
+                tensors[f"state.{i}.{name}"] = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
+        tensors["torch_rng"] = self.gen.get_state().numpy()
+        meta = {
+            "optimizer": json.dumps({"state": state_meta, "param_groups": sd["param_groups"]}),
+            "numpy_rng": json.dumps(self.rng.bit_generator.state),
+        }
+        write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)
+        return path
+
+    # ------------------------------------------------------------------ rollout
+    def _act(self, b: Batch) -> tuple[dict[str, np.ndarray], Batch, Any, np.ndarray]:
+        """Actions for every actor of ``b``; the learner's sub-batch, its outputs and values."""
+        if not self.opponents:
+            p = self.policy.pack(b)
+            with torch.no_grad():
+                out = self.policy(p, generator=self.gen)
+            return {k: v.numpy() for k, v in out.actions.items()}, b, out, out.value.numpy()
+        sub, sel = take(b, self.learner_slots)
+        opp_slots = np.flatnonzero(~self.learner)
+        osub, osel = take(b, opp_slots)
+        opp = self.opponents[self.update % len(self.opponents)]
+        with torch.no_grad():
+            out = self.policy(self.policy.pack(sub), generator=self.gen)
+            oout = opp(opp.pack(osub), generator=self.gen)
+        actions = {}
+        for k in b.actor_slot:
+            a = np.zeros(b.actor_slot[k].shape[0], dtype=np.int64)
+            a[sel[k]] = out.actions[k].numpy()
+            a[osel[k]] = oout.actions[k].numpy()
+            actions[k] = a
+        return actions, sub, out, out.value.numpy()
+
+    def _values(self, b: Batch) -> np.ndarray:
+        sub = b if not self.opponents else take(b, self.learner_slots)[0]
+        with torch.no_grad():
+            return self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
+
+    def _collect(self) -> dict[str, Any]:
+        cfg = self.cfg
+        T = cfg.rollout_steps
+        subs, acts, logps, values, rewards, terms, truncs, finals = [], [], [], [], [], [], [], []
+        ep_metrics: dict[str, list[float]] = {}
+        b = self.batch
+        for _ in range(T):
+            actions, sub, out, v = self._act(b)
+            subs.append(sub)
+            acts.append({k: out.actions[k].numpy() for k in out.actions})
+            logps.append({k: out.logprob[k].numpy() for k in out.logprob})
+            values.append(v)
+            b = self.env.step(actions)
+            ls = self.learner_slots if self.opponents else slice(None)
+            rewards.append(b.reward[ls])
+            terms.append(b.terminated[ls])
+            truncs.append(b.truncated[ls])
+            finals.append(None)
+            for name, arr in b.metrics.items():
+                vals = arr[ls]
+                vals = vals[~np.isnan(vals)]
+                if vals.size:
+                    ep_metrics.setdefault(name, []).extend(vals.tolist())
+        self.batch = b
+        last_v = self._values(b)
+        return dict(subs=subs, acts=acts, logps=logps, values=np.stack(values), rewards=np.stack(rewards).astype(np.float32),
+                    terms=np.stack(terms), truncs=np.stack(truncs), last_v=last_v, metrics=ep_metrics)
+
+    def _gae(self, r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        p = self.cfg.ppo
+        V, R, TERM, TRUNC = r["values"], r["rewards"], r["terms"], r["truncs"]
+        T, S = V.shape
+        adv = np.zeros((T, S), dtype=np.float32)
+        last = np.zeros(S, dtype=np.float32)
+        for t in reversed(range(T)):
+            nv = r["last_v"] if t == T - 1 else V[t + 1]
+            # truncation: bootstrap with the value of the last observation of the episode
+            boot = np.where(TERM[t], 0.0, np.where(TRUNC[t], V[t], nv))
+            done = TERM[t] | TRUNC[t]
+            delta = R[t] + p.gamma * boot - V[t]
+            last = delta + p.gamma * p.gae_lambda * (~done) * last
+            adv[t] = last
+        return adv, adv + V
+
+    # ------------------------------------------------------------------ update
+    def _update(self, r: dict[str, Any], adv: np.ndarray, ret: np.ndarray, ent_coef: float) -> dict[str, float]:
+        cfg, p = self.cfg, self.cfg.ppo
+        rb = stack(r["subs"])
+        names = list(rb.actor_slot)
+        actions = {k: np.concatenate([a[k] for a in r["acts"]]) for k in names}
+        old_lp = {k: np.concatenate([a[k] for a in r["logps"]]) for k in names}
+        adv_f, ret_f, val_f = adv.reshape(-1), ret.reshape(-1), r["values"].reshape(-1)
+        N = rb.num_slots
+        mb = p.minibatch_size
+        stats: dict[str, list[float]] = {"loss/policy": [], "loss/value": [], "loss/entropy": [], "loss/approx_kl": [], "loss/clipfrac": []}
+        self.policy.train()
+        for _ in range(p.epochs):
+            perm = self.rng.permutation(N)
+            for i in range(0, N, mb):
+                slots = np.sort(perm[i : i + mb])
+                sub, sel = take(rb, slots)
+                pk = self.policy.pack(sub)
+                out = self.policy(pk, actions={k: actions[k][sel[k]] for k in names})
+                a_mb = torch.from_numpy(adv_f[slots])
+                if p.norm_adv and a_mb.numel() > 1:
+                    a_mb = (a_mb - a_mb.mean()) / (a_mb.std() + 1e-8)
+                new_lp, olds, advs, ents = [], [], [], []
+                for k in names:
+                    if out.logprob[k].numel() == 0:
+                        continue
+                    new_lp.append(out.logprob[k])
+                    olds.append(torch.from_numpy(old_lp[k][sel[k]]))
+                    advs.append(a_mb[torch.from_numpy(sub.actor_slot[k])])
+                    ents.append(out.entropy[k])
+                if new_lp:
+                    nl, ol, av, en = torch.cat(new_lp), torch.cat(olds), torch.cat(advs), torch.cat(ents)
+                    logratio = nl - ol
+                    ratio = logratio.exp()
+                    pg = torch.max(-av * ratio, -av * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
+                    entropy = en.mean()
+                    with torch.no_grad():
+                        stats["loss/approx_kl"].append(((ratio - 1) - logratio).mean().item())
+                        stats["loss/clipfrac"].append(((ratio - 1).abs() > p.clip_coef).float().mean().item())
+                else:
+                    pg = entropy = torch.zeros(())
+                v = out.value
+                rt = torch.from_numpy(ret_f[slots])
+                if p.clip_vloss:
+                    vo = torch.from_numpy(val_f[slots])
+                    vc = vo + (v - vo).clamp(-p.clip_coef, p.clip_coef)
+                    vloss = 0.5 * torch.max((v - rt) ** 2, (vc - rt) ** 2).mean()
+                else:
+                    vloss = 0.5 * ((v - rt) ** 2).mean()
+                loss = pg - ent_coef * entropy + p.vf_coef * vloss
+                if not torch.isfinite(loss):
+                    raise TrainingError(f"the loss became {loss.item()} at update {self.update + 1} (step {self.step})")
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
+                self.optim.step()
+                stats["loss/policy"].append(pg.item())
+                stats["loss/value"].append(vloss.item())
+                stats["loss/entropy"].append(entropy.item())
+        self.policy.eval()
+        # fold this rollout's observations into the input normalization for the next rollout
+        self.policy.update_norms(pack(rb, self.policy.entity_names, self.policy.position_idx))
+        out = {k: float(np.mean(v)) for k, v in stats.items() if v}
+        var = np.var(ret_f)
+        out["explained_variance"] = float("nan") if var == 0 else float(1 - np.var(ret_f - val_f) / var)
+        return out
+
+    # ------------------------------------------------------------------ main loop
+    def train(self) -> TrainResult:
+        """Run training to ``cfg.steps``; Ctrl-C saves a checkpoint and returns cleanly."""
+        self._setup()
+        cfg, p = self.cfg, self.cfg.ppo
+        per_update = cfg.num_envs * cfg.agents_per_game * cfg.rollout_steps
+        learner_per_update = self.learner_slots.size * cfg.rollout_steps
+        n_updates = max(1, math.ceil(cfg.steps / per_update))
+        history: list[dict[str, float]] = []
+        prog = _Progress(cfg.steps, self.progress)
+        csv_f = None
+        writer = None
+        if self.out_dir:
+            csv_path = os.path.join(self.out_dir, "metrics.csv")
+            exists = self.resume and os.path.exists(csv_path)
+            csv_f = open(csv_path, "a" if exists else "w", newline="")
+        t_start = time.time()
+        interrupted = False
+        good_state = None
+        try:
+            while self.update < n_updates:
+                frac = 1.0 - self.update / n_updates
+                lr = p.lr * frac if p.anneal_lr else p.lr
+                for g in self.optim.param_groups:
+                    g["lr"] = lr
+                ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
+                t0 = time.time()
+                r = self._collect()
+                t1 = time.time()
+                adv, ret = self._gae(r)
+                good_state = ({k: v.clone() for k, v in self.policy.state_dict().items()}, self.optim.state_dict())
+                try:
+                    st = self._update(r, adv, ret, ent)
+                except TrainingError:
+                    self.policy.load_state_dict(good_state[0])
+                    self.optim.load_state_dict(good_state[1])
+                    path = self.save()
+                    raise TrainingError(
+                        f"the loss became NaN/inf at update {self.update + 1} (step {self.step}); the last good "
+                        f"checkpoint was saved to {path}; lower ppo.lr or check the game's rewards"
+                    ) from None
+                t2 = time.time()
+                self.update += 1
+                self.step += per_update
+                info: dict[str, float] = {"step": self.step, "update": self.update, "lr": lr, "ent_coef": ent}
+                info["steps_per_second"] = per_update / max(t2 - t0, 1e-9)
+                info["time/rollout_s"] = t1 - t0
+                info["time/update_s"] = t2 - t1
+                info["time/total_s"] = time.time() - t_start
+                info["reward_mean"] = float(r["rewards"].mean())
+                for name, vals in r["metrics"].items():
+                    a = np.asarray(vals, dtype=np.float64)
+                    info[f"{name}_count"] = float(a.size)
+                    info[f"{name}_mean"] = float(a.mean())
+                    info[f"{name}_min"] = float(a.min())
+                    info[f"{name}_max"] = float(a.max())
+                info.update(st)
+                history.append(info)
+                prog.update(self.step, info)
+                if csv_f is not None:
+                    self._write_csv(csv_f, info)
+                if self.tb is not None:
+                    self.tb.scalars({k: v for k, v in info.items() if k not in ("step",)}, self.step)
+                if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
+                    self.save()
+        except KeyboardInterrupt:
+            interrupted = True
+            log.warning("interrupted: saving a checkpoint at step %d", self.step)
+        finally:
+            prog.close()
+            self.env.close()
+            if csv_f is not None:
+                csv_f.close()
+            if self.tb is not None:
+                self.tb.close()
+        if self.out_dir:
+            self.save()
+            try:
+                plot_curve(os.path.join(self.out_dir, "metrics.csv"), os.path.join(self.out_dir, "curve.png"))
+            except Exception as e:  # a missing plotting library must not lose the trained agent
+                log.warning("could not draw the learning curve: %s", e)
+        del learner_per_update
+        return TrainResult(self.step, self.update, time.time() - t_start, interrupted, self.out_dir, history)
+
+    def _write_csv(self, f: Any, info: dict[str, float]) -> None:
+        if not hasattr(self, "_csv_fields"):
+            self._csv_fields: list[str] = []
+        new = [k for k in info if k not in self._csv_fields]
+        if new:
+            self._csv_fields += new
+            f.seek(0)
+            rows = []
+            if f.tell() == 0 and os.path.getsize(f.name) > 0:
+                with open(f.name, newline="") as rf:
+                    rows = list(csv.DictReader(rf))
+                    for r in rows:
+                        for k in r:
+                            if k not in self._csv_fields:
+                                self._csv_fields.append(k)
+            f.truncate(0)
+            w = csv.DictWriter(f, fieldnames=self._csv_fields)
+            w.writeheader()
+            for r in rows:
+                w.writerow(r)
+        csv.DictWriter(f, fieldnames=self._csv_fields).writerow({k: info.get(k, "") for k in self._csv_fields})
+        f.flush()
+
+
+def plot_curve(csv_path: str, png_path: str) -> None:
+    """Draw mean episode score and length against steps from ``metrics.csv``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    steps = [float(r["step"]) for r in rows if r.get("episode_return_mean")]
+    score = [float(r["episode_return_mean"]) for r in rows if r.get("episode_return_mean")]
+    length = [float(r["episode_length_mean"]) for r in rows if r.get("episode_length_mean")]
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    ax[0].plot(steps, score)
+    ax[0].set_xlabel("steps")
+    ax[0].set_ylabel("mean episode return")
+    ax[1].plot(steps, length, color="tab:orange")
+    ax[1].set_xlabel("steps")
+    ax[1].set_ylabel("mean episode length")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=80)
+    plt.close(fig)
+
+
+def train(game: Callable[..., Any], cfg: TrainConfig | None = None, out_dir: str | None = None, **kw: Any) -> TrainResult:
+    """Train a policy for ``game``; see :class:`Trainer`.
+
+    Example:
+        >>> import gymloop as gl
+        >>> from gymloop.train import TrainConfig, train
+        >>> from gymloop.games.snake import snake
+        >>> cfg = TrainConfig(steps=512, num_envs=16, rollout_steps=16)
+        >>> cfg.ppo.minibatch_size = 128
+        >>> train(snake, cfg).steps
+        512
+    """
+    return Trainer(game, cfg or TrainConfig(), out_dir, **kw).train()

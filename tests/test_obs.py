@@ -1,0 +1,550 @@
+"""The Obs builder, masks, RandomAgent, gl.run and gl.act_all (everything outside a VecEnv)."""
+
+import collections
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import pytest
+from conftest import Move, Unit, events, make_game
+
+import gymloop as gl
+
+
+@dataclass
+class Food:
+    x: int
+    y: int
+
+
+@dataclass
+class Enemy:
+    hp: int
+
+
+@dataclass
+class Ally:
+    hp: int
+
+
+@dataclass
+class Clock:
+    t: int
+
+
+class Fire(Enum):
+    NO = 0
+    YES = 1
+
+
+class Dir(Enum):
+    UP = 0
+    DOWN = 1
+    LEFT = 2
+
+
+@dataclass(frozen=True)
+class Steer:
+    dir: Dir
+    fire: Fire
+
+
+Target = gl.SelectEntity("Target", among=Enemy)
+AnyOne = gl.SelectEntity("AnyOne", among=(Enemy, Ally))
+
+
+class Goblin:
+    def __init__(self, x):
+        self.x = x
+
+
+gl.entity(Goblin, features=["x"])
+
+
+# ---------------------------------------------------------------------- building
+
+
+def test_every_builder_method_chains():
+    obs = gl.Obs(score=2.5)
+    u = Unit(0, 0)
+    assert obs.entities([Food(1, 1)]) is obs
+    assert obs.globals(Clock(3)) is obs
+    assert obs.metric("coins", 4.0) is obs
+    assert obs.actor(u) is obs
+    assert obs.score == 2.5
+    assert obs.global_features == Clock(3)
+    assert obs.metrics == {"coins": 4.0}
+    assert obs.actor_list == [u]
+    assert obs.is_single_actor
+
+
+def test_metrics_returns_a_copy():
+    obs = gl.Obs().metric("a", 1.0)
+    obs.metrics["b"] = 2.0
+    assert obs.metrics == {"a": 1.0}
+
+
+def test_default_observation_is_empty():
+    obs = gl.Obs()
+    assert obs.score == 0.0
+    assert obs.entity_list() == []
+    assert obs.actor_list == []
+    assert obs.metrics == {}
+    assert obs.global_features is None
+    assert not obs.is_single_actor
+
+
+def test_entities_accepts_single_objects_lists_tuples_generators_and_mixed_types():
+    f1, f2, f3 = Food(1, 1), Food(2, 2), Food(3, 3)
+    e1, e2 = Enemy(5), Enemy(6)
+    g = Goblin(7)
+    u = Unit(0, 0)
+    obs = (
+        gl.Obs()
+        .entities(f1)
+        .entities([f2, e1])
+        .entities((f for f in [f3]))
+        .entities((e2,))
+        .entities(g)
+        .entities([])
+        .entities(iter(()))
+        .actor(u)
+    )
+    assert obs.entity_list() == [u, f1, f2, e1, f3, e2, g]
+    assert all(a is b for a, b in zip(obs.entity_list(), [u, f1, f2, e1, f3, e2, g]))
+    assert obs.entities_of(Food) == [f1, f2, f3]
+    assert obs.entities_of(Enemy) == [e1, e2]
+    assert obs.entities_of(Goblin) == [g]
+    assert obs.entities_of((Enemy, Food)) == [e1, e2, f1, f2, f3]
+    assert obs.entities_of(Unit) == [u]
+    assert "entities=7" in repr(obs) and "actors=1" in repr(obs)
+
+
+def test_entities_of_lists_actors_first_then_entities_in_observation_order():
+    a1, a2 = Unit(1, 0), Unit(2, 0)
+    o1, o2 = Unit(3, 0), Unit(4, 0)
+    obs = gl.Obs().entities([o1]).actors([a1, a2]).entities(o2)
+    assert obs.entities_of(Unit) == [a1, a2, o1, o2]
+
+
+@pytest.mark.parametrize("bad", [3, 2.5, None, object()], ids=["int", "float", "none", "object"])
+def test_entities_rejects_what_is_neither_an_entity_nor_iterable(bad):
+    with pytest.raises(gl.InvalidObservationError, match=r"Obs.entities expects an entity object or an iterable"):
+        gl.Obs().entities(bad)
+
+
+def test_actor_returns_values_actors_returns_lists():
+    u1, u2 = Unit(1, 1), Unit(2, 2)
+    single = gl.Obs().actor(u1)
+    many = gl.Obs().actors(iter([u1, u2]))
+    assert single.is_single_actor and single.actor_list == [u1]
+    assert not many.is_single_actor and many.actor_list == [u1, u2]
+    agent = gl.RandomAgent(seed=0)
+    assert isinstance(agent.act(single, Move), Move)
+    res = agent.act(many, Move)
+    assert isinstance(res, list) and len(res) == 2 and all(isinstance(m, Move) for m in res)
+    move, fire = agent.act(single, Move, Fire)
+    assert isinstance(move, Move) and isinstance(fire, Fire)
+    moves, fires = agent.act(many, Move, Fire)
+    assert len(moves) == len(fires) == 2
+
+
+@pytest.mark.parametrize("second", ["actor", "actors"])
+def test_actors_can_only_be_given_once(second):
+    obs = gl.Obs().actor(Unit(0, 0))
+    with pytest.raises(gl.InvalidObservationError, match=r"Obs.actor/actors called twice"):
+        getattr(obs, second)(Unit(1, 1) if second == "actor" else [Unit(1, 1)])
+
+
+# ---------------------------------------------------------------------- masks
+
+
+def test_categorical_mask_as_booleans_or_allowed_members():
+    u = Unit(0, 0)
+    for mask in ([True, False, True], (True, False, True), np.array([1, 0, 1], dtype=bool), {Move.LEFT, Move.STAY}, [Move.STAY, Move.LEFT]):
+        obs = gl.Obs().actor(u, masks={Move: mask})
+        assert obs.mask_of(u, Move).tolist() == [True, False, True]
+        assert obs.mask_of(0, Move).dtype == bool
+        assert obs.legal(u, Move) == [Move.LEFT, Move.STAY]
+
+
+def test_unmasked_action_types_allow_everything():
+    u = Unit(0, 0)
+    obs = gl.Obs().actor(u, masks={Fire: [Fire.NO]})
+    assert obs.legal(u, Move) == list(Move)
+    assert obs.legal(u, Fire) == [Fire.NO]
+    assert gl.Obs().actor(u).mask_of(u, Move).tolist() == [True, True, True]
+
+
+def test_composite_mask_as_instances_or_booleans():
+    u = Unit(0, 0)
+    allowed = [Steer(Dir.DOWN, Fire.YES), Steer(Dir.UP, Fire.NO)]
+    obs = gl.Obs().actor(u, masks={Steer: allowed})
+    assert obs.mask_of(u, Steer).tolist() == [True, False, False, True, False, False]
+    assert obs.legal(u, Steer) == [Steer(Dir.UP, Fire.NO), Steer(Dir.DOWN, Fire.YES)]
+    bools = [False] * 6
+    bools[5] = True
+    assert gl.Obs().actor(u, masks={Steer: bools}).legal(u, Steer) == [Steer(Dir.LEFT, Fire.YES)]
+
+
+def test_select_entity_candidates_and_masks():
+    u = Unit(0, 0)
+    e1, e2, e3 = Enemy(1), Enemy(2), Enemy(3)
+    a1 = Ally(9)
+    base = gl.Obs().entities([e1, a1, e2]).entities(e3)
+    assert base.actor(u).legal(u, Target) == [e1, e2, e3]
+    # among several types: type order as given in `among`, then observation order
+    assert gl.Obs().entities([e1, a1, e2]).actor(u).legal(u, AnyOne) == [e1, e2, a1]
+    by_objects = gl.Obs().entities([e1, e2, e3]).actor(u, masks={Target: [e3, e1]})
+    assert by_objects.mask_of(u, Target).tolist() == [True, False, True]
+    assert by_objects.legal(u, Target) == [e1, e3]
+    by_bools = gl.Obs().entities([e1, e2, e3]).actor(u, masks={Target: [False, True, False]})
+    assert by_bools.legal(u, Target) == [e2]
+
+
+def test_select_entity_candidates_are_identity_based():
+    u = Unit(0, 0)
+    e1, twin = Enemy(1), Enemy(1)  # equal, not the same object
+    obs = gl.Obs().entities([e1, twin]).actor(u, masks={Target: [twin]})
+    assert obs.mask_of(u, Target).tolist() == [False, True]
+    assert obs.legal(u, Target)[0] is twin
+
+
+def test_per_actor_masks_for_several_actors():
+    u1, u2, u3 = Unit(1, 0), Unit(2, 0), Unit(3, 0)
+    e1, e2 = Enemy(1), Enemy(2)
+    obs = gl.Obs().entities([e1, e2]).actors(
+        [u1, u2, u3],
+        masks={
+            Move: [[True, False, False], None, {Move.STAY}],
+            Target: [[e2], None, [True, False]],
+        },
+    )
+    assert obs.legal(u1, Move) == [Move.LEFT]
+    assert obs.legal(u2, Move) == list(Move)
+    assert obs.legal(2, Move) == [Move.STAY]
+    assert obs.legal(u1, Target) == [e2]
+    assert obs.legal(u2, Target) == [e1, e2]
+    assert obs.legal(u3, Target) == [e1]
+
+
+def test_per_actor_masks_as_a_2d_array():
+    u1, u2 = Unit(1, 0), Unit(2, 0)
+    m = np.array([[True, False, False], [False, True, True]])
+    obs = gl.Obs().actors([u1, u2], masks={Move: m})
+    assert obs.legal(u1, Move) == [Move.LEFT]
+    assert obs.legal(u2, Move) == [Move.RIGHT, Move.STAY]
+
+
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        ([True, False], r"mask for action type 'Move' has 2 entries, expected 3 \(one per choice\)"),
+        (np.ones(4, dtype=bool), r"mask for action type 'Move' has 4 entries, expected 3"),
+        ([Fire.YES], r"mask for action type 'Move' allows <Fire.YES: 1>, which is not one of its choices"),
+        (["LEFT"], r"allows 'LEFT', which is not one of its choices \['LEFT', 'RIGHT', 'STAY'\]"),
+        ([0, 1], r"allows 0, which is not one of its choices"),
+        (5, r"mask for action type 'Move' must be booleans or a collection of allowed values, got 5"),
+    ],
+    ids=["short", "long", "other-enum", "label", "ints", "scalar"],
+)
+def test_bad_categorical_masks(mask, match):
+    u = Unit(0, 0)
+    obs = gl.Obs().actor(u, masks={Move: mask})
+    with pytest.raises(gl.InvalidObservationError, match=match):
+        obs.legal(u, Move)
+
+
+def test_bad_composite_mask_value():
+    u = Unit(0, 0)
+    obs = gl.Obs().actor(u, masks={Steer: [Dir.UP]})
+    with pytest.raises(gl.InvalidObservationError, match=r"mask for action type 'Steer' allows <Dir.UP: 0>, which is not one of its choices"):
+        obs.legal(u, Steer)
+
+
+def test_select_entity_mask_errors():
+    u = Unit(0, 0)
+    e1, e2 = Enemy(1), Enemy(2)
+    stranger = Enemy(1)
+    obs = gl.Obs().entities([e1, e2]).actor(u, masks={Target: [stranger]})
+    with pytest.raises(gl.InvalidObservationError, match=r"select-entity action 'Target' allows Enemy\(hp=1\), which is not among its 2 candidates"):
+        obs.legal(u, Target)
+    obs = gl.Obs().entities([e1, e2]).actor(u, masks={Target: [True, False, True]})
+    with pytest.raises(gl.InvalidObservationError, match=r"mask for action type 'Target' has 3 entries, expected 2 \(one per candidate\)"):
+        obs.legal(u, Target)
+
+
+def test_masks_for_several_actors_need_one_entry_per_actor():
+    with pytest.raises(gl.InvalidObservationError, match=r"masks for action type 'Move' have 1 entries but there are 2 actors"):
+        gl.Obs().actors([Unit(0, 0), Unit(1, 1)], masks={Move: [[True, True, True]]})
+    with pytest.raises(gl.InvalidObservationError, match=r"masks for action type 'Target' have 3 entries but there are 2 actors"):
+        gl.Obs().actors([Unit(0, 0), Unit(1, 1)], masks={Target: [None, None, None]})
+
+
+def test_mask_of_an_unknown_actor():
+    u = Unit(0, 0)
+    obs = gl.Obs().actor(u)
+    with pytest.raises(gl.InvalidObservationError, match=r"is not an actor of this observation"):
+        obs.mask_of(Unit(0, 0), Move)
+    with pytest.raises(gl.InvalidObservationError, match=r"actor index 1 out of range: the observation has 1 actors"):
+        obs.legal(1, Move)
+
+
+# ---------------------------------------------------------------------- RandomAgent
+
+
+def test_random_agent_respects_categorical_masks():
+    u = Unit(0, 0)
+    agent = gl.RandomAgent(seed=3)
+    obs = gl.Obs().actor(u, masks={Move: [Move.LEFT, Move.STAY]})
+    seen = collections.Counter(agent.act(obs, Move) for _ in range(400))
+    assert set(seen) == {Move.LEFT, Move.STAY}
+    assert min(seen.values()) > 120  # both allowed choices are drawn, roughly uniformly
+
+
+def test_random_agent_covers_every_choice_without_masks():
+    agent = gl.RandomAgent(seed=0)
+    obs = gl.Obs().actor(Unit(0, 0))
+    assert {agent.act(obs, Steer) for _ in range(300)} == set(gl.action_spec(Steer).values)
+
+
+def test_random_agent_respects_composite_select_entity_and_per_actor_masks():
+    u1, u2 = Unit(1, 0), Unit(2, 0)
+    e1, e2, e3 = Enemy(1), Enemy(2), Enemy(3)
+    allowed_steer = [Steer(Dir.LEFT, Fire.NO), Steer(Dir.UP, Fire.YES)]
+    obs = gl.Obs().entities([e1, e2, e3]).actors(
+        [u1, u2],
+        masks={Steer: [allowed_steer, None], Target: [[e1, e3], [False, True, False]]},
+    )
+    agent = gl.RandomAgent(seed=7)
+    seen_steer, seen_t1, seen_t2 = set(), set(), set()
+    for _ in range(300):
+        steers, targets = agent.act(obs, Steer, Target)
+        assert steers[0] in allowed_steer
+        assert targets[0] is e1 or targets[0] is e3
+        assert targets[1] is e2
+        seen_steer.add(steers[0])
+        seen_t1.add(id(targets[0]))
+        seen_t2.add(steers[1])
+    assert seen_steer == set(allowed_steer)
+    assert seen_t1 == {id(e1), id(e3)}
+    assert len(seen_t2) > 2  # the unmasked actor ranges over the whole product
+
+
+def test_random_agent_is_deterministic_given_its_seed():
+    obs = gl.Obs().entities([Enemy(1), Enemy(2), Enemy(3)]).actor(Unit(0, 0), masks={Move: [True, True, False]})
+
+    def draws(seed):
+        a = gl.RandomAgent(seed=seed)
+        return [(a.act(obs, Move), id(a.act(obs, Target))) for _ in range(50)]
+
+    assert draws(5) == draws(5)
+    assert draws(5) != draws(6)
+
+
+def test_random_agent_errors():
+    agent = gl.RandomAgent(seed=0)
+    with pytest.raises(gl.ConfigError, match=r"act needs at least one action type"):
+        agent.act(gl.Obs().actor(Unit(0, 0)))
+    with pytest.raises(gl.InvalidObservationError, match=r"the observation has no actor"):
+        agent.act(gl.Obs().entities(Unit(0, 0)), Move)
+    with pytest.raises(gl.InvalidObservationError, match=r"actor 0 .* no legal choice for action type 'Move'"):
+        agent.act(gl.Obs().actor(Unit(0, 0), masks={Move: [False, False, False]}), Move)
+    with pytest.raises(gl.InvalidObservationError, match=r"no legal choice for action type 'Target'"):
+        agent.act(gl.Obs().actor(Unit(0, 0)), Target)
+
+
+def test_agents_satisfy_the_protocol():
+    class Scripted:
+        def act(self, obs, *action_types):
+            return Move.STAY
+
+        def game_over(self, obs, truncated=False):
+            pass
+
+    assert isinstance(gl.RandomAgent(0), gl.Agent)
+    assert isinstance(Scripted(), gl.Agent)
+    assert not isinstance(object(), gl.Agent)
+
+
+# ---------------------------------------------------------------------- gl.run
+
+
+def test_run_stops_at_max_steps_and_runs_the_games_finally_blocks():
+    log = []
+    game = make_game(log=log)
+    r = gl.run(game, gl.RandomAgent(seed=0), seed=11, max_steps=5)
+    assert r.steps == 5
+    assert r.stopped == "max_steps"
+    assert r.episodes == []
+    assert len(events(log, "act")) == 5
+    assert events(log, "start") == [(11, None)]
+    assert events(log, "finally") == [(11, None)]
+
+
+def test_run_with_zero_steps_asks_nothing_and_still_closes_the_game():
+    log = []
+    r = gl.run(make_game(log=log), gl.RandomAgent(seed=0), max_steps=0)
+    assert r.steps == 0 and r.stopped == "max_steps"
+    assert events(log, "act") == []
+    assert len(events(log, "finally")) == 1
+
+
+def test_run_stops_at_max_episodes_and_reports_them():
+    log = []
+    game = make_game(
+        on_step=lambda st, a: setattr(st, "score", st.score + 2),
+        episode_len=3,
+        truncated=True,
+        final_obs=lambda st: gl.Obs(score=st.score).metric("coins", st.episode + 10),
+        log=log,
+    )
+    r = gl.run(game, gl.RandomAgent(seed=0), max_episodes=2)
+    assert r.stopped == "max_episodes"
+    assert r.steps == 6
+    assert [(e.agent, e.score, e.length, e.truncated, e.metrics) for e in r.episodes] == [
+        (0, 6.0, 3, True, {"coins": 10}),
+        (0, 6.0, 3, True, {"coins": 11}),
+    ]
+    assert r.scores == [6.0, 6.0]
+    assert len(events(log, "finally")) == 1
+
+
+def test_run_until_the_game_returns():
+    log = []
+    r = gl.run(make_game(max_decisions=4, log=log), gl.RandomAgent(seed=0), seed=3)
+    assert r.stopped == "returned"
+    assert r.steps == 4
+    assert len(events(log, "finally")) == 1
+
+
+def test_run_hands_the_seed_to_the_game_and_is_reproducible():
+    def play(seed):
+        log = []
+        game = make_game(build_obs=lambda st: gl.Obs().actor(Unit(st.rng.randrange(100), 0)), log=log)
+        gl.run(game, gl.RandomAgent(seed=1), seed=seed, max_steps=20)
+        return log
+
+    assert play(4) == play(4)
+    assert play(4)[0] == ("start", 4, None)
+
+
+def test_run_multi_agent_game_gets_every_agent():
+    seen = []
+
+    def duel(agents, seed):
+        a, b = agents
+        for t in range(3):
+            seen.append(a.act(gl.Obs().actor(Unit(0, t)), Move))
+            seen.append(b.act(gl.Obs().actor(Unit(1, t)), Fire))
+        a.game_over(gl.Obs(score=1))
+        b.game_over(gl.Obs(score=-1))
+
+    r = gl.run(duel, [gl.RandomAgent(0), gl.RandomAgent(1)])
+    assert r.steps == 6
+    assert [type(x) for x in seen] == [Move, Fire] * 3
+    assert [(e.agent, e.score, e.length) for e in r.episodes] == [(0, 1.0, 3), (1, -1.0, 3)]
+
+
+@pytest.mark.parametrize("kwargs", [{"max_steps": -1}, {"max_episodes": -2}, {"max_steps": 1.5}])
+def test_run_rejects_bad_limits(kwargs):
+    with pytest.raises(gl.ConfigError, match=r"must be a non-negative int or None"):
+        gl.run(make_game(), gl.RandomAgent(0), **kwargs)
+
+
+class Scripted:
+    """Answers with whatever it is told to."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def act(self, obs, *action_types):
+        return self.answer
+
+    def game_over(self, obs, truncated=False):
+        pass
+
+
+def _masked_game(log=None, action_types=(Move,), actors=1):
+    def build(st):
+        units = [Unit(i, 0) for i in range(actors)]
+        if actors == 1:
+            return gl.Obs().actor(units[0], masks={Move: [Move.LEFT]})
+        return gl.Obs().actors(units, masks={Move: [[Move.LEFT]] * actors})
+
+    return make_game(build_obs=build, action_types=action_types, log=log)
+
+
+def test_run_raises_for_an_illegal_scripted_answer_and_closes_the_game():
+    log = []
+    with pytest.raises(gl.InvalidActionError, match=r"action type 'Move', actor 0: <Move.RIGHT: 1> is not a legal choice; legal choices are \[<Move.LEFT: 0>\]"):
+        gl.run(_masked_game(log), Scripted(Move.RIGHT), max_steps=3)
+    assert events(log, "act") == []
+    assert len(events(log, "finally")) == 1
+
+
+@pytest.mark.parametrize(
+    "answer, action_types, actors, match",
+    [
+        (Fire.NO, (Move,), 1, r"<Fire.NO: 0> is not a legal choice"),
+        ("LEFT", (Move,), 1, r"'LEFT' is not a legal choice"),
+        (Move.LEFT, (Move, Fire), 1, r"asked for 2 action types and must return a tuple of 2"),
+        ((Move.LEFT,), (Move, Fire), 1, r"must return a tuple of 2"),
+        (Move.LEFT, (Move,), 2, r"action type 'Move': expected a list of 2 choices \(one per actor\)"),
+        ([Move.LEFT], (Move,), 2, r"expected a list of 2 choices"),
+        ([Move.LEFT, Move.STAY], (Move,), 2, r"actor 1: <Move.STAY: 2> is not a legal choice"),
+    ],
+    ids=["other-enum", "label", "not-tuple", "short-tuple", "not-list", "short-list", "masked-second-actor"],
+)
+def test_run_checks_the_shape_of_answers(answer, action_types, actors, match):
+    with pytest.raises(gl.InvalidActionError, match=match):
+        gl.run(_masked_game(action_types=action_types, actors=actors), Scripted(answer), max_steps=3)
+
+
+def test_run_checks_select_entity_answers_by_identity():
+    e1 = Enemy(1)
+    game = make_game(build_obs=lambda st: gl.Obs().entities([e1]).actor(Unit(0, 0)), action_types=(Target,))
+    assert gl.run(game, Scripted(e1), max_steps=3).steps == 3
+    with pytest.raises(gl.InvalidActionError, match=r"action type 'Target', actor 0: Enemy\(hp=1\) is not a legal choice"):
+        gl.run(game, Scripted(Enemy(1)), max_steps=3)
+
+
+def test_run_without_checks_passes_answers_through():
+    log = []
+    r = gl.run(_masked_game(log), Scripted(Move.RIGHT), max_steps=3, check=False)
+    assert r.steps == 3
+    assert [a for _, a in events(log, "act")] == [Move.RIGHT] * 3
+
+
+def test_random_agent_in_run_only_plays_legal_moves():
+    log = []
+    gl.run(_masked_game(log), gl.RandomAgent(seed=0), max_steps=50)
+    assert {a for _, a in events(log, "act")} == {Move.LEFT}
+
+
+# ---------------------------------------------------------------------- gl.act_all
+
+
+def test_act_all_with_plain_agents_asks_each_in_order():
+    calls = []
+
+    class Recorder(Scripted):
+        def act(self, obs, *action_types):
+            calls.append((self.answer, obs, action_types))
+            return self.answer
+
+    o1, o2, o3 = gl.Obs().actor(Unit(0, 0)), gl.Obs().actor(Unit(1, 1)), gl.Obs().actors([Unit(2, 2)])
+    out = gl.act_all([(Recorder(Move.LEFT), o1, Move), (Recorder(Fire.YES), o2, Fire, Move), (Recorder([Move.STAY]), o3, Move)])
+    assert out == [Move.LEFT, Fire.YES, [Move.STAY]]
+    assert [(c[0], c[1], c[2]) for c in calls] == [(Move.LEFT, o1, (Move,)), (Fire.YES, o2, (Fire, Move)), ([Move.STAY], o3, (Move,))]
+
+
+def test_act_all_with_random_agents_respects_masks():
+    obs_a = gl.Obs().actor(Unit(0, 0), masks={Move: [Move.RIGHT]})
+    obs_b = gl.Obs().actors([Unit(1, 1), Unit(2, 2)], masks={Fire: [[Fire.YES], [Fire.NO]]})
+    out = gl.act_all([(gl.RandomAgent(0), obs_a, Move), (gl.RandomAgent(1), obs_b, Fire)])
+    assert out == [Move.RIGHT, [Fire.YES, Fire.NO]]
+
+
+def test_act_all_of_nothing_is_empty():
+    assert gl.act_all([]) == []

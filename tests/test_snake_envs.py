@@ -121,10 +121,6 @@ def test_vecenv_reset_again_before_any_episode_ended() -> None:
     _reset_again(0)  # both reseed copy i with derive_seed(seed, i, 1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core: a second VecEnv.reset() reseeds copy i with derive_seed(seed, i, k) where k counts runs of the "
-    "game function for a game loop (Executor) but episodes for a gl.Environment (EnvExecutor.restarts)"
-))
 def test_vecenv_reset_again_after_episodes_ended() -> None:
     _reset_again(60)  # random snakes die within 60 steps
 

@@ -65,6 +65,8 @@ class VecEnv:
             checks are vectorized. ``False`` checks the first step only.
         start_method: multiprocessing start method for workers (default ``"spawn"``: the game
             function must be importable).
+        spin_s: seconds a worker keeps polling (yielding its core each time) before it blocks
+            while waiting for the next step; 0 blocks at once.
 
     Attributes:
         num_envs: number of game copies.
@@ -83,6 +85,7 @@ class VecEnv:
         globals_type: type | None = None,
         checked: bool = True,
         start_method: str = "spawn",
+        spin_s: float = 0.002,
     ) -> None:
         for name, v, lo in (("num_envs", num_envs, 1), ("workers", workers, 0), ("agents_per_game", agents_per_game, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
@@ -101,6 +104,9 @@ class VecEnv:
         self.num_slots = self.num_envs * self.agents_per_game
         self.checked = checked
         self.start_method = start_method
+        if not isinstance(spin_s, (int, float)) or spin_s < 0:
+            raise ConfigError(f"spin_s must be a non-negative number of seconds, got {spin_s!r}")
+        self.spin_s = float(spin_s)
         declared = None
         on_game = declared_types(game)
         if entity_types or action_types or globals_type or on_game:
@@ -148,7 +154,7 @@ class VecEnv:
 
         return ProcessBackend(
             self.game, self.num_envs, self.agents_per_game, self.seed, self._declared, self._is_env,
-            self.workers, self.start_method,
+            self.workers, self.start_method, self.spin_s,
         )
 
     def reset(self) -> Batch:

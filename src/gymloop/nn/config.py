@@ -49,6 +49,7 @@ class NetConfig:
         relpos: relative-position encoding; ``"auto"`` enables it on ``x``/``y`` when every entity
             type has both features, ``None`` disables it.
         norm_clip: normalized features are clipped to ``[-norm_clip, norm_clip]``.
+        mlp_ratio: hidden width of each block's MLP, in multiples of ``d_model``.
     """
 
     d_model: int = 64
@@ -57,9 +58,10 @@ class NetConfig:
     d_qk: int = 16
     relpos: RelposConfig | str | None = "auto"
     norm_clip: float = 5.0
+    mlp_ratio: int = 4
 
     def check(self) -> None:
-        if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1:
+        if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1 or self.mlp_ratio < 1:
             raise ConfigError(f"network sizes must be positive, got {self}")
         if self.d_model % self.n_head:
             raise ConfigError(f"n_head={self.n_head} must divide d_model={self.d_model}; e.g. use n_head=2 or d_model={self.n_head * (self.d_model // self.n_head + 1)}")
@@ -84,7 +86,7 @@ class NetConfig:
         return self.relpos
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip")}
+        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio")}
         r = self.relpos
         d["relpos"] = r if isinstance(r, str) or r is None else {"position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate}
         return d

@@ -110,7 +110,7 @@ class Relpos(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d: int, n_head: int, relpos: Relpos | None) -> None:
+    def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d)
         self.ln2 = nn.LayerNorm(d)
@@ -118,7 +118,7 @@ class Block(nn.Module):
         self.query = nn.Linear(d, d)
         self.value = nn.Linear(d, d)
         self.proj = nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.mlp = nn.Sequential(nn.Linear(d, mlp_ratio * d), nn.GELU(), nn.Linear(mlp_ratio * d, d))
         self.n_head = n_head
         self.relpos = relpos
 
@@ -191,7 +191,7 @@ class Policy(nn.Module):
         self.position_idx = (
             {n: [list(f).index(p) for p in rp.position_features] for n, f in obs_space.entities.items()} if rp else None
         )
-        self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos) for _ in range(cfg.n_layer)])
+        self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos, cfg.mlp_ratio) for _ in range(cfg.n_layer)])
         self.heads = nn.ModuleDict()
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()

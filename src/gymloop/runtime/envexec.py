@@ -60,6 +60,7 @@ class EnvExecutor:
         self.seed = seed
         self.envs: list[Any] = []
         self.restarts = [0] * num
+        self.generation = -1
         self.seeds = [0] * num
         self.obs: list[Any] = [None] * num
         self.spaces: EnvSpaces | None = spaces
@@ -67,7 +68,7 @@ class EnvExecutor:
         self.ep_len = [0] * num
 
     def _reset_env(self, i: int) -> Any:
-        seed = derive_seed(self.seed, self.env_lo + i, self.restarts[i])
+        seed = derive_seed(self.seed, self.env_lo + i, self.restarts[i], self.generation)
         self.restarts[i] += 1
         self.seeds[i] = seed
         return self.envs[i].reset(seed)
@@ -98,6 +99,8 @@ class EnvExecutor:
         self.spaces = spaces
 
     def build(self) -> Batch:
+        self.generation += 1
+        self.restarts = [0] * self.n
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []
@@ -115,14 +118,10 @@ class EnvExecutor:
         per_env: list[dict[str, np.ndarray]] = [dict() for _ in range(n)]
         for a, name in enumerate(names):
             arr = actions[a]
-            counts = self._actor_counts[a]
-            if arr.size:
-                parts = np.split(arr, np.cumsum(counts)[:-1])
-                for i in range(n):
-                    per_env[i][name] = parts[i]
-            else:
-                for i in range(n):
-                    per_env[i][name] = arr
+            o = 0
+            for d, k in zip(per_env, self._actor_counts[a]):
+                d[name] = arr[o : o + k]
+                o += k
         obs, rew, term, trunc, mets = [], [], [], [], []
         errors = []
         for i, env in enumerate(self.envs):

@@ -27,9 +27,23 @@ log = logging.getLogger("gymloop.executor")
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
-def derive_seed(seed: int, env: int, restart: int) -> int:
-    """Seed of the ``restart``-th run of game copy ``env`` (independent of worker layout)."""
-    return int(np.random.SeedSequence(entropy=seed, spawn_key=(env, restart)).generate_state(1, np.uint32)[0])
+_M64 = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finalizer: a fast, well-distributed 64-bit mix."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def derive_seed(seed: int, env: int, restart: int, generation: int = 0) -> int:
+    """Seed (32 bits) of game copy ``env``'s ``restart``-th run after its ``generation``-th reset.
+
+    It depends on nothing else (not on the worker layout), so any ``workers`` gives the same games.
+    """
+    return _mix(_mix(_mix(_mix(seed & _M64) ^ env) ^ generation) ^ restart) & 0xFFFFFFFF
 
 
 class TrainingAgent:
@@ -121,6 +135,7 @@ class Executor:
         self.greenlets: list[Any] = [None] * num_games
         self.game_seeds = [0] * num_games
         self.restarts = [0] * num_games
+        self.generation = -1  # incremented by every start(): reset k starts generation k
         self.agents = [[TrainingAgent(self, g * agents_per_game + i) for i in range(agents_per_game)] for g in range(num_games)]
         self._reset_slot_state()
         self._plan: Any = None
@@ -150,7 +165,7 @@ class Executor:
         """Start (or restart) game ``k``; it runs until it asks for its first decision."""
         for attempt in range(2):
             env = self.env_lo + k
-            seed = derive_seed(self.seed, env, self.restarts[k])
+            seed = derive_seed(self.seed, env, self.restarts[k], self.generation)
             self.restarts[k] += 1
             self.game_seeds[k] = seed
             g = greenlet.greenlet(self.game, parent=self.caller)
@@ -241,6 +256,8 @@ class Executor:
         self.close_games()
         self.closing = False
         self.errors = []
+        self.generation += 1
+        self.restarts = [0] * self.n_games
         self._set_caller()
         self._reset_slot_state()
         self.pobs = [None] * self.n
@@ -394,8 +411,11 @@ class Executor:
         return out
 
     # ------------------------------------------------------------------ batching
-    def _gather(self) -> tuple:
-        """One pass over the pending observations: objects per type, counts, actors."""
+    def _gather(self, rewards: bool = True) -> tuple:
+        """One pass over the pending observations: objects per type, counts, actors.
+
+        With ``rewards`` it also folds each observation's score change into the slot's reward.
+        """
         sp = self.spaces
         n = self.n
         T = len(sp.entity_schemas)
@@ -412,12 +432,26 @@ class Executor:
         ptypes = self.ptypes
         simple = True
         active = [False] * n
+        prev = self.prev_score
+        racc = self.reward_acc
+        eplen = self.ep_len
+        epret = self.ep_ret
+        s = 0
         try:
             for s in range(n):
                 obs = pobs[s]
                 if obs is None:
                     continue
                 active[s] = True
+                if rewards:
+                    score = obs.score
+                    p = prev[s]
+                    if p is not None:
+                        r = score - p
+                        racc[s] += r
+                        epret[s] += r
+                    prev[s] = score
+                    eplen[s] += 1
                 acts = obs._actors
                 if obs._single and len(ptypes[s]) == 1:
                     x = acts[0]
@@ -464,8 +498,13 @@ class Executor:
             key = e.args[0] if e.args else None
             self._unknown_type(key, is_action=any(p is not None and key in p for p in ptypes))
             raise  # pragma: no cover
-        except TypeError as e:  # unhashable action type key
-            raise InvalidObservationError(f"invalid action type passed to act: {e}") from None
+        except TypeError as e:
+            obs = pobs[s]
+            if not isinstance(obs.score, (int, float, np.integer, np.floating)):
+                raise InvalidObservationError(
+                    f"slot {self.slot_lo + s}: the observation's score must be a number, got {obs.score!r}"
+                ) from None
+            raise InvalidObservationError(f"slot {self.slot_lo + s}: invalid action type passed to act: {e}") from None
         return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
 
     def build(self) -> Batch:
@@ -482,31 +521,9 @@ class Executor:
             lst = objs[t]
             if lst and (type(lst[0]) is not sc.cls or len(set(map(type, lst))) != 1):
                 self._regroup()
-                objs, cnt, a_slot, a_t, a_rank, masked, simple, active = self._gather()
+                objs, cnt, a_slot, a_t, a_rank, masked, simple, active = self._gather(rewards=False)
                 break
-
-        # ---- rewards (score changes)
-        prev = self.prev_score
         racc = self.reward_acc
-        eplen = self.ep_len
-        epret = self.ep_ret
-        try:
-            for s in range(n):
-                obs = pobs[s]
-                if obs is None:
-                    continue
-                score = obs.score
-                p = prev[s]
-                if p is not None:
-                    r = score - p
-                    racc[s] += r
-                    epret[s] += r
-                prev[s] = score
-                eplen[s] += 1
-        except TypeError:
-            raise InvalidObservationError(
-                f"slot {self.slot_lo + s}: the observation's score must be a number, got {pobs[s].score!r}"
-            ) from None
 
         # ---- entities: one numpy call per type
         entities: dict[str, np.ndarray] = {}

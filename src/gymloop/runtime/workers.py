@@ -8,12 +8,20 @@ two cores for game stepping.
 
 Segments are created and unlinked by the main process; a worker whose batch outgrows its output
 segment asks for a bigger one.
+
+A worker that has just answered spins for up to ``spin_s`` (yielding its core with
+``sched_yield`` on every turn, so the main process is never starved) before it blocks: the next
+step usually arrives within that window, and a process that sleeps between steps comes back to
+cold caches (measured here: a step after a 1 ms sleep took ~1.7x as long).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing as mp
+import os
+import time
 import pickle
 import sys
 import traceback
@@ -121,7 +129,7 @@ def _unflatten(arrays: list[np.ndarray], names: list[str], template: Batch | Non
 
 
 # ---------------------------------------------------------------------- worker process
-def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str) -> None:
+def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str, spin_s: float = 0.0) -> None:
     from .local import make_executor
 
     logging.basicConfig(level=logging.WARNING)
@@ -143,9 +151,17 @@ def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int,
         hb = head.tobytes()
         conn.send_bytes(b"B" + np.array([len(hb)], dtype=np.int64).tobytes() + hb + "\x00".join(names).encode())
 
+    spin = spin_s
     try:
         while True:
             try:
+                if spin > 0 and not conn.poll(0):
+                    # Stay hot for a short while: a worker that sleeps between steps comes back to
+                    # cold caches (measured: a step after a 1 ms sleep is ~1.7x slower). Yielding
+                    # lets the main process (or the other worker) run on this core meanwhile.
+                    deadline = time.perf_counter() + spin
+                    while not conn.poll(0) and time.perf_counter() < deadline:
+                        os.sched_yield()
                 msg = conn.recv_bytes()
             except (EOFError, OSError):
                 break
@@ -169,6 +185,9 @@ def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int,
                     else:
                         send_batch(ex.reset())
                     A = len(ex.spaces.action_specs)
+                    # the games' long-lived objects need no more collection passes in this process
+                    gc.collect()
+                    gc.freeze()
                 elif op == b"N":
                     in_shm.close()
                     in_shm = _attach(msg[1:].decode())
@@ -197,7 +216,7 @@ def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int,
 
 # ---------------------------------------------------------------------- main-process side
 class _Worker:
-    def __init__(self, ctx: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool) -> None:
+    def __init__(self, ctx: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spin_s: float) -> None:
         self.env_lo = env_lo
         self.n_slots = n * apg
         self.in_shm = shared_memory.SharedMemory(create=True, size=max(4096, 64 * n * apg))
@@ -206,7 +225,7 @@ class _Worker:
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
             target=_worker_main,
-            args=(child, game, env_lo, n, apg, seed, declared, is_env, self.in_shm.name, self.out_shm.name),
+            args=(child, game, env_lo, n, apg, seed, declared, is_env, self.in_shm.name, self.out_shm.name, spin_s),
             daemon=True,
             name=f"gymloop-worker-{env_lo}",
         )
@@ -269,7 +288,7 @@ class _Worker:
 class ProcessBackend:
     """Runs the game copies in ``workers`` processes."""
 
-    def __init__(self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str) -> None:
+    def __init__(self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str, spin_s: float = 0.002) -> None:
         try:
             ctx = mp.get_context(start_method)
         except ValueError as e:
@@ -289,7 +308,7 @@ class ProcessBackend:
         try:
             for w in range(workers):
                 n = base + (1 if w < extra else 0)
-                self.workers.append(_Worker(ctx, game, lo, n, apg, seed, declared, is_env))
+                self.workers.append(_Worker(ctx, game, lo, n, apg, seed, declared, is_env, spin_s))
                 lo += n
         except BaseException:
             self.close()

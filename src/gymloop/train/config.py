@@ -29,6 +29,8 @@ class PPOConfig:
         norm_adv: normalize advantages per minibatch.
         epochs: passes over each rollout.
         minibatch_size: slot-steps per minibatch (must divide num_envs * rollout_steps).
+        chunk_size: a minibatch is run through the network in chunks of at most this many
+            slot-steps, grouped by entity count to keep padding small.
     """
 
     lr: float = 3e-3
@@ -44,6 +46,7 @@ class PPOConfig:
     norm_adv: bool = True
     epochs: int = 2
     minibatch_size: int = 2048
+    chunk_size: int = 512
 
 
 @dataclass

@@ -319,21 +319,23 @@ class Trainer:
             for i in range(0, N, mb):
                 slots = np.sort(perm[i : i + mb])
                 sub, sel = take(rb, slots)
-                pk = self.policy.pack(sub)
-                out = self.policy(pk, actions={k: actions[k][sel[k]] for k in names})
-                a_mb = torch.from_numpy(adv_f[slots])
-                if p.norm_adv and a_mb.numel() > 1:
-                    a_mb = (a_mb - a_mb.mean()) / (a_mb.std() + 1e-8)
-                new_lp, olds, advs, ents = [], [], [], []
-                for k in names:
-                    if out.logprob[k].numel() == 0:
-                        continue
-                    new_lp.append(out.logprob[k])
-                    olds.append(torch.from_numpy(old_lp[k][sel[k]]))
-                    advs.append(a_mb[torch.from_numpy(sub.actor_slot[k])])
-                    ents.append(out.entropy[k])
+                a_all = adv_f[slots]
+                if p.norm_adv and a_all.size > 1:
+                    a_all = (a_all - a_all.mean()) / (a_all.std() + 1e-8)
+                new_lp, olds, advs, ents, vals, rets, vold = [], [], [], [], [], [], []
+                for part, cb, csel, out in self._forward_chunks(sub, {k: actions[k][sel[k]] for k in names}):
+                    for k in names:
+                        if out.logprob[k].numel() == 0:
+                            continue
+                        new_lp.append(out.logprob[k])
+                        olds.append(torch.from_numpy(old_lp[k][sel[k]][csel[k]]))
+                        advs.append(torch.from_numpy(a_all[part[cb.actor_slot[k]]]))
+                        ents.append(out.entropy[k])
+                    vals.append(out.value)
+                    rets.append(torch.from_numpy(ret_f[slots[part]]))
+                    vold.append(torch.from_numpy(val_f[slots[part]]))
                 if new_lp:
-                    nl, ol, av, en = torch.cat(new_lp), torch.cat(olds), torch.cat(advs), torch.cat(ents)
+                    nl, ol, av, en = torch.cat(new_lp), torch.cat(olds), torch.cat(advs).float(), torch.cat(ents)
                     logratio = nl - ol
                     ratio = logratio.exp()
                     pg = torch.max(-av * ratio, -av * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
@@ -343,10 +345,8 @@ class Trainer:
                         stats["loss/clipfrac"].append(((ratio - 1).abs() > p.clip_coef).float().mean().item())
                 else:
                     pg = entropy = torch.zeros(())
-                v = out.value
-                rt = torch.from_numpy(ret_f[slots])
+                v, rt, vo = torch.cat(vals), torch.cat(rets), torch.cat(vold)
                 if p.clip_vloss:
-                    vo = torch.from_numpy(val_f[slots])
                     vc = vo + (v - vo).clamp(-p.clip_coef, p.clip_coef)
                     vloss = 0.5 * torch.max((v - rt) ** 2, (vc - rt) ** 2).mean()
                 else:
@@ -368,6 +368,27 @@ class Trainer:
         var = np.var(ret_f)
         out["explained_variance"] = float("nan") if var == 0 else float(1 - np.var(ret_f - val_f) / var)
         return out
+
+    def _forward_chunks(self, b: Batch, actions: dict[str, np.ndarray]) -> list[tuple]:
+        """Forward a minibatch in chunks of slots of similar entity counts (little padding).
+
+        Returns ``(part, chunk_batch, chunk_selection, output)`` per chunk, where ``part`` are the
+        chunk's slot positions within ``b``.
+        """
+        S = b.num_slots
+        chunk = self.cfg.ppo.chunk_size
+        if S <= chunk:
+            out = self.policy(self.policy.pack(b), actions=actions)
+            return [(np.arange(S), b, {k: np.ones(v.shape[0], dtype=bool) for k, v in b.actor_slot.items()}, out)]
+        tot = sum(b.counts.values())
+        order = np.argsort(tot, kind="stable")
+        res = []
+        for part in np.array_split(order, -(-S // chunk)):
+            part = np.sort(part)
+            cb, csel = take(b, part)
+            out = self.policy(self.policy.pack(cb), actions={k: actions[k][csel[k]] for k in actions})
+            res.append((part, cb, csel, out))
+        return res
 
     # ------------------------------------------------------------------ main loop
     def train(self) -> TrainResult:

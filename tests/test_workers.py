@@ -119,7 +119,7 @@ def test_unpicklable_game_is_refused_with_spawn():
         pass
 
     with pytest.raises(gl.ConfigError, match="must be picklable"):
-        gl.VecEnv(local_game, num_envs=2, workers=1).reset()
+        gl.VecEnv(local_game, num_envs=2, workers=2).reset()
 
 
 def test_more_workers_than_envs_is_refused():

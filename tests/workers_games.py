@@ -70,9 +70,14 @@ def with_finally(agent, seed, path):
 
 
 def dies(agent, seed):
-    """Kills its worker process on the second decision."""
+    """Kills its worker process on the second decision (never the main process)."""
+    import multiprocessing
+
     agent.act(gl.Obs().actor(Foe(1)), Act)
-    os._exit(3)
+    if multiprocessing.parent_process() is not None:
+        os._exit(3)
+    while True:
+        agent.act(gl.Obs().actor(Foe(1)), Act)
 
 
 @gl.game(entities=[Foe], actions=[Act])

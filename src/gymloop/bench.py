@@ -186,6 +186,7 @@ def run_benchmarks(
     repeats: int = 5,
     num_envs: int | None = None,
     workers: int = 2,
+    worker_num_envs: int | None = None,
     scale_envs: int = 10_000,
     async_num_envs: Iterable[int] = (2, 4, 8, 16),
     variants: Iterable[str] = VARIANTS,
@@ -202,6 +203,8 @@ def run_benchmarks(
         repeats: timed runs per variant; the row reports their median.
         num_envs: game copies of the gymloop variants and of ``SyncVectorEnv`` (default 256).
         workers: worker processes of the ``loop_w2`` variant.
+        worker_num_envs: game copies of the ``loop_w2`` variant (default 2048: each hand-off to a
+            worker then carries 1024 games, which amortizes its fixed cost).
         scale_envs: game copies of the ``scale`` variant.
         async_num_envs: the ``AsyncVectorEnv`` sizes tried (one process each); the fastest is kept.
         variants: which rows to run (keys of :data:`VARIANTS`).
@@ -223,6 +226,7 @@ def run_benchmarks(
     if quick:
         seconds, repeats = min(seconds, 0.05), 1
         num_envs, scale_envs = min(num_envs, 8), min(scale_envs, 200)
+        worker_num_envs = min(worker_num_envs or 8, 8)
         async_num_envs = (2,)
     for name, v, lo in (("num_envs", num_envs, 1), ("repeats", repeats, 1), ("scale_envs", scale_envs, 1), ("workers", workers, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -282,7 +286,7 @@ def run_benchmarks(
                                        _gl_rates(SnakeEnv, num_envs, 0, seed, seconds, repeats, warmup)),
                 (low, "gl.VecEnv workers=0", num_envs, 0))
     if "loop_w2" in variants:
-        n_w = max(num_envs, workers)
+        n_w = max(worker_num_envs or 2048, workers)
         attempt("loop_w2", lambda: _row("loop_w2", loop, f"gl.VecEnv {w_name}", n_w, workers,
                                         _gl_rates(snake, n_w, workers, seed, seconds, repeats, warmup)),
                 (loop, f"gl.VecEnv {w_name}", n_w, workers))

@@ -55,8 +55,9 @@ class VecEnv:
             or a :class:`gl.Environment` subclass (``functools.partial(EnvClass, ...)`` to pass
             constructor arguments).
         num_envs: number of game copies.
-        workers: 0 runs every game in this process; N > 0 runs them in N worker processes that hand
-            batches over through shared memory. The batches are identical either way.
+        workers: 0 runs every game in this process; N > 0 runs them in N processes, this one and
+            N - 1 worker processes, that hand batches over through shared memory (no pickling per
+            step). The batches are identical either way. Use as many as you have cores.
         seed: root seed; game copy ``i`` gets its own seed derived from ``seed`` and ``i``.
         agents_per_game: agents per game copy; each agent is its own slot in the batch.
         entity_types, action_types, globals_type: declare types up front. Undeclared types are
@@ -146,7 +147,7 @@ class VecEnv:
 
     # ------------------------------------------------------------------ lifecycle
     def _make_backend(self) -> Any:
-        if self.workers == 0:
+        if self.workers <= 1:
             from .runtime.local import LocalBackend
 
             return LocalBackend(self.game, self.num_envs, self.agents_per_game, self.seed, self._declared, self._is_env)

@@ -286,38 +286,46 @@ class _Worker:
 
 
 class ProcessBackend:
-    """Runs the game copies in ``workers`` processes."""
+    """Runs the game copies in ``workers`` processes: this one and ``workers - 1`` children.
+
+    The calling process steps the first share of the games itself while the children step the
+    others, so ``workers`` busy processes use ``workers`` cores and none idles (a main process that
+    only waits would leave a core idle or, spinning, fight the workers for it).
+    """
 
     def __init__(self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str, spin_s: float = 0.002) -> None:
+        from .local import make_executor
+
         try:
             ctx = mp.get_context(start_method)
         except ValueError as e:
             raise ConfigError(f"unknown start_method {start_method!r}: {e}") from None
-        if start_method != "fork":
+        if workers > 1 and start_method != "fork":
             try:
                 pickle.dumps(game)
             except Exception as e:
                 raise ConfigError(
-                    f"with workers > 0 the game {game!r} must be picklable (a module-level function or class) "
+                    f"with workers > 1 the game {game!r} must be picklable (a module-level function or class) "
                     f"so worker processes can import it: {e}"
                 ) from None
         self.spaces: Any = None
         self.workers: list[_Worker] = []
+        self.is_env = is_env
         base, extra = divmod(num_envs, workers)
-        lo = 0
+        sizes = [base + (1 if w < extra else 0) for w in range(workers)]
+        self.local = make_executor(game, 0, sizes[0], apg, seed, declared, is_env)
+        lo = sizes[0]
         try:
-            for w in range(workers):
-                n = base + (1 if w < extra else 0)
+            for n in sizes[1:]:
                 self.workers.append(_Worker(ctx, game, lo, n, apg, seed, declared, is_env, spin_s))
                 lo += n
         except BaseException:
             self.close()
             raise
-        self.is_env = is_env
 
-    def _gather(self) -> Batch:
-        parts: list[Batch] = []
-        errors: list[BaseException] = []
+    def _gather(self, local: Batch | None, local_error: BaseException | None) -> Batch:
+        parts: list[Batch] = [local] if local is not None else []
+        errors: list[BaseException] = [local_error] if local_error is not None else []
         for w in self.workers:
             try:
                 parts.append(w.read_batch(w.recv(), self.spaces))
@@ -341,9 +349,15 @@ class ProcessBackend:
     def _reset(self) -> tuple[Batch, Any]:
         for w in self.workers:
             w.conn.send_bytes(b"R")
+        local_error: BaseException | None = None
         if self.spaces is None:
             found = []
-            errors = []
+            errors: list[BaseException] = []
+            try:
+                self.local.start()
+                found.append(self.local.discover())
+            except GymloopError as e:
+                errors.append(e)
             for w in self.workers:
                 msg = w.recv()
                 if msg[:1] == b"E":
@@ -374,12 +388,24 @@ class ProcessBackend:
             for w in self.workers:
                 w.conn.send_bytes(blob)
             self.spaces = spaces
-        return self._gather(), self.spaces
+            self.local.set_spaces(payload)
+            local = None
+            try:
+                local = self.local.build()
+            except GymloopError as e:
+                local_error = e
+        else:
+            local = None
+            try:
+                local = self.local.reset()
+            except GymloopError as e:
+                local_error = e
+        return self._gather(local, local_error), self.spaces
 
     def step(self, actions: list[np.ndarray]) -> Batch:
         names = [s.name for s in self.spaces.action_specs]
         b_prev = self._last_counts
-        for wi, w in enumerate(self.workers):
+        for wi, w in enumerate(self.workers, start=1):
             lens = []
             parts = []
             for a in range(len(names)):
@@ -399,9 +425,21 @@ class ProcessBackend:
                     np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
                 off += p.size * 8
             w.conn.send_bytes(b"S" + b"\x00" * 7 + np.array(lens, dtype=np.int64).tobytes())
-        return self._gather()
+        # step this process's own share while the workers step theirs
+        local, local_error = None, None
+        try:
+            local = self.local.step([actions[a][b_prev[a][0] : b_prev[a][1]] for a in range(len(names))])
+        except GymloopError as e:
+            local_error = e
+        return self._gather(local, local_error)
 
     def close(self) -> None:
+        local = getattr(self, "local", None)
+        if local is not None:
+            try:
+                local.close_games()
+            except Exception:  # pragma: no cover
+                log.exception("closing the games of the main process failed")
         for w in self.workers:
             try:
                 if w.proc.is_alive():

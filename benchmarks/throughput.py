@@ -1,12 +1,13 @@
 """Snake throughput: gymloop's Agent API and low-level API vs Gymnasium's vector envs.
 
 Prints one table (steps/s, ratios, resident memory of 10,000 snakes). The measuring code lives in
-:mod:`gymloop.bench` (also behind ``gymloop bench``); see its docstring for what each row is and
-how Gymnasium is configured.
+:mod:`gymloop.bench` (also behind ``gymloop bench``); see its docstring for what each row is, how
+Gymnasium is configured, and how the variants are timed in interleaved rounds (each ratio is the
+median of the per-round ratios, so the drift of a noisy machine mostly cancels out of it).
 
 Usage::
 
-    python benchmarks/throughput.py                 # 5 repeats of 2 s per variant (~1-2 min)
+    python benchmarks/throughput.py                 # 5 rounds, each timing every variant for 2 s (~1-2 min)
     python benchmarks/throughput.py --quick         # a tiny run, to check that it works
     python benchmarks/throughput.py --seconds 1 --repeats 3 --num-envs 512
 """
@@ -24,7 +25,7 @@ from gymloop.bench import VARIANTS, format_table, run_benchmarks
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=2.0, help="length of each timed run (default 2)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per variant; the median is reported (default 5)")
+    p.add_argument("--repeats", type=int, default=5, help="rounds; each times every variant once; the median is reported (default 5)")
     p.add_argument("--num-envs", type=int, default=256, help="game copies for gymloop and SyncVectorEnv (default 256)")
     p.add_argument("--workers", type=int, default=2, help="worker processes of the workers>0 row (default 2)")
     p.add_argument("--scale-envs", type=int, default=10_000, help="game copies of the scale row (default 10000)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -305,6 +306,101 @@ def test_run_benchmarks_quick() -> None:
     assert set(rows[0]["ratios"]) == {"vs SyncVectorEnv", "Agent API vs low-level"}
     table = format_table(rows)
     assert table.count("\n") >= len(rows) + 2 and "AsyncVectorEnv" in table
+
+
+def _tracking_bench(monkeypatch: pytest.MonkeyPatch, fail_call: int | None = None, exc: type = RuntimeError) -> dict:
+    """Patch gymloop.bench to count timed runs (call ``fail_call`` raises ``exc``) and env opens/closes."""
+    import gymloop.bench as bench
+
+    seen = {"calls": 0, "opened": 0, "closed": 0}
+    real_time_run, real_gym_vec, real_close = bench._time_run, bench._gym_vec, gl.VecEnv.close
+
+    def time_run(step, batch, seconds):  # type: ignore[no-untyped-def]
+        seen["calls"] += 1
+        if seen["calls"] == fail_call:
+            raise exc("boom")
+        return real_time_run(step, batch, seconds)
+
+    def gym_vec(kind, n):  # type: ignore[no-untyped-def]
+        envs = real_gym_vec(kind, n)
+        seen["opened"] += 1
+        real = envs.close
+
+        def close(**kw):  # type: ignore[no-untyped-def]
+            seen["closed"] += 1
+            return real(**kw)
+
+        envs.close = close
+        return envs
+
+    def vec_close(self):  # type: ignore[no-untyped-def]
+        seen["closed"] += 1
+        return real_close(self)
+
+    real_init = gl.VecEnv.__init__
+
+    def vec_init(self, *a, **kw):  # type: ignore[no-untyped-def]
+        real_init(self, *a, **kw)
+        seen["opened"] += 1
+
+    monkeypatch.setattr(bench, "_time_run", time_run)
+    monkeypatch.setattr(bench, "_gym_vec", gym_vec)
+    monkeypatch.setattr(gl.VecEnv, "close", vec_close)
+    monkeypatch.setattr(gl.VecEnv, "__init__", vec_init)
+    return seen
+
+
+def test_run_benchmarks_interleaved_ratios(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _tracking_bench(monkeypatch)
+    keys = ("loop_w0", "env_w0", "gym_sync")
+    rows = run_benchmarks(seconds=0.01, repeats=3, num_envs=4, variants=keys)
+    assert seen["calls"] == 9 and seen["opened"] == seen["closed"] == 3
+    by = {r["key"]: r for r in rows}
+    for r in rows:
+        assert len(r["runs"]) == 3 and r["steps_per_s"] == statistics.median(r["runs"])
+    for den, label in (("gym_sync", "vs SyncVectorEnv"), ("env_w0", "Agent API vs low-level")):
+        per = by["loop_w0"]["ratio_runs"][label]
+        assert per == [a / b for a, b in zip(by["loop_w0"]["runs"], by[den]["runs"])]
+        assert by["loop_w0"]["ratios"][label] == statistics.median(per)
+    assert "x (" in format_table(rows) and "same round" in format_table(rows)
+
+
+def test_run_benchmarks_failing_variant_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3 variants, 3 rounds; the 5th timed run (round 2) raises: that variant is n/a, not timed in round 3
+    seen = _tracking_bench(monkeypatch, fail_call=5)
+    rows = run_benchmarks(seconds=0.01, repeats=3, num_envs=4, variants=("loop_w0", "env_w0", "gym_sync"))
+    assert seen["calls"] == 8 and seen["opened"] == seen["closed"] == 3
+    failed = [r for r in rows if r["steps_per_s"] is None]
+    assert len(failed) == 1 and failed[0]["note"] == "RuntimeError: boom" and failed[0]["runs"] == []
+    assert all(len(r["runs"]) == 3 for r in rows if r is not failed[0])
+    assert None in rows[0]["ratios"].values()
+    assert "n/a" in format_table(rows)
+
+
+def test_run_benchmarks_construction_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gymloop.bench as bench
+
+    seen = _tracking_bench(monkeypatch)
+    real = bench._gym_vec
+
+    def gym_vec(kind, n):  # type: ignore[no-untyped-def]
+        if kind == "sync":
+            raise OSError("no gym here")
+        return real(kind, n)
+
+    monkeypatch.setattr(bench, "_gym_vec", gym_vec)
+    rows = run_benchmarks(seconds=0.01, repeats=2, num_envs=4, variants=("loop_w0", "gym_sync"))
+    assert [r["steps_per_s"] is None for r in rows] == [False, True]
+    assert rows[1]["note"] == "OSError: no gym here" and len(rows[0]["runs"]) == 2
+    assert rows[0]["ratios"] == {"vs SyncVectorEnv": None}
+    assert seen["calls"] == 2 and seen["opened"] == seen["closed"] == 1
+
+
+def test_run_benchmarks_closes_envs_on_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _tracking_bench(monkeypatch, fail_call=2, exc=KeyboardInterrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmarks(seconds=0.01, repeats=2, num_envs=4, variants=("loop_w0", "env_w0", "gym_sync"))
+    assert seen["opened"] == seen["closed"] == 3
 
 
 def test_run_benchmarks_rejects_unknown_variant() -> None:

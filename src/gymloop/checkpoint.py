@@ -50,7 +50,9 @@ def write_safetensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray]
     blobs = []
     off = 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
+        a = np.asarray(tensors[name])
+        if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
+            a = a.copy(order="C")
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt not in _DT_NAME:
             raise CheckpointError(f"tensor {name!r} has unsupported dtype {a.dtype}")

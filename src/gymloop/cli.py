@@ -48,6 +48,73 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
+    """Apply ``section.field=value`` overrides (e.g. ``ppo.lr=1e-3``, ``net.d_model=64``)."""
+    from .errors import ConfigError
+
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE (e.g. ppo.lr=1e-3), got {item!r}")
+        obj = cfg
+        parts = key.split(".")
+        for p in parts[:-1]:
+            if not hasattr(obj, p):
+                raise ConfigError(f"unknown config section {p!r} in {item!r}")
+            obj = getattr(obj, p)
+        field = parts[-1]
+        if not hasattr(obj, field):
+            raise ConfigError(f"unknown config field {key!r}; see gymloop.train.TrainConfig")
+        old = getattr(obj, field)
+        try:
+            if isinstance(old, bool):
+                if raw.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(raw)
+                val: object = raw.lower() in ("true", "1")
+            elif isinstance(old, int):
+                val = int(raw)
+            elif isinstance(old, float):
+                val = float(raw)
+            elif old is None or isinstance(old, str):
+                val = None if raw.lower() == "none" else raw
+            else:
+                raise ConfigError(f"config field {key!r} cannot be set from the command line")
+        except ValueError:
+            raise ConfigError(f"config field {key!r} expects a {type(old).__name__}, got {raw!r}") from None
+        setattr(obj, field, val)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import os
+
+    from .games import get_game
+    from .train import TrainConfig
+    from .train.ppo import Trainer, evaluate
+
+    game = get_game(args.game)
+    cfg = TrainConfig(steps=args.steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
+                      opponents=list(args.opponent or []))
+    if args.num_envs:
+        cfg.num_envs = args.num_envs
+    _parse_overrides(cfg, args.set or [])
+    trainer = Trainer(game, cfg, out_dir=args.out, game_name=args.game, resume=args.resume, progress=not args.quiet)
+    before = None
+    if not args.resume and args.eval_episodes:
+        before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
+    result = trainer.train()
+    after = evaluate(game, trainer.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1) if args.eval_episodes else None
+    print(f"trained {args.game}: {result.steps:,} steps in {result.seconds:.0f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)"
+          + (" (interrupted)" if result.interrupted else ""))
+    if after is not None:
+        keys = [k for k in after if k.endswith("return") or k not in ("episode_return", "episode_length")]
+        for k in ["episode_return", "episode_length"] + [k for k in keys if k not in ("episode_return", "episode_length")]:
+            if k in after:
+                b = f"{before[k]:8.2f}" if before and k in before else "       -"
+                print(f"  {k:<20} random agent {b}   trained agent {after[k]:8.2f}")
+    print(f"files in {os.path.abspath(args.out)}: agent.safetensors, optimizer.safetensors, metrics.csv, curve.png, tb/")
+    return 130 if result.interrupted else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gymloop", description="Game loops as fast RL environments.")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -66,6 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--steps", type=int, default=500)
     c.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
     c.set_defaults(fn=_cmd_check)
+
+    t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
+    t.add_argument("game", help="bundled game name (snake, tactics, duel) or module:function")
+    t.add_argument("--steps", type=int, default=2_000_000, help="environment steps")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--out", default="runs/latest", help="output folder")
+    t.add_argument("--workers", type=int, default=0, help="processes stepping games (0: the trainer's process)")
+    t.add_argument("--num-envs", type=int, default=None)
+    t.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
+    t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")
+    t.add_argument("--resume", action="store_true", help="continue from OUT's checkpoint and optimizer state")
+    t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. ppo.lr=1e-3")
+    t.add_argument("--eval-episodes", type=int, default=200, help="episodes to score before and after (0: skip)")
+    t.add_argument("--quiet", action="store_true", help="no progress line")
+    t.set_defaults(fn=_cmd_train)
 
     r = sub.add_parser("run", help="play a game with a random agent and print the scores")
     r.add_argument("game")

@@ -50,17 +50,25 @@ class NetConfig:
             type has both features, ``None`` disables it.
         norm_clip: normalized features are clipped to ``[-norm_clip, norm_clip]``.
         mlp_ratio: hidden width of each block's MLP, in multiples of ``d_model``.
+        readout: compute the last block only where its output is used: for the actors (action
+            heads) and for one learned value query per observation (value head). Its attention
+            then costs O(entities) per actor instead of O(entities^2) per observation. ``False``
+            gives the rogue-net layout: every block over every entity, value from the mean of the
+            final embeddings.
     """
 
-    d_model: int = 64
-    n_layer: int = 2
+    d_model: int = 32
+    n_layer: int = 1
     n_head: int = 2
     d_qk: int = 16
     relpos: RelposConfig | str | None = "auto"
     norm_clip: float = 5.0
-    mlp_ratio: int = 4
+    mlp_ratio: int = 2
+    readout: bool = True
 
     def check(self) -> None:
+        if self.readout and self.n_layer < 1:
+            raise ConfigError("readout=True needs n_layer >= 1 (the readout is the last block); set readout=False for n_layer=0")
         if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1 or self.mlp_ratio < 1:
             raise ConfigError(f"network sizes must be positive, got {self}")
         if self.d_model % self.n_head:
@@ -86,7 +94,7 @@ class NetConfig:
         return self.relpos
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio")}
+        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout")}
         r = self.relpos
         d["relpos"] = r if isinstance(r, str) or r is None else {"position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate}
         return d

@@ -92,10 +92,13 @@ class Relpos(nn.Module):
         nn.init.normal_(self.values.weight, std=0.2)
         self.value_gate = nn.Linear(d_model, d_head) if cfg.value_gate else None
 
-    def indices(self, pos: torch.Tensor) -> torch.Tensor:
-        rel = pos.unsqueeze(2) - pos.unsqueeze(1)  # (S, Lq, Lk, P): query minus key
+    def rel_index(self, rel: torch.Tensor) -> torch.Tensor:
+        """Embedding index of relative positions ``(..., P)`` (clamped to the extent)."""
         rel = torch.maximum(torch.minimum(rel, self.extent_t), -self.extent_t) + self.extent_t
         return (rel * self.strides).sum(-1).round().long()
+
+    def indices(self, pos: torch.Tensor) -> torch.Tensor:
+        return self.rel_index(pos.unsqueeze(2) - pos.unsqueeze(1))  # (S, Lq, Lk): query minus key
 
     def gate(self, x: torch.Tensor) -> torch.Tensor:
         g = self.value_gate(x)
@@ -145,6 +148,89 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+class Readout(nn.Module):
+    """The last block, evaluated only at the rows whose output is used.
+
+    The same parameters and math as :class:`Block`, restricted to query rows: every actor (for the
+    action heads) and one learned value query per observation (for the value head; it has no
+    position, so no relative-position terms).
+    """
+
+    def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.ln2 = nn.LayerNorm(d)
+        self.key = nn.Linear(d, d)
+        self.query = nn.Linear(d, d)
+        self.value = nn.Linear(d, d)
+        self.proj = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, mlp_ratio * d), nn.GELU(), nn.Linear(mlp_ratio * d, d))
+        self.n_head = n_head
+        self.relpos = relpos
+        self.value_query = nn.Parameter(torch.zeros(d))
+
+    def _finish(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final embeddings of the given flat ``rows`` and of each observation's value query.
+
+        Args:
+            x: ``(S, L, d)`` embeddings; pad: ``(S, L)`` True at padding; rows: ``(n,)`` flat indices
+            into ``S * L``; positions: ``(S, L, P)`` raw positions or ``None``.
+        """
+        S, L, C = x.shape
+        H = self.n_head
+        dh = C // H
+        h = self.ln1(x)
+        k = self.key(h).view(S, L, H, dh)
+        v = self.value(h).view(S, L, H, dh)
+        scale = 1.0 / math.sqrt(dh)
+        # value query: one per observation
+        vq = self.value_query.view(1, C)
+        q0 = self.query(self.ln1(vq)).view(H, dh)
+        att0 = torch.einsum("hd,slhd->shl", q0, k) * scale
+        att0 = att0.masked_fill(pad.unsqueeze(1), -1e9).softmax(-1)
+        y0 = torch.einsum("shl,slhd->shd", att0, v).reshape(S, C)
+        value_emb = self._finish(vq.expand(S, C), y0)
+        n = rows.shape[0]
+        if n == 0:
+            return x.new_zeros((0, C)), value_emb
+        # queries laid out per observation, (S, Q, ...), so keys and values need no gather
+        slot = torch.div(rows, L, rounding_mode="floor")
+        counts = torch.bincount(slot, minlength=S)
+        Q = int(counts.max())
+        first = torch.cumsum(counts, 0) - counts
+        dest = slot * Q + (torch.arange(n) - first[slot])
+        xq = x.reshape(S * L, C)[rows]
+        hq = h.reshape(S * L, C)[rows]
+        q = x.new_zeros((S * Q, C)).index_copy(0, dest, self.query(hq)).view(S, Q, H, dh)
+        att = torch.einsum("sqhd,slhd->shql", q, k) * scale
+        rv = idx = None
+        if self.relpos is not None and positions is not None:
+            pq = x.new_zeros((S * Q, positions.shape[-1])).index_copy(0, dest, positions.reshape(S * L, -1)[rows])
+            rel = pq.view(S, Q, 1, -1) - positions.unsqueeze(1)  # (S, Q, L, P): query minus key
+            idx = self.relpos.rel_index(rel)  # (S, Q, L)
+            # q . keys[idx] computed as (q @ keys^T)[idx]: dense products instead of an
+            # (S, Q, L, d_head) gather whose backward is a slow scatter
+            qk = torch.einsum("sqhd,pd->shqp", q, self.relpos.keys.weight)
+            att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * (1.0 / math.sqrt(dh))
+            if self.relpos.value_gate is not None:
+                rv = self.relpos.values(idx) * self.relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
+        att = att.masked_fill(pad.view(S, 1, 1, L), -1e9).softmax(-1)
+        y = torch.einsum("shql,slhd->sqhd", att, v)
+        if rv is not None:
+            y = y + torch.einsum("shql,sqld->sqhd", att, rv)
+        elif idx is not None:
+            # ungated relative values: bin the attention by relative position, then one matmul
+            bins = att.new_zeros((S, H, Q, self.relpos.values.num_embeddings))
+            bins = bins.scatter_add(3, idx.unsqueeze(1).expand(S, H, Q, L), att)
+            y = y + torch.einsum("shqp,pd->sqhd", bins, self.relpos.values.weight)
+        y = y.reshape(S * Q, C)[dest]
+        return self._finish(xq, y), value_emb
+
+
 @dataclass
 class PolicyOutput:
     """What a forward pass gives for a batch (per action type, actors in batch order)."""
@@ -191,7 +277,9 @@ class Policy(nn.Module):
         self.position_idx = (
             {n: [list(f).index(p) for p in rp.position_features] for n, f in obs_space.entities.items()} if rp else None
         )
-        self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos, cfg.mlp_ratio) for _ in range(cfg.n_layer)])
+        n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
+        self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos, cfg.mlp_ratio) for _ in range(n_full)])
+        self.readout = Readout(d, cfg.n_head, self.relpos, cfg.mlp_ratio) if cfg.readout else None
         self.heads = nn.ModuleDict()
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()
@@ -251,7 +339,7 @@ class Policy(nn.Module):
         x = flat.view(p.S, p.L, d)
         pad = torch.from_numpy(~p.valid).view(p.S, 1, 1, p.L)
         rk = rv = None
-        if self.relpos is not None and p.positions is not None:
+        if self.blocks and self.relpos is not None and p.positions is not None:
             idx = self.relpos.indices(torch.from_numpy(p.positions))
             rk = self.relpos.keys(idx)
             rv = self.relpos.values(idx)
@@ -263,16 +351,31 @@ class Policy(nn.Module):
         """Sample (or evaluate the given) actions; returns log-probs, entropies and values."""
         x = self.encode(p)
         S, L, d = x.shape
-        valid = torch.from_numpy(p.valid).to(x.dtype)
-        pooled = (x * valid.unsqueeze(-1)).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0)
-        value = self.value_head(pooled).squeeze(-1)
         flat = x.reshape(S * L, d)
+        actor_emb: dict[str, torch.Tensor] = {}
+        if self.readout is not None:
+            names = list(self.action_space)
+            rows = [p.actors[n] for n in names]
+            sizes = [r.size for r in rows]
+            uniq, inv = np.unique(np.concatenate(rows) if rows else np.zeros(0, np.int64), return_inverse=True)
+            pos = torch.from_numpy(p.positions) if p.positions is not None else None
+            emb, vemb = self.readout(x, torch.from_numpy(~p.valid), torch.from_numpy(uniq), pos)
+            value = self.value_head(vemb).squeeze(-1)
+            o = 0
+            for n, k in zip(names, sizes):
+                actor_emb[n] = emb[torch.from_numpy(inv[o : o + k])]
+                o += k
+        else:
+            valid = torch.from_numpy(p.valid).to(x.dtype)
+            pooled = (x * valid.unsqueeze(-1)).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0)
+            value = self.value_head(pooled).squeeze(-1)
+            for n in self.action_space:
+                actor_emb[n] = flat[torch.from_numpy(p.actors[n])]
         out = PolicyOutput({}, {}, {}, value, {})
         for name, a in self.action_space.items():
-            idx = torch.from_numpy(p.actors[name])
             given = None if actions is None else torch.as_tensor(actions[name], dtype=torch.long)
             if a.kind == CATEGORICAL:
-                logits = self.heads[name](flat[idx])
+                logits = self.heads[name](actor_emb[name])
                 mask = torch.from_numpy(p.masks[name])
                 logits = logits.masked_fill(~mask, float("-inf"))
                 logp = torch.log_softmax(logits, -1)
@@ -288,22 +391,21 @@ class Policy(nn.Module):
                 ent = -(pr * logp.masked_fill(~mask, 0.0)).sum(-1)
                 out.logits[name] = logp
             else:
-                given, lp, ent, logp = self._select(name, flat, p, given, generator, greedy)
+                given, lp, ent, logp = self._select(name, flat, actor_emb[name], p, given, generator, greedy)
                 out.logits[name] = logp
             out.actions[name] = given
             out.logprob[name] = lp
             out.entropy[name] = ent
         return out
 
-    def _select(self, name: str, flat: torch.Tensor, p: Packed, given: Any, gen: Any, greedy: bool) -> tuple:
-        actors = torch.from_numpy(p.actors[name])
-        n_act = actors.shape[0]
+    def _select(self, name: str, flat: torch.Tensor, actor_emb: torch.Tensor, p: Packed, given: Any, gen: Any, greedy: bool) -> tuple:
+        n_act = actor_emb.shape[0]
         if n_act == 0:
             z = torch.zeros(0)
             return torch.zeros(0, dtype=torch.long), z, z, z
         seg = torch.from_numpy(p.cand_seg[name])
         nc = torch.from_numpy(p.n_cand[name])
-        q = self.qproj[name](flat[actors])
+        q = self.qproj[name](actor_emb)
         k = self.kproj[name](flat[torch.from_numpy(p.cand[name])])
         logits = (q[seg] * k).sum(-1) * (1.0 / math.sqrt(self.cfg.d_qk))
         mask = torch.from_numpy(p.masks[name])

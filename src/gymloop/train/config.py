@@ -44,8 +44,8 @@ class PPOConfig:
     anneal_entropy: bool = True
     max_grad_norm: float = 2.0
     norm_adv: bool = True
-    epochs: int = 2
-    minibatch_size: int = 2048
+    epochs: int = 1
+    minibatch_size: int = 4096
     chunk_size: int = 512
 
 
@@ -69,8 +69,8 @@ class TrainConfig:
     """
 
     steps: int = 1_000_000
-    num_envs: int = 256
-    rollout_steps: int = 32
+    num_envs: int = 512
+    rollout_steps: int = 16
     workers: int = 0
     seed: int = 0
     threads: int = 2

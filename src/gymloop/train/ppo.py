@@ -535,3 +535,35 @@ def train(game: Callable[..., Any], cfg: TrainConfig | None = None, out_dir: str
         512
     """
     return Trainer(game, cfg or TrainConfig(), out_dir, **kw).train()
+
+
+def evaluate(game: Callable[..., Any], policy: Policy | None = None, episodes: int = 100, num_envs: int = 64, seed: int = 10_000,
+             greedy: bool = False, agents_per_game: int = 1, max_steps: int = 1_000_000) -> dict[str, float]:
+    """Mean end-of-episode metrics of a policy (``None``: uniformly random legal actions).
+
+    Runs ``num_envs`` copies until ``episodes`` episodes have ended and returns the mean of every
+    metric reported at their ends (``episode_return``, ``episode_length`` and the game's own).
+    """
+    env = VecEnv(game, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game)
+    gen = torch.Generator().manual_seed(seed)
+    sums: dict[str, list[float]] = {}
+    try:
+        b = env.reset()
+        done = 0
+        steps = 0
+        while done < episodes and steps < max_steps:
+            if policy is None:
+                actions = env.sample_actions()
+            else:
+                with torch.no_grad():
+                    out = policy(policy.pack(b), generator=gen, greedy=greedy)
+                actions = {k: v.numpy() for k, v in out.actions.items()}
+            b = env.step(actions)
+            steps += env.num_slots
+            for name, arr in b.metrics.items():
+                vals = arr[~np.isnan(arr)]
+                sums.setdefault(name, []).extend(vals.tolist())
+            done = len(sums.get("episode_return", []))
+    finally:
+        env.close()
+    return {k: float(np.mean(v[:episodes])) for k, v in sums.items() if v}

@@ -78,11 +78,15 @@ def _event(step: int, wall: float, *, file_version: str | None = None, summary: 
 
 
 class EventWriter:
-    """Writes scalar summaries to ``DIR/events.out.tfevents.<time>.<host>``."""
+    """Writes scalar summaries to ``DIR/events.out.tfevents.<time>.<host>.<pid>.<n>``."""
+
+    _count = 0
 
     def __init__(self, logdir: str) -> None:
         os.makedirs(logdir, exist_ok=True)
-        self.path = os.path.join(logdir, f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
+        EventWriter._count += 1
+        name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}.{EventWriter._count}"
+        self.path = os.path.join(logdir, name)
         self._f = open(self.path, "ab")
         self._write(_event(0, time.time(), file_version="brain.Event:2"))
 

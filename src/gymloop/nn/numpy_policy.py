@@ -1,0 +1,682 @@
+"""The entity-transformer policy's forward pass in numpy alone (inference, no torch).
+
+:class:`NumpyPolicy` computes what :class:`gymloop.nn.torch_policy.Policy` computes, from the
+tensors and metadata of a checkpoint: per action type the log-probabilities of every choice (masked
+choices ``-inf``) and the value of every slot, and it samples actions with a seeded
+``np.random.Generator`` or takes the greedy argmax. Arithmetic is float32 like torch's (GELU uses an
+erf accurate to 1e-10; LayerNorm's eps is 1e-5), so the two agree to about 1e-6.
+
+Everything that does not depend on the input is prepared once, when the policy is built: weights
+transposed and fused, normalization statistics turned into float32 mean and standard deviation, the
+readout's value query projected. Nothing here imports torch, directly or indirectly.
+
+Example:
+    >>> import numpy as np
+    >>> from gymloop.nn.numpy_policy import NumpyPolicy, erf
+    >>> float(erf(np.array([0.5]))[0])  # doctest: +ELLIPSIS
+    0.5204998778...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..actions import CATEGORICAL, SELECT_ENTITY
+from ..errors import CheckpointError, ConfigError
+from .config import NetConfig, RelposConfig
+from .inputs import Packed, pack
+
+__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "expected_shapes"]
+
+_F32 = np.float32
+_LN_EPS = 1e-5
+_MASKED = np.float32(-1e9)  # the attention logit of padding, as in the torch policy
+_NEG_INF = np.float32(-np.inf)
+
+# erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), fitted for z in [0, 6] (Chebyshev
+# interpolation of log(erfc(z) / t) + z^2, converted to a power series in t). The maximum absolute
+# error of erf over the real line is 1e-10; for |x| >= 6, erf(x) = sign(x) to double precision.
+_ERFC_P = (
+    -1.2655340125278434, 1.0004454578505158, 0.3714602017177271, 0.0944107171459283,
+    -0.06363377996750358, -0.49345147429160774, 1.461372534267395, -3.9586413393291604,
+    6.623879799461026, -6.456716573612718, 3.6955965048470425, -1.167909169491564,
+    0.15872113402604288,
+)
+_ERF_SMALL = 512  # below this many elements, math.erf element by element is faster than the fit
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function, elementwise, in float64 (absolute error below 1e-10).
+
+    Small arrays use :func:`math.erf`; large ones a rational-exponential fit evaluated with a
+    handful of vectorized operations.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size <= _ERF_SMALL:
+        f = math.erf
+        return np.array([f(v) for v in x.ravel().tolist()], dtype=np.float64).reshape(x.shape)
+    z = np.minimum(np.abs(x), 6.0)
+    t = 1.0 / (1.0 + 0.5 * z)
+    p = np.full_like(t, _ERFC_P[-1])
+    for c in _ERFC_P[-2::-1]:
+        p *= t
+        p += c
+    p -= z * z
+    np.exp(p, out=p)
+    p *= t
+    return np.copysign(1.0 - p, x)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """Exact (erf-based) GELU of a float32 array, as ``torch.nn.GELU()``."""
+    e = erf(x.astype(np.float64) * 0.7071067811865476).astype(_F32)
+    return x * _F32(0.5) * (_F32(1.0) + e)
+
+
+def _ln(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """LayerNorm over the last axis (biased variance, eps 1e-5), float32."""
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    var = (xc * xc).mean(-1, keepdims=True)
+    return xc / np.sqrt(var + _F32(_LN_EPS)) * w + b
+
+
+def _softmax_last(a: np.ndarray) -> np.ndarray:
+    a = a - a.max(-1, keepdims=True)
+    np.exp(a, out=a)
+    a /= a.sum(-1, keepdims=True)
+    return a
+
+
+@dataclass
+class NumpyOutput:
+    """What :meth:`NumpyPolicy.forward` gives for a packed batch.
+
+    Attributes:
+        logp: per action type, log-probabilities: categorical ``(n_actors, n_choices)``, masked
+            choices ``-inf``; select-entity ``(n_candidates,)`` flat, actor after actor.
+        value: ``(S,)`` float32, the value of every slot (``None`` when not asked for).
+        logits: per action type, the masked logits (same layout as ``logp``).
+    """
+
+    logp: dict[str, np.ndarray]
+    value: np.ndarray | None
+    logits: dict[str, np.ndarray]
+
+
+# ---------------------------------------------------------------------- metadata and shapes
+def _parse(info: Mapping[str, Any], where: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, dict], NetConfig]:
+    try:
+        obs = info["obs_space"]
+        ents = {str(k): tuple(str(f) for f in v) for k, v in obs["entities"].items()}
+        glob = tuple(str(f) for f in obs.get("globals", ()))
+        acts = {}
+        for k, v in info["action_space"].items():
+            kind = v["kind"]
+            if kind not in (CATEGORICAL, SELECT_ENTITY):
+                raise CheckpointError(f"{where}: action type {k!r} has unknown kind {kind!r}")
+            acts[str(k)] = {"kind": kind, "labels": tuple(v.get("labels", ())), "among": tuple(v.get("among", ()))}
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"{where}: the observation or action space in the metadata is malformed ({type(e).__name__}: {e})") from None
+    try:
+        cfg = NetConfig.from_dict(info["net"])
+        cfg.check()
+    except (TypeError, KeyError, ConfigError) as e:
+        raise CheckpointError(f"{where}: network config is malformed: {e}") from None
+    for k, a in acts.items():
+        if a["kind"] == CATEGORICAL and not a["labels"]:
+            raise CheckpointError(f"{where}: categorical action type {k!r} has no labels")
+        if a["kind"] == SELECT_ENTITY:
+            unknown = [n for n in a["among"] if n not in ents]
+            if not a["among"] or unknown:
+                raise CheckpointError(f"{where}: select-entity action {k!r} chooses among unknown entity types {unknown or '[]'}")
+    return ents, glob, acts, cfg
+
+
+def _relpos_of(cfg: NetConfig, ents: dict[str, tuple[str, ...]], where: str) -> RelposConfig | None:
+    try:
+        return cfg.resolve_relpos(ents)
+    except ConfigError as e:
+        raise CheckpointError(f"{where}: {e}") from None
+
+
+def expected_shapes(info: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    """Every tensor name of a checkpoint with the shape its metadata implies.
+
+    The names and shapes of ``Policy.state_dict()`` for the same spaces and configuration.
+    """
+    ents, glob, acts, cfg = _parse(info, "checkpoint")
+    return _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, "checkpoint"))
+
+
+def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfig | None) -> dict[str, tuple[int, ...]]:
+    d = cfg.d_model
+    dh = d // cfg.n_head
+    hid = cfg.mlp_ratio * d
+    out: dict[str, tuple[int, ...]] = {}
+    for name, feats in ents.items():
+        nf = len(feats) + len(glob)
+        if nf:
+            out[f"norms.{name}.count"] = ()
+            out[f"norms.{name}.mean"] = (nf,)
+            out[f"norms.{name}.squares_sum"] = (nf,)
+    for name, feats in ents.items():
+        nf = len(feats) + len(glob)
+        if nf:
+            out[f"embeds.{name}.0.weight"] = (d, nf)
+            out[f"embeds.{name}.0.bias"] = (d,)
+            out[f"embeds.{name}.2.weight"] = (d,)
+            out[f"embeds.{name}.2.bias"] = (d,)
+        else:
+            out[f"featureless.{name}"] = (1, d)
+    rel: dict[str, tuple[int, ...]] = {}
+    if rp is not None:
+        npos = int(np.prod([2 * e + 1 for e in rp.extent]))
+        P = len(rp.extent)
+        rel = {"strides": (P,), "extent_t": (P,), "keys.weight": (npos, dh), "values.weight": (npos, dh)}
+        if rp.value_gate:
+            rel["value_gate.weight"] = (dh, d)
+            rel["value_gate.bias"] = (dh,)
+        out.update({f"relpos.{k}": v for k, v in rel.items()})
+
+    def block(prefix: str) -> None:
+        for ln in ("ln1", "ln2"):
+            out[f"{prefix}.{ln}.weight"] = (d,)
+            out[f"{prefix}.{ln}.bias"] = (d,)
+        for lin in ("key", "query", "value", "proj"):
+            out[f"{prefix}.{lin}.weight"] = (d, d)
+            out[f"{prefix}.{lin}.bias"] = (d,)
+        out[f"{prefix}.mlp.0.weight"] = (hid, d)
+        out[f"{prefix}.mlp.0.bias"] = (hid,)
+        out[f"{prefix}.mlp.2.weight"] = (d, hid)
+        out[f"{prefix}.mlp.2.bias"] = (d,)
+        out.update({f"{prefix}.relpos.{k}": v for k, v in rel.items()})
+
+    n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
+    for i in range(n_full):
+        block(f"blocks.{i}")
+    if cfg.readout:
+        out["readout.value_query"] = (d,)
+        block("readout")
+    for name, a in acts.items():
+        if a["kind"] == CATEGORICAL:
+            out[f"heads.{name}.weight"] = (len(a["labels"]), d)
+            out[f"heads.{name}.bias"] = (len(a["labels"]),)
+    for name, a in acts.items():
+        if a["kind"] == SELECT_ENTITY:
+            out[f"qproj.{name}.weight"] = (cfg.d_qk, d)
+            out[f"qproj.{name}.bias"] = (cfg.d_qk,)
+            out[f"kproj.{name}.weight"] = (cfg.d_qk, d)
+            out[f"kproj.{name}.bias"] = (cfg.d_qk,)
+    out["value_head.weight"] = (1, d)
+    out["value_head.bias"] = (1,)
+    return out
+
+
+# ---------------------------------------------------------------------- the network
+class _Block:
+    """One transformer block's parameters, transposed and fused for ``x @ W``."""
+
+    __slots__ = ("ln1w", "ln1b", "ln2w", "ln2b", "wq", "bq", "wkv", "bkv", "wqkv", "bqkv", "wp", "bp", "w1", "b1", "w2", "b2", "vq", "vq_q", "vq_y")
+
+    def __init__(self, g: Any, prefix: str, readout: bool, n_head: int) -> None:
+        f = lambda k: g(f"{prefix}.{k}")  # noqa: E731
+        self.ln1w, self.ln1b = f("ln1.weight"), f("ln1.bias")
+        self.ln2w, self.ln2b = f("ln2.weight"), f("ln2.bias")
+        wq, wk, wv = f("query.weight").T, f("key.weight").T, f("value.weight").T
+        self.wq, self.bq = np.ascontiguousarray(wq), f("query.bias")
+        self.wkv = np.ascontiguousarray(np.concatenate([wk, wv], axis=1))
+        self.bkv = np.concatenate([f("key.bias"), f("value.bias")])
+        self.wqkv = np.ascontiguousarray(np.concatenate([wq, wk, wv], axis=1))
+        self.bqkv = np.concatenate([f("query.bias"), f("key.bias"), f("value.bias")])
+        self.wp, self.bp = np.ascontiguousarray(f("proj.weight").T), f("proj.bias")
+        self.w1, self.b1 = np.ascontiguousarray(f("mlp.0.weight").T), f("mlp.0.bias")
+        self.w2, self.b2 = np.ascontiguousarray(f("mlp.2.weight").T), f("mlp.2.bias")
+        self.vq = self.vq_q = self.vq_y = None
+        if readout:
+            vq = f("value_query").reshape(1, -1)
+            d = vq.shape[1]
+            self.vq = vq
+            # the value query's projected query never depends on the input: (H, dh), pre-scaled
+            q0 = _ln(vq, self.ln1w, self.ln1b) @ self.wq + self.bq
+            self.vq_q = (q0.reshape(n_head, d // n_head) * _F32(1.0 / math.sqrt(d // n_head))).astype(_F32)
+
+    def finish(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x = x + (y @ self.wp + self.bp)
+        h = _ln(x, self.ln2w, self.ln2b) @ self.w1 + self.b1
+        return x + (gelu(h) @ self.w2 + self.b2)
+
+
+class _Relpos:
+    __slots__ = ("extent", "strides", "keys", "values", "wg", "bg", "gate_kind", "P")
+
+    def __init__(self, cfg: RelposConfig, g: Any, where: str) -> None:
+        strides, n = [], 1
+        for e in cfg.extent:
+            strides.append(n)
+            n *= 2 * e + 1
+        self.P = len(cfg.extent)
+        self.extent = np.array(cfg.extent, dtype=_F32)
+        self.strides = np.array(strides, dtype=_F32)
+        if not (np.array_equal(g("relpos.strides"), self.strides) and np.array_equal(g("relpos.extent_t"), self.extent)):
+            raise CheckpointError(f"{where}: the relpos strides/extent tensors disagree with the metadata's relpos extent {cfg.extent}")
+        self.keys = g("relpos.keys.weight")
+        self.values = g("relpos.values.weight")
+        self.gate_kind = cfg.value_gate
+        self.wg = self.bg = None
+        if cfg.value_gate:
+            self.wg = np.ascontiguousarray(g("relpos.value_gate.weight").T)
+            self.bg = g("relpos.value_gate.bias")
+
+    def index(self, rel: np.ndarray) -> np.ndarray:
+        """Embedding index of relative positions ``(..., P)`` (clamped to the extent)."""
+        e = self.extent
+        rel = np.minimum(np.maximum(rel, -e), e) + e
+        return np.rint((rel * self.strides).sum(-1)).astype(np.intp)
+
+    def gate(self, h: np.ndarray) -> np.ndarray:
+        g = h @ self.wg + self.bg
+        k = self.gate_kind
+        if k == "relu":
+            return np.maximum(g, _F32(0.0))
+        if k == "gelu":
+            return gelu(g)
+        if k == "sigmoid":
+            return (_F32(1.0) / (_F32(1.0) + np.exp(-g))).astype(_F32)
+        return g
+
+
+class NumpyPolicy:
+    """The policy network of a checkpoint, evaluated with numpy.
+
+    Args:
+        tensors: the checkpoint's tensors (``Policy.state_dict()`` names; memory-mapped is fine:
+            they are copied to contiguous float32 once).
+        info: the checkpoint's metadata (``obs_space``, ``action_space``, ``net``).
+        path: where they came from, for error messages.
+
+    Raises:
+        CheckpointError: the metadata is malformed, or a tensor is missing, unexpected, or has a
+            shape the metadata does not imply.
+
+    Attributes:
+        entity_names: entity types in network order; ``entity_features``: their feature names;
+        global_features: the global feature names; ``action_space``: per action type ``kind``,
+        ``labels`` and ``among``; ``cfg``: the :class:`NetConfig`; ``position_idx``: per entity type
+        the columns of the relative-position features (``None`` without relpos).
+    """
+
+    def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>") -> None:
+        ents, glob, acts, cfg = _parse(info, path)
+        rp = _relpos_of(cfg, ents, path)
+        shapes = _shapes(ents, glob, acts, cfg, rp)
+        missing = [k for k in shapes if k not in tensors]
+        unexpected = sorted(k for k in tensors if k not in shapes)
+        if missing or unexpected:
+            raise CheckpointError(
+                f"{path}: the weights do not match the metadata: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+                f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+            )
+        for k, shp in shapes.items():
+            t = tensors[k]
+            if tuple(t.shape) != shp:
+                raise CheckpointError(f"{path}: tensor {k!r} has shape {tuple(t.shape)} but the metadata implies {shp}")
+            if t.dtype.kind not in "fiu":
+                raise CheckpointError(f"{path}: tensor {k!r} has dtype {t.dtype}; expected floating point")
+        self.path = path
+        self.info = dict(info)
+        self.cfg = cfg
+        self.entity_names: list[str] = list(ents)
+        self.entity_features = ents
+        self.global_features = glob
+        self.action_space = acts
+        self.relpos_cfg = rp
+        self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
+
+        def g(k: str) -> np.ndarray:
+            return np.ascontiguousarray(tensors[k], dtype=_F32)
+
+        d = cfg.d_model
+        self.d = d
+        self.H = cfg.n_head
+        self.dh = d // cfg.n_head
+        self.scale = _F32(1.0 / math.sqrt(self.dh))
+        ng = len(glob)
+        # per entity type: ("featureless", vector) or ("embed", mean, sd, clip, W^T, b, ln_w, ln_b)
+        self.embeds: list[tuple] = []
+        clip = _F32(cfg.norm_clip)
+        for name in self.entity_names:
+            nf = len(ents[name]) + ng
+            if not nf:
+                self.embeds.append(("featureless", g(f"featureless.{name}")))
+                continue
+            count = float(np.asarray(tensors[f"norms.{name}.count"], dtype=np.float64))
+            if count <= 1:
+                mean = np.zeros(nf, dtype=_F32)
+                sd = np.ones(nf, dtype=_F32)
+            else:
+                sd64 = np.sqrt(np.asarray(tensors[f"norms.{name}.squares_sum"], dtype=np.float64) / (count - 1))
+                sd64[sd64 == 0] = 1.0
+                mean = np.asarray(tensors[f"norms.{name}.mean"], dtype=np.float64).astype(_F32)
+                sd = sd64.astype(_F32)
+            self.embeds.append((
+                "embed", mean, sd, clip, np.ascontiguousarray(g(f"embeds.{name}.0.weight").T), g(f"embeds.{name}.0.bias"),
+                g(f"embeds.{name}.2.weight"), g(f"embeds.{name}.2.bias"),
+            ))
+        self.relpos = _Relpos(rp, g, path) if rp else None
+        n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
+        self.blocks = [_Block(g, f"blocks.{i}", False, self.H) for i in range(n_full)]
+        self.readout = _Block(g, "readout", True, self.H) if cfg.readout else None
+        self.heads: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.qk: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        qk_scale = _F32(1.0 / math.sqrt(cfg.d_qk))
+        for name, a in acts.items():
+            if a["kind"] == CATEGORICAL:
+                self.heads[name] = (np.ascontiguousarray(g(f"heads.{name}.weight").T), g(f"heads.{name}.bias"))
+            else:
+                self.qk[name] = (
+                    np.ascontiguousarray(g(f"qproj.{name}.weight").T), g(f"qproj.{name}.bias"),
+                    np.ascontiguousarray(g(f"kproj.{name}.weight").T), g(f"kproj.{name}.bias"),
+                )
+        self.qk_scale = qk_scale
+        self.value_w = np.ascontiguousarray(g("value_head.weight").T)
+        self.value_b = g("value_head.bias")
+
+    @classmethod
+    def from_file(cls, path: Any) -> "NumpyPolicy":
+        """Read a checkpoint written by :func:`gymloop.checkpoint.write_agent`."""
+        from ..checkpoint import read_agent
+
+        af = read_agent(path)
+        return cls(af.tensors, af.info, af.path)
+
+    def __repr__(self) -> str:
+        return f"NumpyPolicy({self.path!r}, entities={self.entity_names}, actions={list(self.action_space)})"
+
+    # ------------------------------------------------------------------ inputs
+    def pack(self, b: Any) -> Packed:
+        """Pack a :class:`~gymloop.batch.Batch` for this network (entity types in its order)."""
+        return pack(b, self.entity_names, self.position_idx)
+
+    # ------------------------------------------------------------------ pieces
+    def embed(self, t: int, x: np.ndarray | int) -> np.ndarray:
+        """Embeddings of entity type ``t``: raw features ``(n, n_features + n_globals)`` float32
+        (or, for a featureless type, the row count ``n``)."""
+        e = self.embeds[t]
+        if e[0] == "featureless":
+            n = x if isinstance(x, (int, np.integer)) else x.shape[0]
+            return np.broadcast_to(e[1], (int(n), self.d))
+        _, mean, sd, clip, w, b, lw, lb = e
+        z = np.clip((x - mean) / sd, -clip, clip)
+        z = z @ w + b
+        np.maximum(z, _F32(0.0), out=z)
+        return _ln(z, lw, lb)
+
+    def _block(self, blk: _Block, x: np.ndarray, pad: np.ndarray | None, idx: np.ndarray | None) -> np.ndarray:
+        """A full block over ``x`` ``(S, L, d)``; ``pad`` ``(S, L)`` True at padding or ``None``;
+        ``idx`` ``(S, L, L)`` relative-position indices or ``None``."""
+        S, L, C = x.shape
+        H, dh = self.H, self.dh
+        h = _ln(x, blk.ln1w, blk.ln1b)
+        qkv = h @ blk.wqkv + blk.bqkv
+        q = qkv[..., :C].reshape(S, L, H, dh)
+        k = qkv[..., C : 2 * C].reshape(S, L, H, dh)
+        v = qkv[..., 2 * C :].reshape(S, L, H, dh)
+        qt = q.transpose(0, 2, 1, 3)  # (S, H, L, dh)
+        att = (qt @ k.transpose(0, 2, 3, 1)) * self.scale  # (S, H, Lq, Lk)
+        rp = self.relpos
+        if idx is not None:
+            rk = rp.keys[idx]  # (S, Lq, Lk, dh)
+            # per query row s: (H, dh) @ (dh, Lk)
+            att = att + (q @ rk.transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3) * self.scale
+        if pad is not None:
+            att = np.where(pad[:, None, None, :], _MASKED, att)
+        att = _softmax_last(att)
+        y = att @ v.transpose(0, 2, 1, 3)  # (S, H, L, dh)
+        if idx is not None:
+            vals = rp.values[idx]  # (S, Lq, Lk, dh)
+            if rp.wg is not None:
+                vals = vals * rp.gate(h)[:, None, :, :]
+            y = y + (att.transpose(0, 2, 1, 3) @ vals).transpose(0, 2, 1, 3)
+        y = y.transpose(0, 2, 1, 3).reshape(S, L, C)
+        return blk.finish(x, y)
+
+    def _readout_rows(self, x: np.ndarray, h: np.ndarray, kv: np.ndarray, pad: np.ndarray | None, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
+        """The readout block's output at flat ``rows`` of ``x`` ``(S, L, d)``."""
+        blk = self.readout
+        S, L, C = x.shape
+        H, dh = self.H, self.dh
+        n = rows.shape[0]
+        if S == 1:
+            slot = None
+            loc = rows
+        else:
+            slot = rows // L
+            loc = rows - slot * L
+        xf = x.reshape(S * L, C)
+        hq = h.reshape(S * L, C)[rows]
+        q = (hq @ blk.wq + blk.bq).reshape(n, H, 1, dh)
+        kvs = kv if slot is None else kv[slot]  # (1 or n, L, 2C)
+        kT = kvs[..., :C].reshape(-1, L, H, dh).transpose(0, 2, 3, 1)  # (., H, dh, L)
+        att = (q @ kT).reshape(n, H, L) * self.scale
+        rp = self.relpos
+        rv = ridx = None
+        if rp is not None and positions is not None:
+            P = positions.shape[-1]
+            pf = positions.reshape(S * L, P)
+            pos_k = positions[0] if slot is None else positions[slot]  # (L, P) or (n, L, P)
+            rel = pf[rows][:, None, :] - pos_k  # (n, L, P): query minus key
+            ridx = rp.index(rel)  # (n, L)
+            rk = rp.keys[ridx]  # (n, L, dh)
+            att = att + (q.reshape(n, H, dh) @ rk.transpose(0, 2, 1)) * self.scale
+            if rp.wg is not None:
+                gate = rp.gate(h)  # (S, L, dh)
+                rv = rp.values[ridx] * (gate[0] if slot is None else gate[slot])
+            else:
+                rv = rp.values[ridx]
+        if pad is not None:
+            pm = pad[0][None, None, :] if slot is None else pad[slot][:, None, :]
+            att = np.where(pm, _MASKED, att)
+        att = _softmax_last(att)
+        vs = kvs[..., C:].reshape(-1, L, H, dh).transpose(0, 2, 1, 3)  # (., H, L, dh)
+        y = (att[:, :, None, :] @ vs).reshape(n, H, dh)
+        if rv is not None:
+            y = y + att @ rv
+        return blk.finish(xf[rows], y.reshape(n, C))
+
+    def _readout_value(self, h: np.ndarray, kv: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
+        """The readout block's output at each slot's value query, ``(S, d)``."""
+        blk = self.readout
+        S, L, C = h.shape
+        H, dh = self.H, self.dh
+        k = kv[..., :C].reshape(S, L, H, dh)
+        att = np.einsum("hd,slhd->shl", blk.vq_q, k)
+        if pad is not None:
+            att = np.where(pad[:, None, :], _MASKED, att)
+        att = _softmax_last(att)
+        v = kv[..., C:].reshape(S, L, H, dh).transpose(0, 2, 1, 3)  # (S, H, L, dh)
+        y0 = (att[:, :, None, :] @ v).reshape(S, C)
+        return blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
+
+    def _categorical_logits(self, name: str, emb: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        w, b = self.heads[name]
+        logits = emb @ w + b
+        if mask is not None:
+            logits = np.where(mask, logits, _NEG_INF)
+        return logits
+
+    # ------------------------------------------------------------------ forward
+    def encode(self, p: Packed) -> tuple[np.ndarray, np.ndarray | None]:
+        """Entity embeddings after the full blocks, ``(S, L, d)``, and the padding mask (or ``None``)."""
+        d = self.d
+        flat = np.zeros((p.S * p.L, d), dtype=_F32)
+        for t, name in enumerate(self.entity_names):
+            dest = p.dest[name]
+            if dest.size == 0:
+                continue
+            e = self.embeds[t]
+            flat[dest] = e[1] if e[0] == "featureless" else self.embed(t, p.feats[name])
+        x = flat.reshape(p.S, p.L, d)
+        pad = None if p.valid.all() else ~p.valid
+        if self.blocks:
+            idx = None
+            if self.relpos is not None and p.positions is not None:
+                pos = p.positions
+                idx = self.relpos.index(pos[:, :, None, :] - pos[:, None, :, :])
+            for blk in self.blocks:
+                x = self._block(blk, x, pad, idx)
+        return x, pad
+
+    def forward(self, p: Packed, value: bool = True) -> NumpyOutput:
+        """Log-probabilities of every action type and the value of every slot of a packed batch."""
+        x, pad = self.encode(p)
+        S, L, d = x.shape
+        flat = x.reshape(S * L, d)
+        actor_emb: dict[str, np.ndarray] = {}
+        v = None
+        if self.readout is not None:
+            blk = self.readout
+            h = _ln(x, blk.ln1w, blk.ln1b)
+            kv = h @ blk.wkv + blk.bkv
+            rows = [p.actors[n] for n in self.action_space]
+            allrows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            uniq, inv = np.unique(allrows, return_inverse=True)
+            emb = self._readout_rows(x, h, kv, pad, uniq, p.positions) if uniq.size else np.zeros((0, d), _F32)
+            o = 0
+            for n, r in zip(self.action_space, rows):
+                actor_emb[n] = emb[inv[o : o + r.size]]
+                o += r.size
+            if value:
+                v = (self._readout_value(h, kv, pad) @ self.value_w + self.value_b)[:, 0]
+        else:
+            for n in self.action_space:
+                actor_emb[n] = flat[p.actors[n]]
+            if value:
+                valid = p.valid.astype(_F32)
+                pooled = (x * valid[:, :, None]).sum(1) / np.maximum(valid.sum(1, keepdims=True), _F32(1.0))
+                v = (pooled @ self.value_w + self.value_b)[:, 0]
+        out = NumpyOutput({}, v, {})
+        for name, a in self.action_space.items():
+            if a["kind"] == CATEGORICAL:
+                logits = self._categorical_logits(name, actor_emb[name], p.masks[name])
+                out.logits[name] = logits
+                with np.errstate(invalid="ignore"):
+                    m = logits.max(-1, keepdims=True) if logits.shape[0] else np.zeros((0, 1), _F32)
+                    out.logp[name] = logits - (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))
+            else:
+                logits, logp = self._select_logits(name, flat, actor_emb[name], p)
+                out.logits[name] = logits
+                out.logp[name] = logp
+        return out
+
+    def _select_logits(self, name: str, flat: np.ndarray, actor_emb: np.ndarray, p: Packed) -> tuple[np.ndarray, np.ndarray]:
+        n_act = actor_emb.shape[0]
+        if n_act == 0:
+            z = np.zeros(0, _F32)
+            return z, z
+        wq, bq, wk, bk = self.qk[name]
+        seg = p.cand_seg[name]
+        q = actor_emb @ wq + bq
+        k = flat[p.cand[name]] @ wk + bk
+        logits = (q[seg] * k).sum(-1) * self.qk_scale
+        logits = np.where(p.masks[name], logits, _NEG_INF)
+        mx = np.full(n_act, _NEG_INF, dtype=_F32)
+        np.maximum.at(mx, seg, logits)
+        z = np.zeros(n_act, dtype=_F32)
+        np.add.at(z, seg, np.exp(logits - mx[seg]))
+        return logits, logits - (mx + np.log(z))[seg]
+
+    # ------------------------------------------------------------------ actions
+    def sample(self, p: Packed, rng: np.random.Generator | None = None, greedy: bool = False, value: bool = False) -> tuple[dict[str, np.ndarray], NumpyOutput]:
+        """Choose actions for every actor of a packed batch.
+
+        Returns ``(actions, output)``: per action type an int64 array with one entry per actor
+        (the choice index; for select-entity the index among that actor's candidates), and the
+        forward pass's :class:`NumpyOutput`. ``rng`` is required unless ``greedy``.
+        """
+        out = self.forward(p, value=value)
+        acts: dict[str, np.ndarray] = {}
+        for name, a in self.action_space.items():
+            lg = out.logits[name]
+            if a["kind"] == CATEGORICAL:
+                score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
+                acts[name] = score.argmax(-1).astype(np.int64) if lg.shape[0] else np.zeros(0, np.int64)
+            else:
+                nc = p.n_cand.get(name)
+                if nc is None or nc.size == 0:
+                    acts[name] = np.zeros(0, np.int64)
+                    continue
+                score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
+                acts[name] = segment_argmax(score, nc)
+        return acts, out
+
+    # ------------------------------------------------------------------ one observation
+    def logits_one(
+        self,
+        feats: list[np.ndarray | int | None],
+        positions: np.ndarray | None,
+        actor_rows: np.ndarray,
+        requests: list[tuple[str, Any, Any]],
+    ) -> list[np.ndarray]:
+        """Masked logits for the actors of ONE observation (no padding, no value).
+
+        Args:
+            feats: per entity type in network order, its raw features (``(n, n_features +
+                n_globals)`` float32; the row count for a featureless type) or ``None`` when absent.
+            positions: ``(L, P)`` float32 position features of all rows, or ``None``.
+            actor_rows: ``(n_actors,)`` row of each actor in the sequence.
+            requests: per asked action type ``(name, mask, candidate_rows)``: ``mask`` ``(n_actors,
+                n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity).
+
+        Returns:
+            Per request, ``(n_actors, n_choices)`` logits (``(n_actors, n_candidates)`` for
+            select-entity), masked choices ``-inf``.
+        """
+        parts = [self.embed(t, f) for t, f in enumerate(feats) if f is not None]
+        x = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        L = x.shape[0]
+        x = x.reshape(1, L, self.d)
+        if self.blocks:
+            idx = None
+            if self.relpos is not None and positions is not None:
+                idx = self.relpos.index(positions[:, None, :] - positions[None, :, :])[None]
+            for blk in self.blocks:
+                x = self._block(blk, x, None, idx)
+        flat = x.reshape(L, self.d)
+        if self.readout is not None:
+            blk = self.readout
+            h = _ln(x, blk.ln1w, blk.ln1b)
+            kv = h @ blk.wkv + blk.bkv
+            emb = self._readout_rows(x, h, kv, None, actor_rows, None if positions is None else positions[None])
+        else:
+            emb = flat[actor_rows]
+        out = []
+        for name, mask, cand in requests:
+            if cand is None:
+                out.append(self._categorical_logits(name, emb, mask))
+            else:
+                wq, bq, wk, bk = self.qk[name]
+                q = emb @ wq + bq
+                k = flat[cand] @ wk + bk
+                lg = (q @ k.T) * self.qk_scale
+                if mask is not None:
+                    lg = np.where(mask, lg, _NEG_INF)
+                out.append(lg)
+        return out
+
+
+def segment_argmax(score: np.ndarray, nc: np.ndarray) -> np.ndarray:
+    """Per segment (consecutive lengths ``nc``, all >= 1), the index of the first maximum within it."""
+    starts = np.cumsum(nc) - nc
+    seg = np.repeat(np.arange(nc.size), nc)
+    best = np.maximum.reduceat(score, starts)
+    hit = np.flatnonzero(score == best[seg])
+    first = np.full(nc.size, score.shape[0], dtype=np.int64)
+    np.minimum.at(first, seg[hit], hit)
+    return first - starts

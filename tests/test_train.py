@@ -1,0 +1,216 @@
+"""Training: learning tests on trivial games, checkpoints, resume, bad configurations."""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gymloop as gl  # noqa: E402
+from gymloop.checkpoint import read_agent  # noqa: E402
+from gymloop.nn import NetConfig  # noqa: E402
+from gymloop.train import PPOConfig, TrainConfig  # noqa: E402
+from gymloop.train.ppo import Trainer, evaluate  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+import train_games as tg  # noqa: E402
+
+
+def tiny(steps: int, **kw) -> TrainConfig:
+    cfg = TrainConfig(steps=steps, num_envs=32, rollout_steps=8, threads=1, seed=kw.pop("seed", 0))
+    cfg.ppo = PPOConfig(lr=kw.pop("lr", 1e-2), minibatch_size=128, epochs=2, ent_coef=0.01)
+    cfg.net = NetConfig(d_model=16, n_head=2, **kw)
+    return cfg
+
+
+def final_return(result) -> float:
+    return result.history[-1]["episode_return_mean"]
+
+
+@pytest.mark.parametrize(
+    "game, threshold",
+    [(tg.bandit, 0.9), (tg.masked, 0.9), (tg.select, 0.8), (tg.two_types, 0.9)],
+    ids=["bandit", "mask", "select-entity", "two-action-types"],
+)
+def test_tiny_config_learns_trivial_game(game, threshold):
+    result = gl.train.train(game, tiny(24_576))
+    assert final_return(result) >= threshold, [h.get("episode_return_mean") for h in result.history]
+
+
+def test_same_seed_same_learning_curve():
+    a = gl.train.train(tg.bandit, tiny(4096))
+    b = gl.train.train(tg.bandit, tiny(4096))
+    c = gl.train.train(tg.bandit, tiny(4096, seed=1))
+    key = lambda r: [(h["episode_return_mean"], h["loss/policy"]) for h in r.history]  # noqa: E731
+    assert key(a) == key(b)
+    assert key(a) != key(c)
+
+
+def test_checkpoint_files_metrics_and_resume(tmp_path):
+    out = str(tmp_path / "run")
+    cfg = tiny(2048)
+    r1 = Trainer(tg.two_types, cfg, out_dir=out, game_name="two_types").train()
+    assert r1.steps == 2048
+    for f in ("agent.safetensors", "optimizer.safetensors", "metrics.csv"):
+        assert os.path.exists(os.path.join(out, f)), f
+    af = read_agent(os.path.join(out, "agent.safetensors"))
+    assert af.info["step"] == 2048
+    assert af.obs_space["entities"] == {"Signal": ["move", "shoot"]}
+    assert af.action_space["Fire"]["labels"] == ["HOLD", "SHOOT"]
+    assert af.info["net"]["d_model"] == 16
+    assert any(k.startswith("norms.Signal") for k in af.tensors)
+    # resume continues the step count and the metrics file
+    cfg2 = tiny(4096)
+    r2 = Trainer(tg.two_types, cfg2, out_dir=out, resume=True).train()
+    assert r2.steps == 4096
+    with open(os.path.join(out, "metrics.csv")) as f:
+        steps = [int(float(r["step"])) for r in csv.DictReader(f)]
+    assert steps == sorted(steps) and steps[-1] == 4096 and 2048 in steps
+    from gymloop.train.tensorboard import read_scalars
+
+    tb = sorted((os.path.join(out, "tb", f) for f in os.listdir(os.path.join(out, "tb"))), key=os.path.getmtime)
+    assert len(tb) == 2  # one event file per run
+    first, second = read_scalars(tb[0]), read_scalars(tb[1])
+    assert [s for s, _ in first["episode_return_mean"]] == list(range(256, 2049, 256))
+    assert second["update"][0] == (2304, 9.0)
+
+
+def test_resume_refuses_checkpoint_of_another_game(tmp_path):
+    out = str(tmp_path / "run")
+    Trainer(tg.bandit, tiny(512), out_dir=out).train()
+    with pytest.raises(gl.CheckpointError, match=r"different game.*Player.*Signal|different game.*Signal.*Player"):
+        Trainer(tg.two_types, tiny(1024), out_dir=out, resume=True).train()
+
+
+def test_resume_without_checkpoint_is_an_error(tmp_path):
+    with pytest.raises(gl.CheckpointError, match="no checkpoint"):
+        Trainer(tg.bandit, tiny(512), out_dir=str(tmp_path), resume=True).train()
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(num_envs=0), "num_envs must be a positive int"),
+        (dict(rollout_steps=2), "larger than the rollout"),
+        (dict(rollout_steps=7), "must divide the rollout size"),
+        (dict(steps=-5), "steps must be a positive int"),
+    ],
+)
+def test_bad_config_fails_at_start_with_the_fix(change, match):
+    cfg = tiny(1024)
+    for k, v in change.items():
+        setattr(cfg, k, v)
+    with pytest.raises(gl.ConfigError, match=match):
+        Trainer(tg.bandit, cfg)
+
+
+def test_bad_network_config():
+    with pytest.raises(gl.ConfigError, match="must divide d_model"):
+        Trainer(tg.bandit, tiny(1024, d_model=10, n_head=3) if False else _with_net(NetConfig(d_model=10, n_head=3)))
+
+
+def _with_net(net):
+    cfg = tiny(1024)
+    cfg.net = net
+    return cfg
+
+
+def test_nan_loss_stops_with_update_number_and_saves_last_good(tmp_path, monkeypatch):
+    out = str(tmp_path / "run")
+    t = Trainer(tg.bandit, tiny(2048), out_dir=out)
+    orig = Trainer._update
+    calls = {"n": 0}
+
+    def poisoned(self, r, adv, ret, ent):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            r["rewards"][:] = np.nan
+            adv = adv * np.nan
+            ret = ret * np.nan
+        return orig(self, r, adv, ret, ent)
+
+    monkeypatch.setattr(Trainer, "_update", poisoned)
+    with pytest.raises(gl.TrainingError, match=r"at update 3 .*last good checkpoint was saved"):
+        t.train()
+    af = read_agent(os.path.join(out, "agent.safetensors"))
+    assert all(np.isfinite(np.asarray(v)).all() for v in af.tensors.values())
+    assert af.info["update"] == 2
+
+
+def test_evaluate_random_and_trained():
+    r = evaluate(tg.bandit, None, episodes=400, num_envs=16)
+    assert 0.15 < r["episode_return"] < 0.35
+
+
+def test_self_play_shared_policy_and_frozen_opponent(tmp_path):
+    from gymloop.games.duel import duel
+
+    cfg = tiny(2048)
+    cfg.agents_per_game = 2
+    cfg.num_envs = 16
+    out = str(tmp_path / "a")
+    r = Trainer(duel, cfg, out_dir=out).train()
+    assert r.steps == 2048  # both sides of every game are learner slots
+    opp = os.path.join(out, "agent.safetensors")
+    cfg2 = tiny(2048)
+    cfg2.agents_per_game = 2
+    cfg2.num_envs = 32
+    cfg2.opponents = [opp]
+    t = Trainer(duel, cfg2, out_dir=str(tmp_path / "b"))
+    r2 = t.train()
+    assert t.learner_slots.tolist() == list(range(0, 64, 2))
+    assert r2.history and "episode_return_mean" in r2.history[-1]
+
+
+def test_opponents_need_a_multi_agent_game(tmp_path):
+    cfg = tiny(1024)
+    cfg.opponents = ["x.safetensors"]
+    with pytest.raises(gl.ConfigError, match="agents_per_game >= 2"):
+        Trainer(tg.bandit, cfg)
+
+
+def test_ctrl_c_saves_a_checkpoint_and_returns(tmp_path, monkeypatch):
+    out = str(tmp_path / "run")
+    t = Trainer(tg.bandit, tiny(8192), out_dir=out)
+    orig = Trainer._collect
+    calls = {"n": 0}
+
+    def interrupted(self):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return orig(self)
+
+    monkeypatch.setattr(Trainer, "_collect", interrupted)
+    r = t.train()
+    assert r.interrupted and r.updates == 1
+    assert read_agent(os.path.join(out, "agent.safetensors")).info["update"] == 1
+    assert t.env.closed
+
+
+def test_cli_train_writes_everything(tmp_path, capsys):
+    from gymloop.cli import main
+
+    out = str(tmp_path / "cli")
+    rc = main(["train", "train_games:bandit", "--steps", "2048", "--out", out, "--quiet", "--eval-episodes", "50",
+               "--set", "num_envs=32", "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128", "--set", "threads=1"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "random agent" in text and "trained agent" in text
+    for f in ("agent.safetensors", "optimizer.safetensors", "metrics.csv", "curve.png"):
+        assert os.path.getsize(os.path.join(out, f)) > 0
+    assert os.listdir(os.path.join(out, "tb"))
+
+
+def test_cli_train_unknown_game_and_bad_override(capsys):
+    from gymloop.cli import main
+
+    assert main(["train", "no_such_game", "--steps", "10"]) == 2
+    assert "unknown game 'no_such_game'" in capsys.readouterr().err
+    assert main(["train", "train_games:bandit", "--set", "ppo.nope=1"]) == 2
+    assert "unknown config field 'ppo.nope'" in capsys.readouterr().err

@@ -1,0 +1,90 @@
+"""Trivial games for learning tests: each has an obvious optimal policy."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import Enum
+
+import gymloop as gl
+
+
+class Arm(Enum):
+    A = 0
+    B = 1
+    C = 2
+    D = 3
+
+
+@dataclass
+class Player:
+    bias: float
+
+
+def bandit(agent, seed):
+    """One decision per episode; arm C pays 1, the others 0."""
+    while True:
+        arm = agent.act(gl.Obs(score=0).actor(Player(1.0)), Arm)
+        agent.game_over(gl.Obs(score=1.0 if arm is Arm.C else 0.0))
+
+
+@dataclass
+class Cue:
+    target: int
+
+
+def masked(agent, seed):
+    """The cue names the paying arm; a random half of the other arms are masked out."""
+    rng = random.Random(seed)
+    while True:
+        target = rng.randrange(4)
+        allowed = [a for a in Arm if a.value == target or rng.random() < 0.5]
+        arm = agent.act(gl.Obs(score=0).actor(Cue(target), masks={Arm: allowed}), Arm)
+        if arm not in allowed:
+            raise AssertionError("the trainer chose a masked arm")
+        agent.game_over(gl.Obs(score=1.0 if arm.value == target else 0.0))
+
+
+@dataclass
+class Picker:
+    pass
+
+
+@dataclass
+class Item:
+    value: float
+
+
+Pick = gl.SelectEntity("Pick", among=Item)
+
+
+@gl.game(entities=[Picker, Item], actions=[Pick])
+def select(agent, seed):
+    """Pick the item of highest value among 3 to 6."""
+    rng = random.Random(seed)
+    while True:
+        items = [Item(rng.random()) for _ in range(rng.randrange(3, 7))]
+        chosen = agent.act(gl.Obs(score=0).entities(items).actor(Picker()), Pick)
+        best = max(items, key=lambda i: i.value)
+        agent.game_over(gl.Obs(score=1.0 if chosen is best else 0.0))
+
+
+class Fire(Enum):
+    HOLD = 0
+    SHOOT = 1
+
+
+@dataclass
+class Signal:
+    move: int
+    shoot: bool
+
+
+def two_types(agent, seed):
+    """Two action types in one decision: half a point for each right one."""
+    rng = random.Random(seed)
+    while True:
+        sig = Signal(rng.randrange(4), rng.random() < 0.5)
+        arm, fire = agent.act(gl.Obs(score=0).actor(sig), Arm, Fire)
+        score = 0.5 * (arm.value == sig.move) + 0.5 * ((fire is Fire.SHOOT) == sig.shoot)
+        agent.game_over(gl.Obs(score=score))

@@ -214,3 +214,16 @@ def test_cli_train_unknown_game_and_bad_override(capsys):
     assert "unknown game 'no_such_game'" in capsys.readouterr().err
     assert main(["train", "train_games:bandit", "--set", "ppo.nope=1"]) == 2
     assert "unknown config field 'ppo.nope'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tactics_policy_beats_random():
+    from gymloop.games.tactics import tactics
+
+    cfg = TrainConfig(steps=100_000, num_envs=64, rollout_steps=16, threads=2, seed=0)
+    cfg.ppo.minibatch_size = 1024
+    t = Trainer(tactics, cfg)
+    t.train()
+    random_score = evaluate(tactics, None, episodes=300)["episode_return"]
+    trained = evaluate(tactics, t.policy, episodes=300)["episode_return"]
+    assert trained > random_score + 3.0, (trained, random_score)

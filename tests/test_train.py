@@ -227,3 +227,49 @@ def test_tactics_policy_beats_random():
     random_score = evaluate(tactics, None, episodes=300)["episode_return"]
     trained = evaluate(tactics, t.policy, episodes=300)["episode_return"]
     assert trained > random_score + 3.0, (trained, random_score)
+
+
+def test_gae_bootstraps_through_truncation_not_termination():
+    t = Trainer(tg.bandit, tiny(1024))
+    g, lam = t.cfg.ppo.gamma, t.cfg.ppo.gae_lambda
+    V = np.array([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]], dtype=np.float32)  # (T=2, S=3)
+    R = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=np.float32)
+    TERM = np.array([[False, False, False], [False, True, False]])
+    TRUNC = np.array([[False, False, False], [False, False, True]])
+    last_v = np.array([5.0, 5.0, 5.0], dtype=np.float32)
+    adv, ret = t._gae(dict(values=V, rewards=R, terms=TERM, truncs=TRUNC, last_v=last_v))
+    # slot 0: no episode end: ordinary GAE with the bootstrap value after the rollout
+    d1 = 1 + g * 5 - 2
+    d0 = 0 + g * 2 - 1
+    assert adv[1, 0] == pytest.approx(d1) and adv[0, 0] == pytest.approx(d0 + g * lam * d1)
+    # slot 1: terminated: no bootstrap
+    assert adv[1, 1] == pytest.approx(1 - 2)
+    # slot 2: truncated: bootstraps with the value of the episode's last observation
+    assert adv[1, 2] == pytest.approx(1 + g * 2 - 2)
+    np.testing.assert_allclose(ret, adv + V, rtol=1e-6)
+
+
+def test_policy_handles_absent_entity_and_action_types():
+    from gymloop.games.tactics import tactics
+    from gymloop.batch import take
+    from gymloop.nn.torch_policy import Policy
+
+    env = gl.VecEnv(tactics, num_envs=4, seed=0)
+    try:
+        b = env.reset()
+        pol = Policy(env.obs_space, env.action_space)
+        empty, _ = take(b, np.zeros(0, dtype=np.int64))
+        out = pol(pol.pack(empty))
+        assert out.value.shape == (0,) and all(v.numel() == 0 for v in out.actions.values())
+        # a batch whose slots have entities but no actors
+        sub, _ = take(b, np.array([0, 1]))
+        for k in sub.actor_slot:
+            sub.actor_slot[k] = sub.actor_slot[k][:0]
+            sub.actor_index[k] = sub.actor_index[k][:0]
+            sub.masks[k] = sub.masks[k][:0]
+            if k in sub.num_candidates:
+                sub.num_candidates[k] = sub.num_candidates[k][:0]
+        out = pol(pol.pack(sub))
+        assert out.value.shape == (2,) and torch.isfinite(out.value).all()
+    finally:
+        env.close()

@@ -52,7 +52,7 @@ from typing import Any
 from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
-from .snake import Body, Food, Head, Move
+from .snake import _DELTA, _MOVES, _OPPOSITE, Body, Food, Head, Move
 
 __all__ = [
     "Head", "Body", "Food", "OpponentHead", "OpponentBody", "DuelStatus", "Move", "DuelGame", "duel",
@@ -85,9 +85,6 @@ class DuelStatus:
     steps_left: int
 
 
-_DELTA = {Move.UP: (0, 1), Move.DOWN: (0, -1), Move.LEFT: (-1, 0), Move.RIGHT: (1, 0)}
-_OPPOSITE = {Move.UP: Move.DOWN, Move.DOWN: Move.UP, Move.LEFT: Move.RIGHT, Move.RIGHT: Move.LEFT}
-_MOVES = list(Move)
 
 
 class DuelGame:
@@ -171,10 +168,10 @@ class DuelGame:
         new = []
         for i in (0, 1):
             move = moves[i]
-            if bodies[i] and move is _OPPOSITE[self.headings[i]]:
+            if bodies[i] and move is _OPPOSITE[self.headings[i]._value_]:
                 move = self.headings[i]
             self.headings[i] = move
-            dx, dy = _DELTA[move]
+            dx, dy = _DELTA[move._value_]
             new.append((old[i][0] + dx, old[i][1] + dy))
         self.steps += 1
         dead = [False, False]

@@ -143,12 +143,15 @@ class Block(nn.Module):
             if self.relpos.value_gate is not None:
                 vals = rv * self.relpos.gate(h).unsqueeze(1)
             y = y + torch.einsum("bhst,bstd->bhsd", att, vals)
-        y = y.transpose(1, 2).reshape(S, L, C)
+        return self._finish(x, y.transpose(1, 2).reshape(S, L, C))
+
+    def _finish(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Output projection, residual, then the MLP with its residual."""
         x = x + self.proj(y)
         return x + self.mlp(self.ln2(x))
 
 
-class Readout(nn.Module):
+class Readout(Block):
     """The last block, evaluated only at the rows whose output is used.
 
     The same parameters and math as :class:`Block`, restricted to query rows: every actor (for the
@@ -157,21 +160,8 @@ class Readout(nn.Module):
     """
 
     def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d)
-        self.ln2 = nn.LayerNorm(d)
-        self.key = nn.Linear(d, d)
-        self.query = nn.Linear(d, d)
-        self.value = nn.Linear(d, d)
-        self.proj = nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, mlp_ratio * d), nn.GELU(), nn.Linear(mlp_ratio * d, d))
-        self.n_head = n_head
-        self.relpos = relpos
+        super().__init__(d, n_head, relpos, mlp_ratio)
         self.value_query = nn.Parameter(torch.zeros(d))
-
-    def _finish(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        x = x + self.proj(y)
-        return x + self.mlp(self.ln2(x))
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Final embeddings of the given flat ``rows`` and of each observation's value query.

@@ -1,0 +1,76 @@
+"""End-to-end training throughput on snake: environment and PPO together, default network.
+
+Trains snake with the default configuration for ``--steps`` steps and prints, per phase of
+training (early: short episodes, few entities; late: long snakes, many entities), the median
+steps/s and how a rollout+update cycle splits between collecting the rollout (game stepping and
+the policy's forward pass) and the PPO update. Add ``--profile`` for the top functions of one
+update cycle (cProfile).
+
+    python benchmarks/train_throughput.py --steps 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import time
+
+from gymloop.games.snake import snake
+from gymloop.train import TrainConfig
+from gymloop.train.ppo import Trainer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=2_000_000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", action="store_true", help="cProfile one update cycle after training")
+    args = ap.parse_args()
+    cfg = TrainConfig(steps=args.steps, seed=args.seed)
+    t = Trainer(snake, cfg)
+    t0 = time.time()
+    result = t.train()
+    wall = time.time() - t0
+    h = result.history
+    thirds = [h[: len(h) // 3], h[len(h) // 3 : 2 * len(h) // 3], h[2 * len(h) // 3 :]]
+    print(f"snake, default config ({cfg.num_envs} envs x {cfg.rollout_steps} steps per rollout, "
+          f"minibatch {cfg.ppo.minibatch_size}, {cfg.ppo.epochs} epoch(s), d_model {cfg.net.d_model}, "
+          f"{t.policy.num_params():,} parameters)")
+    print(f"{'phase':<8} {'steps':>10} {'steps/s':>9} {'rollout s':>10} {'update s':>9} {'rollout %':>9} {'length':>7}")
+    for name, part in zip(("early", "middle", "late"), thirds):
+        if not part:
+            continue
+        sps = statistics.median(x["steps_per_second"] for x in part)
+        ro = statistics.median(x["time/rollout_s"] for x in part)
+        up = statistics.median(x["time/update_s"] for x in part)
+        lengths = [x["length_mean"] for x in part if "length_mean" in x]
+        ln = statistics.mean(lengths) if lengths else float("nan")
+        print(f"{name:<8} {int(part[-1]['step']):>10,} {sps:>9,.0f} {ro:>10.3f} {up:>9.3f} {100 * ro / (ro + up):>8.0f}% {ln:>7.1f}")
+    print(f"overall: {result.steps:,} steps in {wall:.1f} s = {result.steps / wall:,.0f} steps/s (including set-up)")
+    if args.profile:
+        t.cfg.steps = t.step + cfg.batch_size
+        t.update = 0
+        pr = cProfile.Profile()
+        t._setup_done = True
+        env_t = time.time()
+        from gymloop.vector import VecEnv
+
+        t.env = VecEnv(snake, num_envs=cfg.num_envs, seed=cfg.seed)
+        t.batch = t.env.reset()
+        pr.enable()
+        r = t._collect()
+        adv, ret = t._gae(r)
+        t._update(r, adv, ret, cfg.ppo.ent_coef)
+        pr.disable()
+        t.env.close()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(15)
+        print(f"one cycle profiled in {time.time() - env_t:.2f} s:")
+        print(s.getvalue())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""gl.check: every bundled game passes; broken games are caught with a message that says why."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import Enum
+
+import pytest
+
+import gymloop as gl
+from gymloop.check import CheckError
+from gymloop.games import GAMES, get_game
+
+
+@pytest.mark.parametrize("name", sorted(GAMES))
+def test_every_bundled_game_passes_the_checker(name):
+    report = gl.check(get_game(name), steps=300, agents_per_game=2 if name == "duel" else 1)
+    assert report.decisions >= 300
+    assert report.entity_types and report.action_types
+    assert any("determinism" in c for c in report.checks)
+
+
+@dataclass
+class P:
+    x: float
+
+
+class Move(Enum):
+    A = 0
+    B = 1
+
+
+_unseeded = random.Random()
+
+
+def nondeterministic(agent, seed):
+    while True:
+        agent.act(gl.Obs().actor(P(_unseeded.random())), Move)
+
+
+def nan_feature(agent, seed):
+    n = 0
+    while True:
+        n += 1
+        agent.act(gl.Obs().actor(P(float("nan") if n == 5 else 1.0)), Move)
+
+
+def no_legal_choice(agent, seed):
+    while True:
+        agent.act(gl.Obs().actor(P(1.0), masks={Move: [False, False]}), Move)
+
+
+def never_acts(agent, seed):
+    return None
+
+
+@pytest.mark.parametrize(
+    "game, match",
+    [
+        (nondeterministic, "not deterministic given its seed"),
+        (nan_feature, "feature 'x' is nan"),
+        (no_legal_choice, "no legal choice"),
+    ],
+    ids=["nondeterministic", "nan", "no-legal-choice"],
+)
+def test_broken_games_fail_the_checker(game, match):
+    with pytest.raises(CheckError, match=match):
+        gl.check(game, steps=50)
+
+
+def test_game_that_never_acts_is_reported():
+    with pytest.raises(CheckError, match="never asked its agent for a decision"):
+        gl.check(never_acts, steps=10)
+
+
+def test_cli_check(capsys):
+    from gymloop.cli import main
+
+    assert main(["check", "snake", "--steps", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "snake: OK" in out and "Body, Food, Head" in out

@@ -8,6 +8,7 @@ probability ratio is clipped and weighted by its slot's advantage.
 
 from __future__ import annotations
 
+import copy
 import csv
 import logging
 import math
@@ -420,7 +421,8 @@ class Trainer:
                 r = self._collect()
                 t1 = time.time()
                 adv, ret = self._gae(r)
-                good_state = ({k: v.clone() for k, v in self.policy.state_dict().items()}, self.optim.state_dict())
+                # optimizer.state_dict() returns live tensors: copy them for a real snapshot
+                good_state = ({k: v.clone() for k, v in self.policy.state_dict().items()}, copy.deepcopy(self.optim.state_dict()))
                 try:
                     st = self._update(r, adv, ret, ent)
                 except TrainingError:

@@ -19,7 +19,7 @@ import json
 import logging
 import sys
 
-from gymloop.bench import VARIANTS, format_table, run_benchmarks
+from gymloop.bench import VARIANTS, cpu_parallelism, format_table, run_benchmarks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,15 +33,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="AsyncVectorEnv sizes to try; the fastest is reported (default 2 4 8 16)")
     p.add_argument("--only", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="run only these rows")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
+    p.add_argument("--worker-num-envs", type=int, default=None, help="game copies of the workers>0 row (default 2048)")
     p.add_argument("--json", action="store_true", help="also print the rows as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    par = None if args.quick else cpu_parallelism()
     rows = run_benchmarks(
         seconds=args.seconds, repeats=args.repeats, num_envs=args.num_envs, workers=args.workers,
         scale_envs=args.scale_envs, async_num_envs=args.async_num_envs, variants=args.only, quick=args.quick,
+        worker_num_envs=args.worker_num_envs,
     )
-    print(format_table(rows))
+    print(format_table(rows, parallelism=par))
     if args.json:
         print(json.dumps(rows, indent=1))
     return 0

@@ -373,7 +373,31 @@ def run_benchmarks(
     return [rows[k] for k in VARIANTS if k in rows]
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
+def _spin(n: int) -> float:
+    t = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i
+    return time.perf_counter() - t
+
+
+def cpu_parallelism(n: int = 3_000_000) -> float:
+    """Effective cores right now: how much work two processes get done, relative to one.
+
+    On a shared virtual machine two "cores" can behave like one for minutes at a time; the
+    ``workers=2`` row only means something next to this figure (about 2.0 when both cores are
+    really there, about 1.0 when the host gives the two of them one core's time).
+    """
+    import multiprocessing as mp
+
+    solo = min(_spin(n) for _ in range(2))
+    ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
+    with ctx.Pool(2) as pool:
+        pair = max(pool.map(_spin, [n, n]))
+    return 2.0 * solo / pair
+
+
+def format_table(rows: list[dict[str, Any]], parallelism: float | None = None) -> str:
     """The rows of :func:`run_benchmarks` as one plain-text table (steps/s, spread, ratios, notes)."""
     import importlib.metadata as md
 
@@ -384,6 +408,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     head = (
         f"snake throughput, random actions: Python {platform.python_version()}, numpy {np.__version__}, "
         f"gymnasium {gym_v}, {os.cpu_count()} CPUs"
+        + (f" (effective cores measured just before: {parallelism:.2f})" if parallelism is not None else "")
     )
     cols = ("variant", "vectorizer", "envs", "procs", "steps/s", "min-max", "ratios", "note")
     table = []

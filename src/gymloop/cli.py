@@ -14,10 +14,11 @@ __all__ = ["main"]
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import format_table, run_benchmarks
+    from .bench import cpu_parallelism, format_table, run_benchmarks
 
+    par = None if args.quick else cpu_parallelism()
     rows = run_benchmarks(seconds=args.seconds, repeats=args.repeats, num_envs=args.num_envs, quick=args.quick)
-    print(format_table(rows))
+    print(format_table(rows, parallelism=par))
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..actions import CATEGORICAL, SELECT_ENTITY
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from .config import NetConfig, RelposConfig
 from .inputs import Packed, pack
 
@@ -71,24 +71,74 @@ def erf(x: np.ndarray) -> np.ndarray:
     return np.copysign(1.0 - p, x)
 
 
+def _gelu2(x: np.ndarray) -> np.ndarray:
+    """``2 * gelu(x)`` = ``x * (1 + erf(x / sqrt(2)))`` of a float32 array (``x`` is overwritten)."""
+    if x.size <= _ERF_SMALL:
+        e = np.array(list(map(math.erf, (x * _F32(0.7071067811865476)).ravel().tolist())), dtype=_F32).reshape(x.shape)
+    else:
+        e = erf(x.astype(np.float64) * 0.7071067811865476).astype(_F32)
+    e += _F32(1.0)
+    e *= x
+    return e
+
+
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact (erf-based) GELU of a float32 array, as ``torch.nn.GELU()``."""
-    e = erf(x.astype(np.float64) * 0.7071067811865476).astype(_F32)
-    return x * _F32(0.5) * (_F32(1.0) + e)
+    e = _gelu2(x)
+    e *= _F32(0.5)
+    return e
+
+
+_MEAN: dict[int, np.ndarray] = {}
+
+
+def _norm(x: np.ndarray) -> np.ndarray:
+    """LayerNorm without its affine part, over the last axis (biased variance, eps 1e-5), float32."""
+    d = x.shape[-1]
+    j = _MEAN.get(d)
+    if j is None:
+        j = _MEAN[d] = np.full((d, 1), 1.0 / d, dtype=_F32)
+    x2 = x.reshape(-1, d)
+    xc = x2 - x2 @ j
+    var = (xc * xc) @ j
+    var += _F32(_LN_EPS)
+    xc /= np.sqrt(var)
+    return xc.reshape(x.shape)
+
+
+def _lin(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """``x @ w (+ b)`` over the last axis as ONE 2-D product (numpy's stacked matmul is far slower)."""
+    y = x.reshape(-1, x.shape[-1]) @ w
+    if b is not None:
+        y += b
+    return y.reshape(x.shape[:-1] + w.shape[1:])
 
 
 def _ln(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LayerNorm over the last axis (biased variance, eps 1e-5), float32."""
-    mu = x.mean(-1, keepdims=True)
-    xc = x - mu
-    var = (xc * xc).mean(-1, keepdims=True)
-    return xc / np.sqrt(var + _F32(_LN_EPS)) * w + b
+    """LayerNorm over the last axis with weight ``w`` and bias ``b``."""
+    y = _norm(x)
+    y *= w
+    y += b
+    return y
+
+
+def _fold(w: np.ndarray, b: np.ndarray, ln_w: np.ndarray, ln_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``LN(x) @ w + b`` as ``norm(x) @ w' + b'``: the LayerNorm's affine part folded into ``w``, ``b``."""
+    w64 = w.astype(np.float64)
+    wf = ln_w.astype(np.float64)[:, None] * w64
+    bf = ln_b.astype(np.float64) @ w64 + b.astype(np.float64)
+    return np.ascontiguousarray(wf, dtype=_F32), bf.astype(_F32)
+
+
+_max_reduce = np.maximum.reduce
+_sum_reduce = np.add.reduce
 
 
 def _softmax_last(a: np.ndarray) -> np.ndarray:
-    a = a - a.max(-1, keepdims=True)
+    """Softmax over the last axis, in place (``a`` must be a temporary)."""
+    a -= _max_reduce(a, axis=-1, keepdims=True)
     np.exp(a, out=a)
-    a /= a.sum(-1, keepdims=True)
+    a /= _sum_reduce(a, axis=-1, keepdims=True)
     return a
 
 
@@ -220,41 +270,10 @@ def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfi
 
 
 # ---------------------------------------------------------------------- the network
-class _Block:
-    """One transformer block's parameters, transposed and fused for ``x @ W``."""
-
-    __slots__ = ("ln1w", "ln1b", "ln2w", "ln2b", "wq", "bq", "wkv", "bkv", "wqkv", "bqkv", "wp", "bp", "w1", "b1", "w2", "b2", "vq", "vq_q", "vq_y")
-
-    def __init__(self, g: Any, prefix: str, readout: bool, n_head: int) -> None:
-        f = lambda k: g(f"{prefix}.{k}")  # noqa: E731
-        self.ln1w, self.ln1b = f("ln1.weight"), f("ln1.bias")
-        self.ln2w, self.ln2b = f("ln2.weight"), f("ln2.bias")
-        wq, wk, wv = f("query.weight").T, f("key.weight").T, f("value.weight").T
-        self.wq, self.bq = np.ascontiguousarray(wq), f("query.bias")
-        self.wkv = np.ascontiguousarray(np.concatenate([wk, wv], axis=1))
-        self.bkv = np.concatenate([f("key.bias"), f("value.bias")])
-        self.wqkv = np.ascontiguousarray(np.concatenate([wq, wk, wv], axis=1))
-        self.bqkv = np.concatenate([f("query.bias"), f("key.bias"), f("value.bias")])
-        self.wp, self.bp = np.ascontiguousarray(f("proj.weight").T), f("proj.bias")
-        self.w1, self.b1 = np.ascontiguousarray(f("mlp.0.weight").T), f("mlp.0.bias")
-        self.w2, self.b2 = np.ascontiguousarray(f("mlp.2.weight").T), f("mlp.2.bias")
-        self.vq = self.vq_q = self.vq_y = None
-        if readout:
-            vq = f("value_query").reshape(1, -1)
-            d = vq.shape[1]
-            self.vq = vq
-            # the value query's projected query never depends on the input: (H, dh), pre-scaled
-            q0 = _ln(vq, self.ln1w, self.ln1b) @ self.wq + self.bq
-            self.vq_q = (q0.reshape(n_head, d // n_head) * _F32(1.0 / math.sqrt(d // n_head))).astype(_F32)
-
-    def finish(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        x = x + (y @ self.wp + self.bp)
-        h = _ln(x, self.ln2w, self.ln2b) @ self.w1 + self.b1
-        return x + (gelu(h) @ self.w2 + self.b2)
-
-
 class _Relpos:
-    __slots__ = ("extent", "strides", "keys", "values", "wg", "bg", "gate_kind", "P")
+    """Relative-position keys and values (shared by every block)."""
+
+    __slots__ = ("extent", "strides", "offset", "keys", "values", "kv", "wg", "bg", "gate_kind", "P")
 
     def __init__(self, cfg: RelposConfig, g: Any, where: str) -> None:
         strides, n = [], 1
@@ -264,10 +283,12 @@ class _Relpos:
         self.P = len(cfg.extent)
         self.extent = np.array(cfg.extent, dtype=_F32)
         self.strides = np.array(strides, dtype=_F32)
+        self.offset = _F32(self.extent @ self.strides)
         if not (np.array_equal(g("relpos.strides"), self.strides) and np.array_equal(g("relpos.extent_t"), self.extent)):
             raise CheckpointError(f"{where}: the relpos strides/extent tensors disagree with the metadata's relpos extent {cfg.extent}")
         self.keys = g("relpos.keys.weight")
         self.values = g("relpos.values.weight")
+        self.kv = np.ascontiguousarray(np.concatenate([self.keys, self.values], axis=1))
         self.gate_kind = cfg.value_gate
         self.wg = self.bg = None
         if cfg.value_gate:
@@ -277,19 +298,108 @@ class _Relpos:
     def index(self, rel: np.ndarray) -> np.ndarray:
         """Embedding index of relative positions ``(..., P)`` (clamped to the extent)."""
         e = self.extent
-        rel = np.minimum(np.maximum(rel, -e), e) + e
-        return np.rint((rel * self.strides).sum(-1)).astype(np.intp)
+        r = np.maximum(rel, -e)
+        np.minimum(r, e, out=r)
+        return np.rint(_lin(r, self.strides) + self.offset).astype(np.intp)
 
-    def gate(self, h: np.ndarray) -> np.ndarray:
-        g = h @ self.wg + self.bg
+    def activate(self, g: np.ndarray) -> np.ndarray:
+        """The value gate's nonlinearity, applied to the gate's linear projection."""
         k = self.gate_kind
         if k == "relu":
             return np.maximum(g, _F32(0.0))
         if k == "gelu":
             return gelu(g)
         if k == "sigmoid":
-            return (_F32(1.0) / (_F32(1.0) + np.exp(-g))).astype(_F32)
+            return _F32(1.0) / (_F32(1.0) + np.exp(-g))
         return g
+
+
+class _Block:
+    """One transformer block's parameters, transposed (``x @ W``), fused and with the LayerNorms'
+    affine parts folded into the products that follow them.
+
+    ``w_in`` maps the normalized input to ``[query | key | value | value gate]`` (the gate only
+    with gated relative positions); ``w1`` is the MLP's first layer after ``ln2``.
+    """
+
+    __slots__ = ("w_in", "b_in", "wp", "bp", "w1", "b1", "w2", "b2", "vq", "vq_q", "gated")
+
+    def __init__(self, g: Any, prefix: str, readout: bool, n_head: int, relpos: _Relpos | None) -> None:
+        f = lambda k: g(f"{prefix}.{k}")  # noqa: E731
+        ln1w, ln1b = f("ln1.weight"), f("ln1.bias")
+        wq, bq = f("query.weight").T, f("query.bias")
+        ws = [wq, f("key.weight").T, f("value.weight").T]
+        bs = [bq, f("key.bias"), f("value.bias")]
+        self.gated = relpos is not None and relpos.wg is not None
+        if self.gated:
+            ws.append(relpos.wg)
+            bs.append(relpos.bg)
+        self.w_in, self.b_in = _fold(np.concatenate(ws, axis=1), np.concatenate(bs), ln1w, ln1b)
+        self.wp, self.bp = np.ascontiguousarray(f("proj.weight").T), f("proj.bias")
+        self.w1, self.b1 = _fold(f("mlp.0.weight").T, f("mlp.0.bias"), f("ln2.weight"), f("ln2.bias"))
+        # gelu(h) @ w2 == (h * (1 + erf(h / sqrt 2))) @ (w2 / 2): the exact halving is folded
+        self.w2, self.b2 = np.ascontiguousarray(f("mlp.2.weight").T * _F32(0.5)), f("mlp.2.bias")
+        self.vq = self.vq_q = None
+        if readout:
+            vq = f("value_query").reshape(1, -1)
+            d = vq.shape[1]
+            self.vq = vq
+            # the value query's projected query never depends on the input: (H, dh), pre-scaled
+            q0 = _ln(vq, ln1w, ln1b) @ wq + bq
+            self.vq_q = (q0.reshape(n_head, d // n_head) * _F32(1.0 / math.sqrt(d // n_head))).astype(_F32)
+
+    def finish(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The block after attention: ``x + proj(y)``, then ``+ mlp(ln2(.))``."""
+        x = x + _lin(y, self.wp, self.bp)
+        out = _lin(_gelu2(_lin(_norm(x), self.w1, self.b1)), self.w2, self.b2)
+        out += x
+        return out
+
+
+class _OneObs:
+    """Precomputed tables of the one-observation embedding path (every entity type has features).
+
+    The rows of all types go through one product: type ``t``'s raw features sit in its own column
+    block of a ``(L, F)`` matrix (zeros elsewhere); the normalization clip is applied in raw units
+    (``clip(x, mean - c*sd, mean + c*sd) - mean``) and the division by ``sd`` is folded into the
+    stacked weights. ``table`` holds per type ``[block mask | bias | ln weight | ln bias]``.
+    """
+
+    __slots__ = ("F", "offs", "nfs", "lo", "hi", "mean", "w", "table", "psel", "d")
+
+    def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
+        widths = [nf + ng for nf in nfs]
+        self.F = F = sum(widths)
+        self.offs = list(np.cumsum(widths) - widths)
+        self.nfs = nfs
+        self.d = d
+        T = len(embeds)
+        lo, hi, mean, ws = [], [], [], []
+        table = np.zeros((T, F + 3 * d), dtype=_F32)
+        for t, e in enumerate(embeds):
+            _, m, sd, clip, w, b, lw, lb = e
+            m64, sd64 = m.astype(np.float64), sd.astype(np.float64)
+            lo.append(m64 - float(clip) * sd64)
+            hi.append(m64 + float(clip) * sd64)
+            mean.append(m)
+            ws.append(w.astype(np.float64) / sd64[:, None])
+            o = self.offs[t]
+            table[t, o : o + widths[t]] = 1.0
+            table[t, F : F + d] = b
+            table[t, F + d : F + 2 * d] = lw
+            table[t, F + 2 * d :] = lb
+        self.lo = np.concatenate(lo).astype(_F32)
+        self.hi = np.concatenate(hi).astype(_F32)
+        self.mean = np.concatenate(mean).astype(_F32)
+        self.w = np.ascontiguousarray(np.concatenate(ws), dtype=_F32)
+        self.table = table
+        self.psel = None
+        if position_idx is not None:
+            P = len(position_idx[0])
+            self.psel = np.zeros((F, P), dtype=_F32)
+            for t, cols in enumerate(position_idx):
+                for j, c in enumerate(cols):
+                    self.psel[self.offs[t] + c, j] = 1.0
 
 
 class NumpyPolicy:
@@ -357,7 +467,7 @@ class NumpyPolicy:
                 self.embeds.append(("featureless", g(f"featureless.{name}")))
                 continue
             count = float(np.asarray(tensors[f"norms.{name}.count"], dtype=np.float64))
-            if count <= 1:
+            if count <= 1:  # InputNorm.stats: identity before two samples
                 mean = np.zeros(nf, dtype=_F32)
                 sd = np.ones(nf, dtype=_F32)
             else:
@@ -371,11 +481,10 @@ class NumpyPolicy:
             ))
         self.relpos = _Relpos(rp, g, path) if rp else None
         n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
-        self.blocks = [_Block(g, f"blocks.{i}", False, self.H) for i in range(n_full)]
-        self.readout = _Block(g, "readout", True, self.H) if cfg.readout else None
+        self.blocks = [_Block(g, f"blocks.{i}", False, self.H, self.relpos) for i in range(n_full)]
+        self.readout = _Block(g, "readout", True, self.H, self.relpos) if cfg.readout else None
         self.heads: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.qk: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-        qk_scale = _F32(1.0 / math.sqrt(cfg.d_qk))
         for name, a in acts.items():
             if a["kind"] == CATEGORICAL:
                 self.heads[name] = (np.ascontiguousarray(g(f"heads.{name}.weight").T), g(f"heads.{name}.bias"))
@@ -384,9 +493,13 @@ class NumpyPolicy:
                     np.ascontiguousarray(g(f"qproj.{name}.weight").T), g(f"qproj.{name}.bias"),
                     np.ascontiguousarray(g(f"kproj.{name}.weight").T), g(f"kproj.{name}.bias"),
                 )
-        self.qk_scale = qk_scale
+        self.qk_scale = _F32(1.0 / math.sqrt(cfg.d_qk))
         self.value_w = np.ascontiguousarray(g("value_head.weight").T)
         self.value_b = g("value_head.bias")
+        self._one = None
+        if self.embeds and all(e[0] == "embed" for e in self.embeds):
+            pidx = None if self.position_idx is None else [self.position_idx[n] for n in self.entity_names]
+            self._one = _OneObs(self.embeds, [len(ents[n]) for n in self.entity_names], ng, d, pidx)
 
     @classmethod
     def from_file(cls, path: Any) -> "NumpyPolicy":
@@ -406,15 +519,18 @@ class NumpyPolicy:
 
     # ------------------------------------------------------------------ pieces
     def embed(self, t: int, x: np.ndarray | int) -> np.ndarray:
-        """Embeddings of entity type ``t``: raw features ``(n, n_features + n_globals)`` float32
-        (or, for a featureless type, the row count ``n``)."""
+        """Embeddings of entity type ``t`` from its raw features ``(n, n_features + n_globals)``
+        float32 (for a featureless type, the row count ``n`` is enough)."""
         e = self.embeds[t]
         if e[0] == "featureless":
             n = x if isinstance(x, (int, np.integer)) else x.shape[0]
             return np.broadcast_to(e[1], (int(n), self.d))
         _, mean, sd, clip, w, b, lw, lb = e
-        z = np.clip((x - mean) / sd, -clip, clip)
-        z = z @ w + b
+        z = (x - mean) / sd
+        np.maximum(z, -clip, out=z)
+        np.minimum(z, clip, out=z)
+        z = z @ w
+        z += b
         np.maximum(z, _F32(0.0), out=z)
         return _ln(z, lw, lb)
 
@@ -423,90 +539,74 @@ class NumpyPolicy:
         ``idx`` ``(S, L, L)`` relative-position indices or ``None``."""
         S, L, C = x.shape
         H, dh = self.H, self.dh
-        h = _ln(x, blk.ln1w, blk.ln1b)
-        qkv = h @ blk.wqkv + blk.bqkv
-        q = qkv[..., :C].reshape(S, L, H, dh)
-        k = qkv[..., C : 2 * C].reshape(S, L, H, dh)
-        v = qkv[..., 2 * C :].reshape(S, L, H, dh)
-        qt = q.transpose(0, 2, 1, 3)  # (S, H, L, dh)
-        att = (qt @ k.transpose(0, 2, 3, 1)) * self.scale  # (S, H, Lq, Lk)
+        a = _lin(_norm(x), blk.w_in, blk.b_in)
+        q = a[..., :C].reshape(S, L, H, dh)
+        k = a[..., C : 2 * C].reshape(S, L, H, dh)
+        v = a[..., 2 * C : 3 * C].reshape(S, L, H, dh)
+        att = q.transpose(0, 2, 1, 3) @ k.transpose(0, 2, 3, 1)  # (S, H, Lq, Lk)
         rp = self.relpos
         if idx is not None:
-            rk = rp.keys[idx]  # (S, Lq, Lk, dh)
-            # per query row s: (H, dh) @ (dh, Lk)
-            att = att + (q @ rk.transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3) * self.scale
+            rk = rp.keys[idx]  # (S, Lq, Lk, dh); per query row: (H, dh) @ (dh, Lk)
+            att += (q @ rk.transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3)
+        att *= self.scale
         if pad is not None:
             att = np.where(pad[:, None, None, :], _MASKED, att)
         att = _softmax_last(att)
         y = att @ v.transpose(0, 2, 1, 3)  # (S, H, L, dh)
         if idx is not None:
             vals = rp.values[idx]  # (S, Lq, Lk, dh)
-            if rp.wg is not None:
-                vals = vals * rp.gate(h)[:, None, :, :]
-            y = y + (att.transpose(0, 2, 1, 3) @ vals).transpose(0, 2, 1, 3)
-        y = y.transpose(0, 2, 1, 3).reshape(S, L, C)
-        return blk.finish(x, y)
+            if blk.gated:
+                vals *= rp.activate(a[..., 3 * C :])[:, None, :, :]
+            y += (att.transpose(0, 2, 1, 3) @ vals).transpose(0, 2, 1, 3)
+        return blk.finish(x, y.transpose(0, 2, 1, 3).reshape(S, L, C))
 
-    def _readout_rows(self, x: np.ndarray, h: np.ndarray, kv: np.ndarray, pad: np.ndarray | None, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
-        """The readout block's output at flat ``rows`` of ``x`` ``(S, L, d)``."""
+    def _readout_rows(self, x: np.ndarray, a: np.ndarray, pad: np.ndarray | None, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
+        """The readout block's output at flat ``rows`` of ``x`` ``(S, L, d)``; ``a`` is the block's
+        input projection of every row, ``(S, L, 3d [+ dh])``."""
         blk = self.readout
         S, L, C = x.shape
         H, dh = self.H, self.dh
         n = rows.shape[0]
-        if S == 1:
-            slot = None
-            loc = rows
-        else:
-            slot = rows // L
-            loc = rows - slot * L
-        xf = x.reshape(S * L, C)
-        hq = h.reshape(S * L, C)[rows]
-        q = (hq @ blk.wq + blk.bq).reshape(n, H, 1, dh)
-        kvs = kv if slot is None else kv[slot]  # (1 or n, L, 2C)
-        kT = kvs[..., :C].reshape(-1, L, H, dh).transpose(0, 2, 3, 1)  # (., H, dh, L)
-        att = (q @ kT).reshape(n, H, L) * self.scale
+        slot = None if S == 1 else rows // L
+        af = a.reshape(S * L, -1)
+        q = af[rows, :C].reshape(n, H, 1, dh)
+        ak = a if slot is None else a[slot]  # (1 or n, L, 3d [+ dh])
+        att = (q @ ak[..., C : 2 * C].reshape(-1, L, H, dh).transpose(0, 2, 3, 1)).reshape(n, H, L)
         rp = self.relpos
-        rv = ridx = None
+        vals = None
         if rp is not None and positions is not None:
-            P = positions.shape[-1]
-            pf = positions.reshape(S * L, P)
-            pos_k = positions[0] if slot is None else positions[slot]  # (L, P) or (n, L, P)
-            rel = pf[rows][:, None, :] - pos_k  # (n, L, P): query minus key
-            ridx = rp.index(rel)  # (n, L)
-            rk = rp.keys[ridx]  # (n, L, dh)
-            att = att + (q.reshape(n, H, dh) @ rk.transpose(0, 2, 1)) * self.scale
-            if rp.wg is not None:
-                gate = rp.gate(h)  # (S, L, dh)
-                rv = rp.values[ridx] * (gate[0] if slot is None else gate[slot])
-            else:
-                rv = rp.values[ridx]
+            pos_k = positions if slot is None else positions[slot]  # (1 or n, L, P)
+            ridx = rp.index(positions.reshape(S * L, -1)[rows][:, None, :] - pos_k)  # (n, L): query minus key
+            att += q.reshape(n, H, dh) @ rp.keys[ridx].transpose(0, 2, 1)
+            vals = rp.values[ridx]  # (n, L, dh)
+            if blk.gated:
+                vals *= rp.activate(ak[..., 3 * C :])
+        att *= self.scale
         if pad is not None:
-            pm = pad[0][None, None, :] if slot is None else pad[slot][:, None, :]
-            att = np.where(pm, _MASKED, att)
+            att = np.where(pad[0][None, None, :] if slot is None else pad[slot][:, None, :], _MASKED, att)
         att = _softmax_last(att)
-        vs = kvs[..., C:].reshape(-1, L, H, dh).transpose(0, 2, 1, 3)  # (., H, L, dh)
-        y = (att[:, :, None, :] @ vs).reshape(n, H, dh)
-        if rv is not None:
-            y = y + att @ rv
-        return blk.finish(xf[rows], y.reshape(n, C))
+        y = (att[:, :, None, :] @ ak[..., 2 * C : 3 * C].reshape(-1, L, H, dh).transpose(0, 2, 1, 3)).reshape(n, H, dh)
+        if vals is not None:
+            y += att @ vals
+        return blk.finish(x.reshape(S * L, C)[rows], y.reshape(n, C))
 
-    def _readout_value(self, h: np.ndarray, kv: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
+    def _readout_value(self, a: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
         """The readout block's output at each slot's value query, ``(S, d)``."""
         blk = self.readout
-        S, L, C = h.shape
-        H, dh = self.H, self.dh
-        k = kv[..., :C].reshape(S, L, H, dh)
-        att = np.einsum("hd,slhd->shl", blk.vq_q, k)
+        S, L, _ = a.shape
+        C, H, dh = self.d, self.H, self.dh
+        att = (a[..., C : 2 * C].reshape(S, L, H, dh) * blk.vq_q).sum(-1).transpose(0, 2, 1)  # (S, H, L)
         if pad is not None:
             att = np.where(pad[:, None, :], _MASKED, att)
-        att = _softmax_last(att)
-        v = kv[..., C:].reshape(S, L, H, dh).transpose(0, 2, 1, 3)  # (S, H, L, dh)
+        att = _softmax_last(np.ascontiguousarray(att))
+        v = a[..., 2 * C : 3 * C].reshape(S, L, H, dh).transpose(0, 2, 1, 3)  # (S, H, L, dh)
         y0 = (att[:, :, None, :] @ v).reshape(S, C)
         return blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
 
     def _categorical_logits(self, name: str, emb: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         w, b = self.heads[name]
-        logits = emb @ w + b
+        logits = emb @ w
+        logits += b
         if mask is not None:
             logits = np.where(mask, logits, _NEG_INF)
         return logits
@@ -542,18 +642,17 @@ class NumpyPolicy:
         v = None
         if self.readout is not None:
             blk = self.readout
-            h = _ln(x, blk.ln1w, blk.ln1b)
-            kv = h @ blk.wkv + blk.bkv
+            a = _lin(_norm(x), blk.w_in, blk.b_in)
             rows = [p.actors[n] for n in self.action_space]
             allrows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
             uniq, inv = np.unique(allrows, return_inverse=True)
-            emb = self._readout_rows(x, h, kv, pad, uniq, p.positions) if uniq.size else np.zeros((0, d), _F32)
+            emb = self._readout_rows(x, a, pad, uniq, p.positions) if uniq.size else np.zeros((0, d), _F32)
             o = 0
             for n, r in zip(self.action_space, rows):
                 actor_emb[n] = emb[inv[o : o + r.size]]
                 o += r.size
             if value:
-                v = (self._readout_value(h, kv, pad) @ self.value_w + self.value_b)[:, 0]
+                v = (self._readout_value(a, pad) @ self.value_w + self.value_b)[:, 0]
         else:
             for n in self.action_space:
                 actor_emb[n] = flat[p.actors[n]]
@@ -566,9 +665,8 @@ class NumpyPolicy:
             if a["kind"] == CATEGORICAL:
                 logits = self._categorical_logits(name, actor_emb[name], p.masks[name])
                 out.logits[name] = logits
-                with np.errstate(invalid="ignore"):
-                    m = logits.max(-1, keepdims=True) if logits.shape[0] else np.zeros((0, 1), _F32)
-                    out.logp[name] = logits - (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))
+                m = logits.max(-1, keepdims=True)
+                out.logp[name] = logits - (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))
             else:
                 logits, logp = self._select_logits(name, flat, actor_emb[name], p)
                 out.logits[name] = logits
@@ -600,13 +698,15 @@ class NumpyPolicy:
         (the choice index; for select-entity the index among that actor's candidates), and the
         forward pass's :class:`NumpyOutput`. ``rng`` is required unless ``greedy``.
         """
+        if rng is None and not greedy:
+            raise ConfigError("sample needs a numpy Generator (rng=np.random.default_rng(seed)) unless greedy=True")
         out = self.forward(p, value=value)
         acts: dict[str, np.ndarray] = {}
         for name, a in self.action_space.items():
             lg = out.logits[name]
             if a["kind"] == CATEGORICAL:
                 score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
-                acts[name] = score.argmax(-1).astype(np.int64) if lg.shape[0] else np.zeros(0, np.int64)
+                acts[name] = score.argmax(-1).astype(np.int64)
             else:
                 nc = p.n_cand.get(name)
                 if nc is None or nc.size == 0:
@@ -617,45 +717,119 @@ class NumpyPolicy:
         return acts, out
 
     # ------------------------------------------------------------------ one observation
+    def _embed_one(self, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Embeddings ``(L, d)`` and positions ``(L, P)`` (or ``None``) of one observation's rows."""
+        one = self._one
+        ng = len(self.global_features)
+        if one is None:  # a featureless type: embed type by type (no relpos then)
+            for t, x in parts:
+                if not isinstance(x, int) and not np.isfinite(x).all():
+                    self._bad_features([(t, x)])
+            embs = [self.embed(t, x) for t, x in parts]
+            return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
+        counts = [x.shape[0] for _, x in parts]
+        L = sum(counts)
+        Z = np.zeros((L, one.F), dtype=_F32)
+        s = 0
+        offs, nfs = one.offs, one.nfs
+        for (t, x), n in zip(parts, counts):
+            o = offs[t]
+            e = s + n
+            Z[s:e, o : o + nfs[t]] = x
+            if ng:
+                Z[s:e, o + nfs[t] : o + nfs[t] + ng] = g
+            s = e
+        if not np.isfinite(Z).all():
+            self._bad_features(parts)
+        positions = None if one.psel is None else Z @ one.psel
+        F, d = one.F, one.d
+        tab = one.table if len(parts) == len(self.embeds) else one.table.take([t for t, _ in parts], axis=0)
+        tab = tab.repeat(counts, axis=0)
+        np.maximum(Z, one.lo, out=Z)
+        np.minimum(Z, one.hi, out=Z)
+        Z -= one.mean
+        Z *= tab[:, :F]
+        z = Z @ one.w
+        z += tab[:, F : F + d]
+        np.maximum(z, _F32(0.0), out=z)
+        z = _norm(z)
+        z *= tab[:, F + d : F + 2 * d]
+        z += tab[:, F + 2 * d :]
+        return z, positions
+
+    def _bad_features(self, parts: list[tuple[int, Any]]) -> None:
+        for t, x in parts:
+            if isinstance(x, np.ndarray) and not np.isfinite(x).all():
+                r, c = (int(i) for i in np.argwhere(~np.isfinite(x))[0])
+                name = self.entity_names[t]
+                raise InvalidObservationError(
+                    f"entity type {name!r}, feature {self.entity_features[name][c]!r} is {x[r, c]}; features must be finite numbers"
+                )
+        raise InvalidObservationError("global features must be finite numbers")
+
+    def _readout_one(self, x: np.ndarray, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
+        """The readout block at ``rows`` of one observation's embeddings ``x`` ``(L, d)`` (no padding)."""
+        blk = self.readout
+        L, C = x.shape
+        H, dh = self.H, self.dh
+        n = rows.shape[0]
+        a = _norm(x) @ blk.w_in
+        a += blk.b_in  # (L, 3d [+ dh])
+        q = a.take(rows, axis=0)[:, :C].reshape(n, H, 1, dh)
+        att = (q @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(n, H, L)
+        rp = self.relpos
+        vals = None
+        if rp is not None and positions is not None:
+            ridx = rp.index(positions.take(rows, axis=0)[:, None, :] - positions)  # (n, L): query minus key
+            kv = rp.kv.take(ridx, axis=0)  # (n, L, 2 dh): keys and values
+            att += q.reshape(n, H, dh) @ kv[..., :dh].transpose(0, 2, 1)
+            vals = kv[..., dh:]
+            if blk.gated:
+                vals *= rp.activate(a[:, 3 * C :])
+        att *= self.scale
+        att = _softmax_last(att)
+        y = (att[:, :, None, :] @ a[:, 2 * C : 3 * C].reshape(L, H, dh).transpose(1, 0, 2)).reshape(n, H, dh)
+        if vals is not None:
+            y += att @ vals
+        return blk.finish(x.take(rows, axis=0), y.reshape(n, C))
+
     def logits_one(
         self,
-        feats: list[np.ndarray | int | None],
-        positions: np.ndarray | None,
+        parts: list[tuple[int, Any]],
+        g: np.ndarray | None,
         actor_rows: np.ndarray,
         requests: list[tuple[str, Any, Any]],
     ) -> list[np.ndarray]:
         """Masked logits for the actors of ONE observation (no padding, no value).
 
         Args:
-            feats: per entity type in network order, its raw features (``(n, n_features +
-                n_globals)`` float32; the row count for a featureless type) or ``None`` when absent.
-            positions: ``(L, P)`` float32 position features of all rows, or ``None``.
+            parts: the observation's rows, entity type by entity type in network order:
+                ``(type index, raw features (n, n_features) float32)`` (for a featureless type the
+                row count ``n`` instead), only for types present.
+            g: ``(n_globals,)`` float32 global features, or ``None`` when the network has none.
             actor_rows: ``(n_actors,)`` row of each actor in the sequence.
             requests: per asked action type ``(name, mask, candidate_rows)``: ``mask`` ``(n_actors,
-                n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity).
+                n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity)
+                or ``None`` (categorical).
 
         Returns:
             Per request, ``(n_actors, n_choices)`` logits (``(n_actors, n_candidates)`` for
             select-entity), masked choices ``-inf``.
+
+        Raises:
+            InvalidObservationError: a feature is not a finite number.
         """
-        parts = [self.embed(t, f) for t, f in enumerate(feats) if f is not None]
-        x = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        L = x.shape[0]
-        x = x.reshape(1, L, self.d)
+        x, positions = self._embed_one(parts, g)
         if self.blocks:
+            L = x.shape[0]
+            x = x.reshape(1, L, self.d)
             idx = None
             if self.relpos is not None and positions is not None:
                 idx = self.relpos.index(positions[:, None, :] - positions[None, :, :])[None]
             for blk in self.blocks:
                 x = self._block(blk, x, None, idx)
-        flat = x.reshape(L, self.d)
-        if self.readout is not None:
-            blk = self.readout
-            h = _ln(x, blk.ln1w, blk.ln1b)
-            kv = h @ blk.wkv + blk.bkv
-            emb = self._readout_rows(x, h, kv, None, actor_rows, None if positions is None else positions[None])
-        else:
-            emb = flat[actor_rows]
+            x = x.reshape(L, self.d)
+        emb = self._readout_one(x, actor_rows, positions) if self.readout is not None else x.take(actor_rows, axis=0)
         out = []
         for name, mask, cand in requests:
             if cand is None:
@@ -663,7 +837,7 @@ class NumpyPolicy:
             else:
                 wq, bq, wk, bk = self.qk[name]
                 q = emb @ wq + bq
-                k = flat[cand] @ wk + bk
+                k = x.take(cand, axis=0) @ wk + bk
                 lg = (q @ k.T) * self.qk_scale
                 if mask is not None:
                     lg = np.where(mask, lg, _NEG_INF)

@@ -27,9 +27,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=2_000_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: the config's)")
     ap.add_argument("--profile", action="store_true", help="cProfile one update cycle after training")
     args = ap.parse_args()
     cfg = TrainConfig(steps=args.steps, seed=args.seed)
+    if args.threads:
+        cfg.threads = args.threads
     t = Trainer(snake, cfg)
     t0 = time.time()
     result = t.train()
@@ -50,6 +53,9 @@ def main() -> None:
         ln = statistics.mean(lengths) if lengths else float("nan")
         print(f"{name:<8} {int(part[-1]['step']):>10,} {sps:>9,.0f} {ro:>10.3f} {up:>9.3f} {100 * ro / (ro + up):>8.0f}% {ln:>7.1f}")
     print(f"overall: {result.steps:,} steps in {wall:.1f} s = {result.steps / wall:,.0f} steps/s (including set-up)")
+    cycle = sorted(x["time/rollout_s"] + x["time/update_s"] for x in h)
+    print(f"seconds per rollout+update: median {statistics.median(cycle):.3f}, p90 {cycle[9 * len(cycle) // 10]:.3f}, "
+          f"max {cycle[-1]:.3f}, total {sum(cycle):.1f}")
     if args.profile:
         t.cfg.steps = t.step + cfg.batch_size
         t.update = 0

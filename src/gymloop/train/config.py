@@ -59,7 +59,8 @@ class TrainConfig:
         rollout_steps: steps per game copy between updates.
         workers: worker processes for the games (0: in the trainer's process).
         seed: root seed (environments, network init, sampling).
-        threads: PyTorch threads.
+        threads: PyTorch threads (1 by default: with 2 on a loaded 2-core machine, some updates
+            stalled for seconds while one thread waited for the other).
         ppo: PPO hyperparameters.
         net: network hyperparameters.
         agents_per_game: agents per game copy (2 for self-play).
@@ -73,7 +74,7 @@ class TrainConfig:
     rollout_steps: int = 16
     workers: int = 0
     seed: int = 0
-    threads: int = 2
+    threads: int = 1
     ppo: PPOConfig = field(default_factory=PPOConfig)
     net: NetConfig = field(default_factory=NetConfig)
     agents_per_game: int = 1

@@ -686,26 +686,19 @@ class Executor:
         return arr
 
     def _locate_bad(self, sc: Any, lst: list[Any], per_slot: list[int], e: Exception) -> None:
+        """Slow path after featurizing failed: name the object, its field and its env."""
         ends = np.cumsum(per_slot)
         for i, o in enumerate(lst):
+            env = self.env_lo + int(np.searchsorted(ends, i, side="right")) // self.apg
+            for f in sc.fields:
+                if not hasattr(o, f):
+                    raise InvalidObservationError(f"entity type {sc.name!r}: object {o!r} in env {env} has no field {f!r}")
             try:
-                np.array(sc.rows([o]), dtype=np.float32)
+                np.array(sc.flat([o]), dtype=np.float32)
             except Exception as e2:
-                s = int(np.searchsorted(ends, i, side="right"))
-                for f in sc.fields:
-                    try:
-                        v = getattr(o, f)
-                    except AttributeError:
-                        raise InvalidObservationError(
-                            f"entity type {sc.name!r}: object {o!r} in env {self.env_lo + s // self.apg} has no field {f!r}"
-                        ) from None
-                    try:
-                        np.array(sc.rows([o]), dtype=np.float32)
-                    except Exception:
-                        pass
                 raise InvalidObservationError(
-                    f"entity type {sc.name!r}: cannot featurize {o!r} in env {self.env_lo + s // self.apg}: "
-                    f"{type(e2).__name__}: {e2}; every feature must be a number (Enums must hold one of their members)"
+                    f"entity type {sc.name!r}: cannot featurize {o!r} in env {env}: {type(e2).__name__}: {e2}; "
+                    "every feature must be a number (an Enum field must hold one of its members)"
                 ) from None
         raise InvalidObservationError(f"entity type {sc.name!r}: cannot featurize: {e}") from None
 

@@ -136,7 +136,6 @@ def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int,
     ex = make_executor(game, env_lo, n, apg, seed, declared, is_env)
     in_shm = _attach(in_name)
     out_shm = _attach(out_name)
-    A = 0
 
     def send_batch(b: Batch) -> None:
         nonlocal out_shm
@@ -184,7 +183,6 @@ def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int,
                         send_batch(ex.build())
                     else:
                         send_batch(ex.reset())
-                    A = len(ex.spaces.action_specs)
                     # the games' long-lived objects need no more collection passes in this process
                     gc.collect()
                     gc.freeze()
@@ -204,7 +202,6 @@ def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int,
                 if not isinstance(e, Exception):
                     break
     finally:
-        del A
         try:
             ex.close_games()
         except Exception:  # pragma: no cover

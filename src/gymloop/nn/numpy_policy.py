@@ -300,7 +300,9 @@ class _Relpos:
         e = self.extent
         r = np.maximum(rel, -e)
         np.minimum(r, e, out=r)
-        return np.rint(_lin(r, self.strides) + self.offset).astype(np.intp)
+        d = r @ self.strides if r.ndim == 2 else _lin(r, self.strides)
+        d += self.offset
+        return np.rint(d).astype(np.intp)
 
     def activate(self, g: np.ndarray) -> np.ndarray:
         """The value gate's nonlinearity, applied to the gate's linear projection."""
@@ -775,6 +777,8 @@ class NumpyPolicy:
         n = rows.shape[0]
         a = _norm(x) @ blk.w_in
         a += blk.b_in  # (L, 3d [+ dh])
+        if n == 1:
+            return self._readout_one_actor(x, a, int(rows[0]), positions)
         q = a.take(rows, axis=0)[:, :C].reshape(n, H, 1, dh)
         att = (q @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(n, H, L)
         rp = self.relpos
@@ -792,6 +796,28 @@ class NumpyPolicy:
         if vals is not None:
             y += att @ vals
         return blk.finish(x.take(rows, axis=0), y.reshape(n, C))
+
+    def _readout_one_actor(self, x: np.ndarray, a: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
+        """:meth:`_readout_one` for a single actor at row ``r`` (two-dimensional arrays throughout)."""
+        blk = self.readout
+        L, C = x.shape
+        H, dh = self.H, self.dh
+        q = a[r, :C]
+        att = (q.reshape(H, 1, dh) @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(H, L)
+        rp = self.relpos
+        vals = None
+        if rp is not None and positions is not None:
+            kv = rp.kv.take(rp.index(positions[r] - positions), axis=0)  # (L, 2 dh): query minus key
+            att += q.reshape(H, dh) @ kv[:, :dh].T
+            vals = kv[:, dh:]
+            if blk.gated:
+                vals = vals * rp.activate(a[:, 3 * C :])
+        att *= self.scale
+        att = _softmax_last(att)
+        y = (att.reshape(H, 1, L) @ a[:, 2 * C : 3 * C].reshape(L, H, dh).transpose(1, 0, 2)).reshape(H, dh)
+        if vals is not None:
+            y += att @ vals
+        return blk.finish(x[r : r + 1], y.reshape(1, C))
 
     def logits_one(
         self,

@@ -1,0 +1,210 @@
+"""Neural-agent inference speed: numpy (``gl.load``) beside torch, on snake with the default network.
+
+Two measurements, each for numpy and for torch on exactly the same inputs:
+
+* **single decision**: the latency of one ``agent.act(obs, Move)`` (observation to action) on real
+  snake observations, median over many calls. Beside it the forward pass alone on the same
+  observation packed as a one-slot batch, in numpy and in torch. Target: ``act`` <= 100 us.
+* **batched**: one forward pass (and sampling) over a 256-slot batch of snake observations taken from
+  a ``VecEnv``; decisions per second = slots / median time. Target: numpy >= 50,000 decisions/s.
+
+The network is ``NetConfig()`` (the defaults) with random weights and normalization statistics
+gathered from play: speed does not depend on training. Torch runs on the CPU with its default
+threads, under ``torch.inference_mode()``.
+
+Usage::
+
+    python benchmarks/inference.py            # ~20 s
+    python benchmarks/inference.py --quick    # a tiny run, to check that it works
+    python benchmarks/inference.py --checkpoint snake.safetensors   # a given snake agent
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+
+def _timings(variants: dict[str, Callable[[], Any]], calls: int, rounds: int = 5, per_call: bool = True) -> dict[str, float]:
+    """Median time of one call of each variant, in microseconds.
+
+    The variants are timed in interleaved rounds (round-robin, ``calls // rounds`` calls each per
+    round, after a warm-up), so that a noisy machine's slow moments hit every variant alike.
+    ``per_call``: the median of individually timed calls; otherwise the median over rounds of the
+    mean time per call (for calls long enough that the timer's own cost does not matter).
+    """
+    per = max(1, calls // rounds)
+    for fn in variants.values():
+        for _ in range(min(per, 200)):
+            fn()
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    clock = time.perf_counter_ns
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            out = times[name]
+            if per_call:
+                for _ in range(per):
+                    t0 = clock()
+                    fn()
+                    out.append(clock() - t0)
+            else:
+                t0 = clock()
+                for _ in range(per):
+                    fn()
+                out.append((clock() - t0) / per)
+    return {k: statistics.median(v) / 1e3 for k, v in times.items()}
+
+
+class _Recorder:
+    """Plays like a random agent and keeps the observations it was shown."""
+
+    def __init__(self, seed: int) -> None:
+        import gymloop as gl
+
+        self.inner = gl.RandomAgent(seed)
+        self.seen: list[tuple] = []
+
+    def act(self, obs: Any, *types: Any) -> Any:
+        self.seen.append((copy.deepcopy(obs), types))  # the game mutates the lists it observed
+        return self.inner.act(obs, *types)
+
+    def game_over(self, obs: Any, truncated: bool = False) -> None:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=20_000, help="single decisions timed (default 20000)")
+    p.add_argument("--num-envs", type=int, default=256, help="slots of the batched measurement (default 256)")
+    p.add_argument("--batches", type=int, default=50, help="batched forward passes timed (default 50)")
+    p.add_argument("--checkpoint", help="a snake agent checkpoint (default: a random NetConfig() network, needs torch)")
+    p.add_argument("--no-torch", action="store_true", help="numpy rows only")
+    p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.calls, args.batches, args.num_envs = 300, 3, 16
+
+    import gymloop as gl
+    from gymloop.games.snake import Move, snake
+    from gymloop.neural import load, random_checkpoint
+    from gymloop.nn.inputs import pack
+
+    tmp = None
+    path = args.checkpoint
+    if path is None:
+        tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(tmp.name, "snake.safetensors")
+        random_checkpoint(path, snake, seed=0)
+    agent = load(path, seed=0)
+    policy = agent.policy
+    use_torch = not args.no_torch
+    if use_torch:
+        try:
+            import torch
+
+            from gymloop.checkpoint import read_agent
+            from gymloop.nn.torch_policy import policy_from_file
+        except ImportError:
+            use_torch = False
+    if use_torch:
+        tpol = policy_from_file(read_agent(path)).eval()
+        gen = torch.Generator().manual_seed(0)
+
+    # ---- single decisions: observations from real play (bodies of every length up to the game's)
+    rec = _Recorder(seed=1)
+    gl.run(snake, rec, seed=1, max_steps=2000)
+    seen = rec.seen[:: max(1, len(rec.seen) // 200)]
+    lengths = [len(o.entity_list()) for o, _ in seen]
+    rows = []
+    i = 0
+
+    def act_one() -> None:
+        nonlocal i
+        obs, types = seen[i % len(seen)]
+        i += 1
+        agent.act(obs, *types)
+
+    # a long snake: the head, 40 segments winding behind it, 3 foods
+    from gymloop.games.snake import Body, Food, Head
+
+    path = [(x if y % 2 == 0 else 9 - x, y) for y in range(10) for x in range(10)][:41]
+    long_obs = gl.Obs(score=41).entities([Food(0, 9), Food(5, 8), Food(9, 9)]).entities([Body(x, y) for x, y in path[-2::-1]])
+    long_obs = long_obs.actor(Head(*path[-1]))
+    n_long = len(long_obs.entity_list())
+
+    # the same observations as one-slot batches (built by the agent's own batch path)
+    packed1 = [pack(agent._rt.batch([(agent, o, *t)])[0], policy.entity_names, policy.position_idx) for o, t in seen]
+    j = 0
+
+    def np_forward1() -> None:
+        nonlocal j
+        policy.sample(packed1[j % len(packed1)], agent.rng)
+        j += 1
+
+    t = _timings({"act": act_one, "long": lambda: agent.act(long_obs, Move), "fwd": np_forward1}, args.calls)
+    t_act = t["act"]
+    rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities", t_act, 1))
+    rows.append(("numpy", f"NeuralAgent.act, {n_long} entities", t["long"], 1))
+    rows.append(("numpy", "forward+sample, 1-slot batch", t["fwd"], 1))
+    if use_torch:
+        k = 0
+
+        def torch_forward1() -> None:
+            nonlocal k
+            tpol(packed1[k % len(packed1)], generator=gen)
+            k += 1
+
+        with torch.inference_mode():
+            t = _timings({"fwd": torch_forward1}, args.calls // 10)
+        rows.append(("torch", "forward+sample, 1-slot batch", t["fwd"], 1))
+
+    # ---- batched: one pass over every slot of a VecEnv batch
+    env = gl.VecEnv(snake, num_envs=args.num_envs, seed=2)
+    b = env.reset()
+    for _ in range(60):  # let the snakes grow a little
+        b = env.step(env.sample_actions())
+    env.close()
+    pb = policy.pack(b)
+    S = b.num_slots
+    rng = np.random.default_rng(0)
+    variants = {"numpy": lambda: policy.sample(pb, rng)}
+    if use_torch:
+        def torch_batch() -> None:
+            with torch.inference_mode():
+                tpol(pb, generator=gen)
+
+        variants["torch"] = torch_batch
+    t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
+    for backend, us in t.items():
+        rows.append((backend, f"forward+sample, {S}-slot batch", us, S))
+
+    cfg = policy.cfg
+    print(
+        f"snake, NetConfig(d_model={cfg.d_model}, n_layer={cfg.n_layer}, n_head={cfg.n_head}, readout={cfg.readout}, "
+        f"relpos={'on' if policy.relpos is not None else 'off'}); observations of {min(lengths)}-{max(lengths)} entities "
+        f"(median {int(np.median(lengths))}), batch of {S} slots with {int(pb.lengths.sum())} entities"
+    )
+    print(f"{'backend':8} {'what':36} {'median':>12} {'per decision':>14} {'decisions/s':>13}")
+    for backend, what, us, n in rows:
+        print(f"{backend:8} {what:36} {us:9.1f} us {us / n:11.2f} us {n / us * 1e6:13,.0f}")
+    verdict = []
+    verdict.append(f"act latency {t_act:.0f} us (target <= 100 us): {'ok' if t_act <= 100 else 'MISSED'}")
+    thr = [r for r in rows if r[0] == "numpy" and r[3] == S][0]
+    tput = thr[3] / thr[2] * 1e6
+    verdict.append(f"batched throughput {tput:,.0f} decisions/s (target >= 50,000): {'ok' if tput >= 50_000 else 'MISSED'}")
+    print("; ".join(verdict))
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

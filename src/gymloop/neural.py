@@ -1,0 +1,685 @@
+"""Trained agents back in the game: ``load(path)`` (``gl.load``) gives an agent that plays with numpy alone.
+
+A :class:`NeuralAgent` answers ``act(obs, *action_types)`` like any other agent. It turns the one
+observation into the network's inputs directly, without a ``VecEnv``, in exactly the order a batch
+would hold it (entity types in the checkpoint's order; within a type actors first, then entities in
+observation order; candidates of a select-entity action in ``obs.entities_of(among)`` order), runs
+the numpy forward pass (:class:`~gymloop.nn.numpy_policy.NumpyPolicy`) and returns game values:
+Enum members, composite instances, or the chosen candidate objects.
+
+**Matching by name.** The checkpoint records entity types, feature names, global features and action
+labels. A game that has since *added* features, entity types or labels still loads an older agent:
+the checkpoint's features are selected by name, unknown entity types are not fed to the network, and
+labels are mapped by name (choices the checkpoint does not know are never chosen). Something the
+checkpoint needs and the game lacks raises :class:`~gymloop.errors.CheckpointError` naming it.
+
+**Several agents, one forward pass.** Agents loaded from the same file share one policy (and
+:meth:`NeuralAgent.fork` makes more); ``gl.act_all`` asks all of them with a single batched forward
+pass. Each agent samples with its own generator, drawing exactly what ``act`` would draw, so a
+seeded agent chooses the same either way.
+
+Importing this module, loading a checkpoint and playing never import torch.
+
+Example:
+    >>> import os, tempfile
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> from gymloop.neural import load, random_checkpoint
+    >>> path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
+    >>> random_checkpoint(path, snake, seed=0)
+    >>> agent = load(path, seed=0)
+    >>> gl.run(snake, agent, seed=0, max_steps=20).steps
+    20
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+
+from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
+from .agent import pack_result
+from .batch import Batch
+from .errors import CheckpointError, ConfigError, InvalidObservationError
+from .nn.inputs import pack
+from .nn.numpy_policy import NumpyPolicy
+from .obs import Obs
+from .schema import schema_of
+from .spaces import declared_types
+
+__all__ = ["NeuralAgent", "load"]
+
+_F32 = np.float32
+_loaded: "weakref.WeakValueDictionary[tuple, NumpyPolicy]" = weakref.WeakValueDictionary()
+_runtimes: "weakref.WeakKeyDictionary[NumpyPolicy, _Runtime]" = weakref.WeakKeyDictionary()
+
+
+def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None) -> "NeuralAgent":
+    """Load a trained agent from a checkpoint (numpy only; torch is never imported).
+
+    Loading the same unchanged file twice shares one policy, so ``gl.act_all`` batches the agents.
+
+    Args:
+        path: a ``.safetensors`` agent checkpoint (written by the trainer or
+            :func:`gymloop.checkpoint.write_agent`).
+        seed: seed of the agent's sampling generator (``None``: fresh entropy).
+        greedy: always take the most probable choice instead of sampling.
+        game: optionally, a game loop declared with ``@gl.game(...)``: its declared types are
+            checked against the checkpoint now (see :meth:`NeuralAgent.check`).
+
+    Raises:
+        CheckpointError: the file is missing, truncated, corrupt, not a gymloop agent, of an
+            unknown format version, its weights disagree with its metadata, or (with ``game``) the
+            game lacks something the checkpoint needs.
+    """
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+        key = (os.path.realpath(p), st.st_mtime_ns, st.st_size)
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+    policy = _loaded.get(key)
+    if policy is None:
+        policy = NumpyPolicy.from_file(p)
+        _loaded[key] = policy
+    agent = NeuralAgent(policy, seed=seed, greedy=greedy)
+    if game is not None:
+        agent.check(game)
+    return agent
+
+
+# ---------------------------------------------------------------------- bindings (per policy)
+class _EntBind:
+    """How one game class feeds one of the network's entity types."""
+
+    __slots__ = ("t", "name", "schema", "nf", "cols", "featureless")
+
+    def __init__(self, t: int, name: str, schema: Any, cols: np.ndarray | None, featureless: bool) -> None:
+        self.t = t
+        self.name = name
+        self.schema = schema
+        self.nf = len(schema.features)
+        self.cols = cols
+        self.featureless = featureless
+
+
+class _ActBind:
+    """How one game action type maps onto one of the network's action types."""
+
+    __slots__ = ("name", "kind", "key", "spec", "perm", "values", "identity", "among_t", "among_cls", "partial")
+
+    def __init__(self, name: str, kind: str, key: Any, spec: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.key = key
+        self.spec = spec
+        self.perm: np.ndarray | None = None
+        self.values: list[Any] = []
+        self.identity = True
+        self.among_t: list[int] = []
+        self.among_cls: list[type] = []
+        self.partial = False  # some of the game's candidate classes are not candidates for the network
+
+
+_MISSING = object()
+
+
+class _Runtime:
+    """A policy plus the caches that bind game classes to it (shared by the agents of one policy)."""
+
+    def __init__(self, policy: NumpyPolicy) -> None:
+        self.policy = policy
+        self.names = policy.entity_names
+        self.T = len(self.names)
+        self.tindex = {n: i for i, n in enumerate(self.names)}
+        self.globals = policy.global_features
+        self.ng = len(self.globals)
+        self.ents: dict[type, _EntBind | None] = {}
+        self.acts: dict[Any, _ActBind] = {}
+        self.globs: dict[type, np.ndarray | None] = {}
+        self.where = policy.path
+
+    # ------------------------------------------------------------------ binding
+    def bind_entity(self, cls: type) -> _EntBind | None:
+        b = self.ents.get(cls, _MISSING)
+        if b is not _MISSING:
+            return b  # type: ignore[return-value]
+        sc = schema_of(cls)
+        t = self.tindex.get(sc.name)
+        if t is None:
+            self.ents[cls] = None  # an entity type the checkpoint does not know: not fed
+            return None
+        want = self.policy.entity_features[sc.name]
+        have = {f: i for i, f in enumerate(sc.features)}
+        missing = [f for f in want if f not in have]
+        if missing:
+            raise CheckpointError(
+                f"{self.where}: entity type {sc.name!r} (class {cls.__qualname__}) lacks the features {missing} that the "
+                f"checkpoint was trained with (the game's features: {list(sc.features)})"
+            )
+        cols = [have[f] for f in want]
+        cols_arr = None if cols == list(range(len(sc.features))) else np.array(cols, dtype=np.intp)
+        b = _EntBind(t, sc.name, sc, cols_arr, not want and not self.ng)
+        self.ents[cls] = b
+        return b
+
+    def bind_action(self, key: Any) -> _ActBind:
+        b = self.acts.get(key)
+        if b is not None:
+            return b
+        spec = action_spec(key)
+        ck = self.policy.action_space.get(spec.name)
+        if ck is None:
+            raise CheckpointError(
+                f"{self.where}: the checkpoint has no action type {spec.name!r}; it was trained for "
+                f"{sorted(self.policy.action_space)}"
+            )
+        if ck["kind"] != spec.kind:
+            raise CheckpointError(
+                f"{self.where}: action type {spec.name!r} is {spec.kind} in the game but {ck['kind']} in the checkpoint"
+            )
+        b = _ActBind(spec.name, spec.kind, key, spec)
+        if spec.kind == CATEGORICAL:
+            game_idx = {lab: i for i, lab in enumerate(spec.labels)}
+            missing = [lab for lab in ck["labels"] if lab not in game_idx]
+            if missing:
+                raise CheckpointError(
+                    f"{self.where}: action type {spec.name!r} lacks the labels {missing} that the checkpoint was trained "
+                    f"with (the game's labels: {list(spec.labels)})"
+                )
+            perm = [game_idx[lab] for lab in ck["labels"]]
+            b.perm = np.array(perm, dtype=np.intp)
+            b.identity = perm == list(range(spec.n))
+            b.values = [spec.values[i] for i in perm]
+        else:
+            game_names = [schema_of(c).name for c in spec.among]
+            missing = [n for n in ck["among"] if n not in game_names]
+            if missing:
+                raise CheckpointError(
+                    f"{self.where}: select-entity action {spec.name!r} chooses among {game_names} in the game, which "
+                    f"lacks the entity types {missing} of the checkpoint (trained among {list(ck['among'])})"
+                )
+            for c, n in zip(spec.among, game_names):
+                if n in ck["among"]:
+                    eb = self.bind_entity(c)
+                    b.among_t.append(eb.t)
+                    b.among_cls.append(c)
+                else:
+                    b.partial = True
+        self.acts[key] = b
+        return b
+
+    def bind_globals(self, g: Any) -> np.ndarray | None:
+        """The checkpoint's global features of ``g`` as ``(ng,)`` float32 (``None`` without globals)."""
+        if not self.ng:
+            return None
+        if g is None:
+            raise CheckpointError(
+                f"{self.where}: the checkpoint needs the global features {list(self.globals)}, but the observation has "
+                "none; give them with obs.globals(...)"
+            )
+        cls = type(g)
+        cols = self.globs.get(cls, _MISSING)
+        sc = schema_of(cls)
+        if cols is _MISSING:
+            have = {f: i for i, f in enumerate(sc.features)}
+            missing = [f for f in self.globals if f not in have]
+            if missing:
+                raise CheckpointError(
+                    f"{self.where}: the globals {sc.name!r} lack the features {missing} that the checkpoint was trained "
+                    f"with (the game's global features: {list(sc.features)})"
+                )
+            c = [have[f] for f in self.globals]
+            cols = None if c == list(range(len(sc.features))) else np.array(c, dtype=np.intp)
+            self.globs[cls] = cols
+        arr = np.array(sc.flat((g,)), dtype=_F32)
+        if cols is not None:
+            arr = arr[cols]
+        if not np.isfinite(arr).all():
+            raise InvalidObservationError(f"global features must be finite numbers, got {dict(zip(sc.features, arr.tolist()))}")
+        return arr
+
+    # ------------------------------------------------------------------ one observation
+    def gather(self, obs: Obs) -> tuple[list, list, list[tuple[int, int]]]:
+        """Objects per network entity type (actors first), their bindings, and each actor's (type, rank)."""
+        T = self.T
+        per: list[list[Any] | None] = [None] * T
+        binds: list[_EntBind | None] = [None] * T
+        ents = self.ents
+        actor_loc = []
+        for x in obs._actors:
+            c = type(x)
+            b = ents.get(c, _MISSING)
+            if b is _MISSING:
+                b = self.bind_entity(c)
+            if b is None:
+                raise CheckpointError(
+                    f"{self.where}: an actor is of entity type {schema_of(c).name!r}, which the checkpoint does not know "
+                    f"(it knows {self.names})"
+                )
+            t = b.t
+            lst = per[t]
+            if lst is None:
+                lst = per[t] = []
+                binds[t] = b
+            elif binds[t] is not b:
+                self._two_classes(binds[t], b)
+            actor_loc.append((t, len(lst)))
+            lst.append(x)
+        for ch in obs._chunks:
+            if not ch:  # a list the game emptied after observing it
+                continue
+            c = type(ch[0])
+            if len(ch) > 1 and len(set(map(type, ch))) > 1:
+                for o in ch:  # a chunk mixing types: split it, keeping the order within each type
+                    self._add(per, binds, o, type(o))
+                continue
+            b = ents.get(c, _MISSING)
+            if b is _MISSING:
+                b = self.bind_entity(c)
+            if b is None:
+                continue
+            t = b.t
+            lst = per[t]
+            if lst is None:
+                per[t] = list(ch)
+                binds[t] = b
+            else:
+                if binds[t] is not b:
+                    self._two_classes(binds[t], b)
+                lst += ch
+        return per, binds, actor_loc
+
+    @staticmethod
+    def _two_classes(a: _EntBind, b: _EntBind) -> None:
+        raise InvalidObservationError(
+            f"entity classes {a.schema.cls.__qualname__} and {b.schema.cls.__qualname__} are both named {a.name!r} in one "
+            "observation; rename one with @gl.entity(name=...)"
+        )
+
+    def _add(self, per: list, binds: list, o: Any, c: type) -> None:
+        b = self.bind_entity(c)
+        if b is None:
+            return
+        lst = per[b.t]
+        if lst is None:
+            per[b.t] = [o]
+            binds[b.t] = b
+        else:
+            if binds[b.t] is not b:
+                self._two_classes(binds[b.t], b)
+            lst.append(o)
+
+    def parts(self, per: list, binds: list) -> list[tuple[int, Any]]:
+        """Per present network type ``(t, raw features (n, n_features) float32)``, or ``(t, n)`` for
+        a featureless type (the network's feature columns, selected by name)."""
+        out: list[tuple[int, Any]] = []
+        for t in range(self.T):
+            lst = per[t]
+            if lst is None:
+                continue
+            b = binds[t]
+            n = len(lst)
+            if b.featureless:
+                out.append((t, n))
+                continue
+            if b.nf:
+                arr = np.array(b.schema.flat(lst), dtype=_F32).reshape(n, b.nf)
+                if b.cols is not None:
+                    arr = arr[:, b.cols]
+            else:
+                arr = np.zeros((n, 0), dtype=_F32)
+            out.append((t, arr))
+        return out
+
+    def candidates(self, ab: _ActBind, per: list, starts: list[int]) -> tuple[np.ndarray, list[Any]]:
+        rows: list[int] = []
+        objs: list[Any] = []
+        for t in ab.among_t:
+            lst = per[t]
+            if lst:
+                rows.extend(range(starts[t], starts[t] + len(lst)))
+                objs.extend(lst)
+        return np.array(rows, dtype=np.intp), objs
+
+    def mask(self, obs: Obs, ab: _ActBind, n_act: int, n_cand: int) -> np.ndarray | None:
+        """The network's ``(n_actors, n)`` mask of an action type for ``obs`` (``None``: all legal)."""
+        masks = obs._masks
+        if masks is None or ab.key not in masks:
+            return None  # every choice the network knows is legal
+        if ab.kind == CATEGORICAL:
+            m = np.stack([obs.mask_of(i, ab.key) for i in range(n_act)])
+            net = m if ab.identity else m[:, ab.perm]
+            bad = ~net.any(axis=1)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                if m[i].any():
+                    legal = [lab for lab, ok in zip(ab.spec.labels, m[i]) if ok]
+                    raise CheckpointError(
+                        f"{self.where}: actor {i} may only choose {legal} for action type {ab.name!r}, labels the checkpoint "
+                        "does not know"
+                    )
+                raise InvalidObservationError(
+                    f"actor {i} has no legal choice for action type {ab.name!r}; a mask must leave at least one choice"
+                )
+            return net
+        keep = None
+        if ab.partial:
+            keep = np.concatenate([
+                np.full(len(obs.entities_of(c)), c in ab.among_cls, dtype=bool) for c in ab.spec.among
+            ])
+        m = np.stack([obs.mask_of(i, ab.key) for i in range(n_act)])
+        net = m if keep is None else m[:, keep]
+        if net.shape[1] != n_cand:  # pragma: no cover - both follow entities_of's order
+            raise InvalidObservationError(f"select-entity action {ab.name!r}: candidate count mismatch")
+        bad = ~net.any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InvalidObservationError(
+                f"actor {i} has no legal candidate for select-entity action {ab.name!r} among the entity types the "
+                "checkpoint knows; a mask must leave at least one candidate"
+            )
+        return net
+
+    def prepare_one(self, obs: Obs, action_types: tuple) -> tuple:
+        """Everything the network needs for one observation, and what decoding needs.
+
+        Returns ``(parts, globals, actor_rows, requests, decode)`` (see
+        :meth:`NumpyPolicy.logits_one`); ``decode`` holds per action type the value of each choice.
+        """
+        if type(obs) is not Obs:
+            raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
+        if not action_types:
+            raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
+        n_act = len(obs._actors)
+        if n_act == 0:
+            raise InvalidObservationError("the observation has no actor; add one with obs.actor(x) or obs.actors(xs)")
+        acts = self.acts
+        abs_ = []
+        for k in action_types:
+            ab = acts.get(k)
+            abs_.append(ab if ab is not None else self.bind_action(k))
+        per, binds, actor_loc = self.gather(obs)
+        g = self.bind_globals(obs._globals) if self.ng else None
+        parts = self.parts(per, binds)
+        starts = []
+        o = 0
+        for lst in per:
+            starts.append(o)
+            if lst is not None:
+                o += len(lst)
+        rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
+        requests = []
+        decode = []
+        for ab in abs_:
+            if ab.kind == CATEGORICAL:
+                requests.append((ab.name, self.mask(obs, ab, n_act, 0), None))
+                decode.append(ab.values)
+            else:
+                cand, objs = self.candidates(ab, per, starts)
+                if not objs:
+                    raise InvalidObservationError(
+                        f"select-entity action {ab.name!r} has no candidate: no entity of the types {ab.spec.among} that "
+                        "the checkpoint knows was observed"
+                    )
+                requests.append((ab.name, self.mask(obs, ab, n_act, len(objs)), cand))
+                decode.append(objs)
+        return parts, g, rows, requests, decode
+
+    def batch(self, reqs: list[tuple]) -> tuple[Batch, list[list[tuple]]]:
+        """A :class:`~gymloop.batch.Batch` of several observations (slot = request) and, per request
+        and asked action type, ``(name, position of its first actor (categorical) or candidate
+        (select-entity) in the batch, n_actors, choice values)``."""
+        S = len(reqs)
+        T = self.T
+        ng = self.ng
+        policy = self.policy
+        names = list(policy.action_space)
+        rows_t: list[list[np.ndarray]] = [[] for _ in range(T)]
+        counts = np.zeros((T, S), dtype=np.int64)
+        globs = np.zeros((S, ng), dtype=_F32)
+        a_slot: dict[str, list[int]] = {n: [] for n in names}
+        a_index: dict[str, list[int]] = {n: [] for n in names}
+        a_masks: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        a_ncand: dict[str, list[int]] = {n: [] for n in names}
+        a_pos = {n: 0 for n in names}
+        cand_types: dict[str, tuple[str, ...]] = {}
+        decode = []
+        for s, r in enumerate(reqs):
+            obs, types = r[1], tuple(r[2:])
+            parts, g, rows, requests, dec = self.prepare_one(obs, types)
+            if ng:
+                globs[s] = g
+            for t, f in parts:
+                if isinstance(f, int):
+                    rows_t[t].append(np.zeros((f, 0), dtype=_F32))
+                    counts[t, s] = f
+                else:
+                    if not np.isfinite(f).all():
+                        policy._bad_features([(t, f)])
+                    rows_t[t].append(f)
+                    counts[t, s] = f.shape[0]
+            n_act = rows.shape[0]
+            d = []
+            for k, (name, mask, cand), vals in zip(types, requests, dec):
+                a_slot[name].extend([s] * n_act)
+                a_index[name].extend(rows.tolist())
+                if cand is None:
+                    a_masks[name].append(np.ones((n_act, len(vals)), dtype=bool) if mask is None else mask)
+                    d.append((name, a_pos[name], n_act, vals))
+                    a_pos[name] += n_act
+                else:
+                    tn = tuple(self.names[t] for t in self.acts[k].among_t)
+                    if cand_types.setdefault(name, tn) != tn:
+                        raise ConfigError(
+                            f"select-entity action {name!r} is asked with different candidate types {tn} and {cand_types[name]}"
+                        )
+                    nc = len(vals)
+                    a_masks[name].append(np.ones(n_act * nc, dtype=bool) if mask is None else mask.reshape(-1))
+                    a_ncand[name].extend([nc] * n_act)
+                    d.append((name, a_pos[name], n_act, vals))
+                    a_pos[name] += n_act * nc
+            decode.append(d)
+        ents = {}
+        for t, n in enumerate(self.names):
+            nf = len(policy.entity_features[n])
+            ents[n] = np.concatenate(rows_t[t]) if rows_t[t] else np.zeros((0, nf), dtype=_F32)
+        masks, ncand = {}, {}
+        for name in names:
+            a = policy.action_space[name]
+            if a["kind"] == CATEGORICAL:
+                masks[name] = np.concatenate(a_masks[name]) if a_masks[name] else np.zeros((0, len(a["labels"])), dtype=bool)
+            else:
+                masks[name] = np.concatenate(a_masks[name]) if a_masks[name] else np.zeros(0, dtype=bool)
+                ncand[name] = np.array(a_ncand[name], dtype=np.int64)
+                cand_types.setdefault(name, tuple(a["among"]))
+        zb = np.zeros(S, dtype=bool)
+        b = Batch(
+            num_slots=S,
+            entities=ents,
+            counts={n: counts[t] for t, n in enumerate(self.names)},
+            globals=globs,
+            actor_slot={n: np.array(a_slot[n], dtype=np.int64) for n in names},
+            actor_index={n: np.array(a_index[n], dtype=np.int64) for n in names},
+            masks=masks,
+            num_candidates=ncand,
+            reward=np.zeros(S, dtype=_F32),
+            terminated=zb,
+            truncated=zb.copy(),
+            active=~zb,
+            candidate_types=cand_types,
+        )
+        return b, decode
+
+
+def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[int]:
+    """One choice per row: the argmax (greedy) or a sample (Gumbel-max, the agent's generator)."""
+    if greedy:
+        return logits.argmax(-1).tolist()
+    return (logits + rng.gumbel(size=logits.shape)).argmax(-1).tolist()
+
+
+def _runtime_of(policy: NumpyPolicy) -> _Runtime:
+    rt = _runtimes.get(policy)
+    if rt is None:
+        rt = _runtimes[policy] = _Runtime(policy)
+    return rt
+
+
+class NeuralAgent:
+    """An agent that plays with a trained policy (numpy inference; see the module docstring).
+
+    Args:
+        policy: the network (``NumpyPolicy.from_file(path)``); usually made by :func:`load`.
+        seed: seed of the sampling generator (``None``: fresh entropy).
+        greedy: take the most probable choice instead of sampling.
+
+    Attributes:
+        policy: the shared :class:`~gymloop.nn.numpy_policy.NumpyPolicy`.
+        greedy: whether the agent samples or takes the argmax.
+        info: the checkpoint's metadata (training step, library version, spaces, ...).
+    """
+
+    def __init__(self, policy: NumpyPolicy, seed: int | None = None, greedy: bool = False) -> None:
+        self.policy = policy
+        self.greedy = bool(greedy)
+        self.rng = np.random.default_rng(seed)
+        self._rt = _runtime_of(policy)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.policy.info
+
+    def fork(self, seed: int | None = None, greedy: bool | None = None) -> "NeuralAgent":
+        """Another agent sharing this one's policy (its own generator), e.g. for self-play."""
+        return NeuralAgent(self.policy, seed=seed, greedy=self.greedy if greedy is None else greedy)
+
+    def check(self, game: Any) -> None:
+        """Check a game's declared types (``@gl.game(...)``) against the checkpoint.
+
+        Raises:
+            CheckpointError: the game lacks an entity type, feature, global feature, action type
+                kind or label that the checkpoint needs.
+            ConfigError: the game declares no types.
+        """
+        decl = declared_types(game)
+        if decl is None:
+            raise ConfigError(
+                f"game {getattr(game, '__name__', game)!r} declares no types; declare them with @gl.game(entities=..., "
+                "actions=..., globals=...) to check it against a checkpoint, or just play it"
+            )
+        ents, glob, acts = decl
+        rt = self._rt
+        classes = set(ents)
+        for a in acts:
+            spec = action_spec(a)
+            if spec.kind == SELECT_ENTITY:
+                classes.update(spec.among)
+        names = {schema_of(c).name for c in classes}
+        missing = [n for n in rt.names if n not in names]
+        if missing:
+            raise CheckpointError(
+                f"{rt.where}: the game lacks the entity types {missing} that the checkpoint was trained with "
+                f"(the game declares {sorted(names)})"
+            )
+        for c in classes:
+            rt.bind_entity(c)
+        if rt.ng:
+            if glob is None:
+                raise CheckpointError(f"{rt.where}: the checkpoint needs the global features {list(rt.globals)}; the game declares no globals")
+            sc = schema_of(glob)
+            lacking = [f for f in rt.globals if f not in sc.features]
+            if lacking:
+                raise CheckpointError(f"{rt.where}: the globals {sc.name!r} lack the features {lacking} that the checkpoint was trained with")
+        for a in acts:
+            rt.bind_action(a)
+
+    # ------------------------------------------------------------------ the Agent protocol
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        """Choose for every actor of ``obs`` and every action type (see :class:`gymloop.Agent`)."""
+        rt = self._rt
+        parts, g, rows, requests, decode = rt.prepare_one(obs, action_types)
+        logits = self.policy.logits_one(parts, g, rows, requests)
+        rng = self.rng
+        greedy = self.greedy
+        per_type = []
+        for lg, vals in zip(logits, decode):
+            per_type.append([vals[i] for i in _choose(lg, rng, greedy)])
+        return pack_result(obs, per_type)
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None:
+        """Nothing to do: the policy keeps no state between decisions."""
+
+    def logits(self, obs: Obs, *action_types: Any) -> list[np.ndarray]:
+        """The masked logits the agent chooses from: per action type ``(n_actors, n)``, in the
+        checkpoint's label order (categorical) or ``obs.entities_of(among)`` order (select-entity)."""
+        parts, g, rows, requests, _ = self._rt.prepare_one(obs, action_types)
+        return self.policy.logits_one(parts, g, rows, requests)
+
+    # ------------------------------------------------------------------ several agents at once
+    @property
+    def _act_group(self) -> NumpyPolicy:
+        """Agents sharing a policy are asked together in one forward pass (see ``gl.act_all``)."""
+        return self.policy
+
+    def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
+        return self.act_batch(requests)
+
+    def act_batch(self, requests: Sequence[tuple]) -> list[Any]:
+        """Answer several ``(agent, obs, *action_types)`` requests with one forward pass.
+
+        Every agent must share this agent's policy; each samples with its own generator (the same
+        draws as its ``act``). Returns one ``act`` result per request.
+        """
+        reqs = list(requests)
+        if not reqs:
+            return []
+        for r in reqs:
+            if not isinstance(r[0], NeuralAgent) or r[0].policy is not self.policy:
+                raise ConfigError("act_batch needs (agent, gl.Obs, action_type, ...) requests of agents sharing one policy")
+        batch, decode = self._rt.batch(reqs)
+        policy = self.policy
+        out = policy.forward(pack(batch, policy.entity_names, policy.position_idx), value=False)
+        results = []
+        for (agent, obs, *_), dec in zip(reqs, decode):
+            per_type = []
+            for name, lo, n_act, vals in dec:
+                lg = out.logits[name]
+                if lg.ndim == 2:
+                    lg = lg[lo : lo + n_act]
+                else:
+                    nc = len(vals)
+                    lg = lg[lo : lo + n_act * nc].reshape(n_act, nc)
+                per_type.append([vals[i] for i in _choose(lg, agent.rng, agent.greedy)])
+            results.append(pack_result(obs, per_type))
+        return results
+
+    def __repr__(self) -> str:
+        return f"NeuralAgent({self.policy.path!r}, greedy={self.greedy})"
+
+
+def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, **net: Any) -> None:
+    """Write an untrained (randomly initialized) agent checkpoint for ``game`` (needs torch).
+
+    Handy for tests, demos and benchmarks. ``net`` overrides :class:`~gymloop.nn.NetConfig` fields.
+    """
+    import torch
+
+    from .checkpoint import write_agent
+    from .nn.config import NetConfig
+    from .nn.torch_policy import Policy, policy_info, policy_tensors
+    from .vector import VecEnv
+
+    torch.manual_seed(seed)
+    with VecEnv(game, num_envs=4, seed=seed) as env:
+        b = env.reset()
+        pol = Policy(env.obs_space, env.action_space, NetConfig(**net))
+        p = pol.pack(b)
+        pol.update_norms(p)
+        for _ in range(8):
+            b = env.step(env.sample_actions())
+            pol.update_norms(pol.pack(b))
+    write_agent(path, policy_tensors(pol), policy_info(pol, step=0))

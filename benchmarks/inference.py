@@ -9,12 +9,12 @@ Two measurements, each for numpy and for torch on exactly the same inputs:
   a ``VecEnv``; decisions per second = slots / median time. Target: numpy >= 50,000 decisions/s.
 
 The network is ``NetConfig()`` (the defaults) with random weights and normalization statistics
-gathered from play: speed does not depend on training. Torch runs on the CPU with its default
-threads, under ``torch.inference_mode()``.
+gathered from play: speed does not depend on training. Torch runs on the CPU (``--torch-threads``,
+default 1), under ``torch.inference_mode()``.
 
 Usage::
 
-    python benchmarks/inference.py            # ~20 s
+    python benchmarks/inference.py            # ~10 s
     python benchmarks/inference.py --quick    # a tiny run, to check that it works
     python benchmarks/inference.py --checkpoint snake.safetensors   # a given snake agent
 """
@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=50, help="batched forward passes timed (default 50)")
     p.add_argument("--checkpoint", help="a snake agent checkpoint (default: a random NetConfig() network, needs torch)")
     p.add_argument("--no-torch", action="store_true", help="numpy rows only")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: faster than torch's default on batches this small)")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
     args = p.parse_args(argv)
     if args.quick:
@@ -95,14 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     import gymloop as gl
     from gymloop.games.snake import Move, snake
     from gymloop.neural import load, random_checkpoint
-    from gymloop.nn.inputs import pack
 
     tmp = None
     path = args.checkpoint
     if path is None:
         tmp = tempfile.TemporaryDirectory()
         path = os.path.join(tmp.name, "snake.safetensors")
-        random_checkpoint(path, snake, seed=0)
+        try:
+            random_checkpoint(path, snake, seed=0)
+        except ImportError:
+            p.error("without torch, give a snake agent with --checkpoint (a random one is made with torch)")
     agent = load(path, seed=0)
     policy = agent.policy
     use_torch = not args.no_torch
@@ -115,10 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             use_torch = False
     if use_torch:
+        torch.set_num_threads(args.torch_threads)
         tpol = policy_from_file(read_agent(path)).eval()
         gen = torch.Generator().manual_seed(0)
 
-    # ---- single decisions: observations from real play (bodies of every length up to the game's)
+    # ---- single decisions: 200 observations of random play (short snakes), and one long snake
     rec = _Recorder(seed=1)
     gl.run(snake, rec, seed=1, max_steps=2000)
     seen = rec.seen[:: max(1, len(rec.seen) // 200)]
@@ -135,13 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     # a long snake: the head, 40 segments winding behind it, 3 foods
     from gymloop.games.snake import Body, Food, Head
 
-    path = [(x if y % 2 == 0 else 9 - x, y) for y in range(10) for x in range(10)][:41]
-    long_obs = gl.Obs(score=41).entities([Food(0, 9), Food(5, 8), Food(9, 9)]).entities([Body(x, y) for x, y in path[-2::-1]])
-    long_obs = long_obs.actor(Head(*path[-1]))
+    cells = [(x if y % 2 == 0 else 9 - x, y) for y in range(10) for x in range(10)][:41]
+    long_obs = gl.Obs(score=41).entities([Food(0, 9), Food(5, 8), Food(9, 9)]).entities([Body(x, y) for x, y in cells[-2::-1]])
+    long_obs = long_obs.actor(Head(*cells[-1]))
     n_long = len(long_obs.entity_list())
 
     # the same observations as one-slot batches (built by the agent's own batch path)
-    packed1 = [pack(agent._rt.batch([(agent, o, *t)])[0], policy.entity_names, policy.position_idx) for o, t in seen]
+    packed1 = [agent._rt.packed([(agent, o, *t)])[0] for o, t in seen]
     j = 0
 
     def np_forward1() -> None:
@@ -191,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         f"snake, NetConfig(d_model={cfg.d_model}, n_layer={cfg.n_layer}, n_head={cfg.n_head}, readout={cfg.readout}, "
         f"relpos={'on' if policy.relpos is not None else 'off'}); observations of {min(lengths)}-{max(lengths)} entities "
         f"(median {int(np.median(lengths))}), batch of {S} slots with {int(pb.lengths.sum())} entities"
+        + (f"; torch {torch.__version__}, {torch.get_num_threads()} thread(s)" if use_torch else "")
     )
     print(f"{'backend':8} {'what':36} {'median':>12} {'per decision':>14} {'decisions/s':>13}")
     for backend, what, us, n in rows:

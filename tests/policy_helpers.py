@@ -12,17 +12,22 @@ import os
 from typing import Any
 
 import numpy as np
-import torch
 
 from gymloop.batch import Batch
 from gymloop.checkpoint import write_agent
 from gymloop.nn.config import NetConfig
-from gymloop.nn.torch_policy import Policy, policy_info, policy_tensors
 from gymloop.spaces import ActionDesc, ObsSpace
 
+# torch is imported inside the functions that need it: pytest imports every module of tests/ for its
+# doctests, also where torch is not installed.
 
-def random_policy(obs: ObsSpace, acts: dict[str, ActionDesc], cfg: NetConfig, seed: int = 0, scale: float = 0.25) -> Policy:
-    """A torch policy with N(0, scale) weights and norm statistics from random features."""
+
+def random_policy(obs: ObsSpace, acts: dict[str, ActionDesc], cfg: NetConfig, seed: int = 0, scale: float = 0.25) -> Any:
+    """A torch policy with weights of a realistic scale and norm statistics from random features."""
+    import torch
+
+    from gymloop.nn.torch_policy import Policy
+
     torch.manual_seed(seed)
     pol = Policy(obs, acts, cfg)
     with torch.no_grad():
@@ -41,7 +46,10 @@ def random_policy(obs: ObsSpace, acts: dict[str, ActionDesc], cfg: NetConfig, se
     return pol
 
 
-def write_policy(path: str | os.PathLike, pol: Policy) -> None:
+def write_policy(path: str | os.PathLike, pol: Any) -> None:
+    """Write a torch policy as an agent checkpoint."""
+    from gymloop.nn.torch_policy import policy_info, policy_tensors
+
     write_agent(path, policy_tensors(pol), policy_info(pol, step=0))
 
 
@@ -110,7 +118,7 @@ def synthetic_batch(
     )
 
 
-def game_policy(game: Any, cfg: NetConfig | None = None, seed: int = 0, num_envs: int = 4, scale: float = 0.25) -> Policy:
+def game_policy(game: Any, cfg: NetConfig | None = None, seed: int = 0, num_envs: int = 4, scale: float = 0.25) -> Any:
     """A random policy for a game's spaces, normalization statistics gathered from random play."""
     import gymloop as gl
 

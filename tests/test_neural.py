@@ -208,23 +208,28 @@ CONFIGS = {
 
 
 @pytest.mark.parametrize("name", list(GAMES))
-def test_direct_path_builds_the_executors_batch(ckpt_dir, name):
+def test_direct_path_packs_exactly_like_the_executors_batch(ckpt_dir, name):
     path, _ = checkpoint(ckpt_dir, name)
     agent = load(path, seed=0)
+    npol = agent.policy
     for b, reqs in env_batches(name, 12):
-        mine, _ = agent._rt.batch([(agent, obs, *types) for obs, types in reqs])
-        assert mine.num_slots == b.num_slots
-        for k in b.entities:
-            np.testing.assert_array_equal(mine.entities[k], b.entities[k], err_msg=k)
-            np.testing.assert_array_equal(mine.counts[k], b.counts[k], err_msg=k)
-        np.testing.assert_array_equal(mine.globals, b.globals)
-        for k in b.actor_slot:
-            np.testing.assert_array_equal(mine.actor_slot[k], b.actor_slot[k], err_msg=k)
-            np.testing.assert_array_equal(mine.actor_index[k], b.actor_index[k], err_msg=k)
-            np.testing.assert_array_equal(mine.masks[k], b.masks[k], err_msg=k)
-        for k in b.num_candidates:
-            np.testing.assert_array_equal(mine.num_candidates[k], b.num_candidates[k], err_msg=k)
-            np.testing.assert_array_equal(mine.candidate_index(k), b.candidate_index(k), err_msg=k)
+        ref = npol.pack(b)
+        mine, _ = agent._rt.packed([(agent, obs, *types) for obs, types in reqs])
+        assert (mine.S, mine.L) == (ref.S, ref.L)
+        for k in ref.feats:
+            np.testing.assert_array_equal(mine.feats[k], ref.feats[k], err_msg=k)
+            np.testing.assert_array_equal(mine.dest[k], ref.dest[k], err_msg=k)
+        for field in ("valid", "lengths", "positions"):
+            a, r = getattr(mine, field), getattr(ref, field)
+            assert (a is None) == (r is None), field
+            if r is not None:
+                np.testing.assert_array_equal(a, r, err_msg=field)
+                assert a.dtype == r.dtype, field
+        for field in ("actors", "masks", "cand", "cand_seg", "n_cand"):
+            a, r = getattr(mine, field), getattr(ref, field)
+            assert a.keys() == r.keys(), field
+            for k in r:
+                np.testing.assert_array_equal(a[k], r[k], err_msg=f"{field}[{k}]")
 
 
 @pytest.mark.parametrize("name, cfg", [(n, c) for n, cs in CONFIGS.items() for c in cs])
@@ -338,13 +343,13 @@ def test_act_all_serves_agents_of_one_policy_with_one_forward_pass(ckpt_dir, mon
         if game.over:
             game.reset()
     calls = {"forward": 0}
-    forward = a.policy.forward
+    forward = a.policy.logits
 
     def counting(*args, **kw):
         calls["forward"] += 1
         return forward(*args, **kw)
 
-    monkeypatch.setattr(a.policy, "forward", counting)
+    monkeypatch.setattr(a.policy, "logits", counting)
     monkeypatch.setattr(a.policy, "logits_one", None)  # the one-observation path must not run
     got = [gl.act_all([(a, o0, duel_mod.Move), (b, o1, duel_mod.Move)]) for o0, o1 in observations]
     assert calls["forward"] == len(observations)
@@ -512,3 +517,25 @@ def test_embedding_paths(ckpt_dir):
     assert load(checkpoint(ckpt_dir, "tokens")[0]).policy._one is None
     beacons = load(checkpoint(ckpt_dir, "beacons")[0]).policy
     assert beacons._one is not None and beacons.entity_features["Token"] == ()
+
+
+def test_bad_calls(ckpt_dir):
+    path, _ = checkpoint(ckpt_dir, "snake")
+    agent = load(path)
+    S = snake_mod
+    with pytest.raises(gl.ConfigError, match="at least one action type"):
+        agent.act(gl.Obs().actor(S.Head(1, 1)))
+    with pytest.raises(gl.InvalidObservationError, match="expects a gl.Obs"):
+        agent.act({"head": (1, 1)}, S.Move)
+    with pytest.raises(gl.InvalidObservationError, match="has no actor"):
+        agent.act(gl.Obs().entities(S.Food(1, 1)), S.Move)
+    with pytest.raises(gl.ConfigError, match="agents sharing one policy"):
+        agent.act_batch([(gl.RandomAgent(0), gl.Obs().actor(S.Head(1, 1)), S.Move)])
+    assert agent.act_batch([]) == []
+
+
+def test_inference_benchmark_runs():
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "inference.py")
+    out = subprocess.run([sys.executable, script, "--quick"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "NeuralAgent.act" in out.stdout and "decisions/s" in out.stdout

@@ -299,6 +299,10 @@ def test_metadata_disagreeing_with_weight_shapes(good, tmp_path):
         write_agent(bad, ts, inf)
         with pytest.raises(gl.CheckpointError, match=match):
             NumpyPolicy.from_file(bad)
+    bad = tmp_path / "nan.safetensors"
+    write_agent(bad, dict(tensors, **{"value_head.bias": np.array([np.nan], np.float32)}), info)
+    with pytest.raises(gl.CheckpointError, match="'value_head.bias' contains NaN"):
+        NumpyPolicy.from_file(bad)
     # a relpos buffer that disagrees with the metadata's extent
     bad = tmp_path / "extent.safetensors"
     write_agent(bad, dict(tensors, **{"relpos.extent_t": np.array([3.0, 3.0], np.float32)}), info)

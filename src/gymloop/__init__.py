@@ -21,6 +21,7 @@ from .errors import (
     SchemaError,
     TrainingError,
 )
+from .neural import NeuralAgent, load
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, declared_types, game
@@ -44,6 +45,7 @@ __all__ = [
     "GymloopError",
     "InvalidActionError",
     "InvalidObservationError",
+    "NeuralAgent",
     "Obs",
     "ObsSpace",
     "RandomAgent",
@@ -57,6 +59,7 @@ __all__ = [
     "check",
     "declared_types",
     "game",
+    "load",
     "entity",
     "run",
     "schema_of",

@@ -175,17 +175,33 @@ class _RunAgent:
         self.state = state
         self.ep_len = 0
 
-    def act(self, obs: Obs, *action_types: Any) -> Any:
+    def _before(self) -> None:
         st = self.state
         if st.max_steps is not None and st.result.steps >= st.max_steps:
             st.result.stopped = "max_steps"
             st.parent.switch(_STOP)
-        res = self.inner.act(obs, *action_types)
-        if st.check:
+
+    def _after(self, obs: Obs, action_types: Sequence[Any], res: Any) -> Any:
+        if self.state.check:
             check_action(obs, action_types, res)
-        st.result.steps += 1
+        self.state.result.steps += 1
         self.ep_len += 1
         return res
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        self._before()
+        return self._after(obs, action_types, self.inner.act(obs, *action_types))
+
+    @property
+    def _act_group(self) -> Any:
+        """Wrapped agents keep their inner agents' grouping, so ``act_all`` still batches."""
+        return getattr(self.inner, "_act_group", None)
+
+    def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
+        self._before()
+        inner = [(r[0].inner, *r[1:]) for r in requests]
+        results = self.inner._act_all(inner)
+        return [r[0]._after(r[1], r[2:], res) for r, res in zip(requests, results)]
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         self.inner.game_over(obs, truncated)

@@ -153,7 +153,7 @@ def write_agent(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], info
     """Write an agent checkpoint (``info`` becomes the ``gymloop`` metadata document)."""
     doc = dict(info)
     doc["format_version"] = FORMAT_VERSION
-    write_safetensors(path, tensors, {"gymloop": json.dumps(doc, sort_keys=True), "format": "gymloop-agent"})
+    write_safetensors(path, tensors, {"gymloop": json.dumps(doc), "format": "gymloop-agent"})
 
 
 def read_agent(path: str | os.PathLike) -> AgentFile:

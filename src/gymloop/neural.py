@@ -42,9 +42,8 @@ import numpy as np
 
 from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
 from .agent import pack_result
-from .batch import Batch
 from .errors import CheckpointError, ConfigError, InvalidObservationError
-from .nn.inputs import pack
+from .nn.inputs import Packed
 from .nn.numpy_policy import NumpyPolicy
 from .obs import Obs
 from .schema import schema_of
@@ -239,7 +238,7 @@ class _Runtime:
         if cols is not None:
             arr = arr[cols]
         if not np.isfinite(arr).all():
-            raise InvalidObservationError(f"global features must be finite numbers, got {dict(zip(sc.features, arr.tolist()))}")
+            raise InvalidObservationError(f"global features must be finite numbers, got {dict(zip(self.globals, arr.tolist()))}")
         return arr
 
     # ------------------------------------------------------------------ one observation
@@ -429,90 +428,89 @@ class _Runtime:
                 decode.append(objs)
         return parts, g, rows, requests, decode
 
-    def batch(self, reqs: list[tuple]) -> tuple[Batch, list[list[tuple]]]:
-        """A :class:`~gymloop.batch.Batch` of several observations (slot = request) and, per request
-        and asked action type, ``(name, position of its first actor (categorical) or candidate
-        (select-entity) in the batch, n_actors, choice values)``."""
+    def packed(self, reqs: Sequence[tuple]) -> tuple[Packed, list[list[tuple]]]:
+        """Network inputs for several observations (slot ``s`` = request ``s``), laid out exactly as
+        :func:`~gymloop.nn.inputs.pack` lays out a VecEnv batch of them, and per request and asked
+        action type ``(name, position of its first actor (categorical) or first candidate
+        (select-entity), n_actors, choice values)``."""
         S = len(reqs)
         T = self.T
         ng = self.ng
         policy = self.policy
-        names = list(policy.action_space)
-        rows_t: list[list[np.ndarray]] = [[] for _ in range(T)]
-        counts = np.zeros((T, S), dtype=np.int64)
-        globs = np.zeros((S, ng), dtype=_F32)
-        a_slot: dict[str, list[int]] = {n: [] for n in names}
-        a_index: dict[str, list[int]] = {n: [] for n in names}
-        a_masks: dict[str, list[np.ndarray]] = {n: [] for n in names}
-        a_ncand: dict[str, list[int]] = {n: [] for n in names}
-        a_pos = {n: 0 for n in names}
-        cand_types: dict[str, tuple[str, ...]] = {}
-        decode = []
-        for s, r in enumerate(reqs):
-            obs, types = r[1], tuple(r[2:])
-            parts, g, rows, requests, dec = self.prepare_one(obs, types)
-            if ng:
-                globs[s] = g
+        space = policy.action_space
+        prepared = [self.prepare_one(r[1], tuple(r[2:])) for r in reqs]
+        counts = np.zeros((S, T), dtype=np.int64)
+        for s, prep in enumerate(prepared):
+            for t, f in prep[0]:
+                counts[s, t] = f if isinstance(f, int) else f.shape[0]
+        totals = counts.sum(axis=1)
+        L = int(max(1, totals.max(initial=0)))
+        starts = np.cumsum(counts, axis=1) - counts
+        # per entity type: features (globals appended, as pack does) and flat destinations
+        offs = np.cumsum(counts, axis=0) - counts  # first row of each slot within its type
+        nfs = [len(policy.entity_features[name]) for name in self.names]
+        arrs = [np.empty((int(counts[:, t].sum()), nfs[t] + ng), dtype=_F32) for t in range(T)]
+        offs_l = offs.tolist()
+        for s, (parts, g, *_) in enumerate(prepared):
             for t, f in parts:
+                o = offs_l[s][t]
                 if isinstance(f, int):
-                    rows_t[t].append(np.zeros((f, 0), dtype=_F32))
-                    counts[t, s] = f
+                    n = f
                 else:
-                    if not np.isfinite(f).all():
-                        policy._bad_features([(t, f)])
-                    rows_t[t].append(f)
-                    counts[t, s] = f.shape[0]
+                    n = f.shape[0]
+                    arrs[t][o : o + n, : nfs[t]] = f
+                if ng:
+                    arrs[t][o : o + n, nfs[t] :] = g
+        feats, dest = {}, {}
+        for t, name in enumerate(self.names):
+            slot = np.repeat(np.arange(S), counts[:, t])
+            dest[name] = slot * L + starts[slot, t] + (np.arange(slot.size) - offs[slot, t])
+            feats[name] = arrs[t]
+        positions = None
+        pidx = policy.position_idx
+        if pidx:
+            flat = np.zeros((S * L, len(next(iter(pidx.values())))), dtype=_F32)
+            for name in self.names:
+                flat[dest[name]] = feats[name][:, pidx[name]]
+            positions = flat.reshape(S, L, -1)
+        p = Packed(
+            S=S, L=L, feats=feats, dest=dest, valid=np.arange(L)[None, :] < totals[:, None], lengths=totals,
+            positions=positions,
+        )
+        actors: dict[str, list[np.ndarray]] = {n: [] for n in space}
+        masks: dict[str, list[np.ndarray]] = {n: [] for n in space}
+        cand: dict[str, list[np.ndarray]] = {n: [] for n in space}
+        ncand: dict[str, list[int]] = {n: [] for n in space}
+        pos = {n: 0 for n in space}
+        decode = []
+        for s, (_, _, rows, requests, dec) in enumerate(prepared):
+            base = s * L
             n_act = rows.shape[0]
             d = []
-            for k, (name, mask, cand), vals in zip(types, requests, dec):
-                a_slot[name].extend([s] * n_act)
-                a_index[name].extend(rows.tolist())
-                if cand is None:
-                    a_masks[name].append(np.ones((n_act, len(vals)), dtype=bool) if mask is None else mask)
-                    d.append((name, a_pos[name], n_act, vals))
-                    a_pos[name] += n_act
+            for (name, mask, cr), vals in zip(requests, dec):
+                actors[name].append(rows + base)
+                d.append((name, pos[name], n_act, vals))
+                if cr is None:
+                    masks[name].append(np.ones((n_act, len(vals)), dtype=bool) if mask is None else mask)
+                    pos[name] += n_act
                 else:
-                    tn = tuple(self.names[t] for t in self.acts[k].among_t)
-                    if cand_types.setdefault(name, tn) != tn:
-                        raise ConfigError(
-                            f"select-entity action {name!r} is asked with different candidate types {tn} and {cand_types[name]}"
-                        )
                     nc = len(vals)
-                    a_masks[name].append(np.ones(n_act * nc, dtype=bool) if mask is None else mask.reshape(-1))
-                    a_ncand[name].extend([nc] * n_act)
-                    d.append((name, a_pos[name], n_act, vals))
-                    a_pos[name] += n_act * nc
+                    masks[name].append(np.ones(n_act * nc, dtype=bool) if mask is None else mask.reshape(-1))
+                    cand[name].append(np.tile(cr + base, n_act))
+                    ncand[name] += [nc] * n_act
+                    pos[name] += n_act * nc
             decode.append(d)
-        ents = {}
-        for t, n in enumerate(self.names):
-            nf = len(policy.entity_features[n])
-            ents[n] = np.concatenate(rows_t[t]) if rows_t[t] else np.zeros((0, nf), dtype=_F32)
-        masks, ncand = {}, {}
-        for name in names:
-            a = policy.action_space[name]
+        for name, a in space.items():
+            p.actors[name] = np.concatenate(actors[name]).astype(np.int64) if actors[name] else np.zeros(0, np.int64)
             if a["kind"] == CATEGORICAL:
-                masks[name] = np.concatenate(a_masks[name]) if a_masks[name] else np.zeros((0, len(a["labels"])), dtype=bool)
+                p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros((0, len(a["labels"])), dtype=bool)
             else:
-                masks[name] = np.concatenate(a_masks[name]) if a_masks[name] else np.zeros(0, dtype=bool)
-                ncand[name] = np.array(a_ncand[name], dtype=np.int64)
-                cand_types.setdefault(name, tuple(a["among"]))
-        zb = np.zeros(S, dtype=bool)
-        b = Batch(
-            num_slots=S,
-            entities=ents,
-            counts={n: counts[t] for t, n in enumerate(self.names)},
-            globals=globs,
-            actor_slot={n: np.array(a_slot[n], dtype=np.int64) for n in names},
-            actor_index={n: np.array(a_index[n], dtype=np.int64) for n in names},
-            masks=masks,
-            num_candidates=ncand,
-            reward=np.zeros(S, dtype=_F32),
-            terminated=zb,
-            truncated=zb.copy(),
-            active=~zb,
-            candidate_types=cand_types,
-        )
-        return b, decode
+                nc = np.array(ncand[name], dtype=np.int64)
+                p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros(0, dtype=bool)
+                p.n_cand[name] = nc
+                p.cand_seg[name] = np.repeat(np.arange(nc.size), nc)
+                p.cand[name] = np.concatenate(cand[name]).astype(np.int64) if cand[name] else np.zeros(0, np.int64)
+        return p, decode
 
 
 def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[int]:
@@ -558,7 +556,12 @@ class NeuralAgent:
         return NeuralAgent(self.policy, seed=seed, greedy=self.greedy if greedy is None else greedy)
 
     def check(self, game: Any) -> None:
-        """Check a game's declared types (``@gl.game(...)``) against the checkpoint.
+        """Check a game's declared types (``@gl.game(...)``) against the checkpoint, before playing.
+
+        Every entity type the game observes should be declared: an entity type of the checkpoint
+        that the declaration lacks counts as missing. (Without this check, a missing type is simply
+        never observed, and what is missing in a class, a globals object or an action type is found
+        at the first ``act`` that meets it.)
 
         Raises:
             CheckpointError: the game lacks an entity type, feature, global feature, action type
@@ -640,14 +643,13 @@ class NeuralAgent:
         for r in reqs:
             if not isinstance(r[0], NeuralAgent) or r[0].policy is not self.policy:
                 raise ConfigError("act_batch needs (agent, gl.Obs, action_type, ...) requests of agents sharing one policy")
-        batch, decode = self._rt.batch(reqs)
-        policy = self.policy
-        out = policy.forward(pack(batch, policy.entity_names, policy.position_idx), value=False)
+        p, decode = self._rt.packed(reqs)
+        logits, _ = self.policy.logits(p)
         results = []
         for (agent, obs, *_), dec in zip(reqs, decode):
             per_type = []
             for name, lo, n_act, vals in dec:
-                lg = out.logits[name]
+                lg = logits[name]
                 if lg.ndim == 2:
                     lg = lg[lo : lo + n_act]
                 else:
@@ -661,10 +663,11 @@ class NeuralAgent:
         return f"NeuralAgent({self.policy.path!r}, greedy={self.greedy})"
 
 
-def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, **net: Any) -> None:
+def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, agents_per_game: int = 1, **net: Any) -> None:
     """Write an untrained (randomly initialized) agent checkpoint for ``game`` (needs torch).
 
-    Handy for tests, demos and benchmarks. ``net`` overrides :class:`~gymloop.nn.NetConfig` fields.
+    Its normalization statistics come from a few steps of random play. Handy for tests, demos and
+    benchmarks. ``net`` overrides :class:`~gymloop.nn.NetConfig` fields.
     """
     import torch
 
@@ -674,7 +677,7 @@ def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, **net: 
     from .vector import VecEnv
 
     torch.manual_seed(seed)
-    with VecEnv(game, num_envs=4, seed=seed) as env:
+    with VecEnv(game, num_envs=4, seed=seed, agents_per_game=agents_per_game) as env:
         b = env.reset()
         pol = Policy(env.obs_space, env.action_space, NetConfig(**net))
         p = pol.pack(b)

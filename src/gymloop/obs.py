@@ -43,7 +43,9 @@ class Obs:
     """One observation: entities, the actors that must act, masks, globals, score and metrics.
 
     Every method returns the observation itself, so calls chain. Building an observation is cheap;
-    a game makes a new one for every decision.
+    a game makes a new one for every decision. It holds references to the game's own objects and
+    lists (no copies), read when the decision is taken; a recorder that keeps observations must
+    featurize or copy them at once.
 
     Args:
         score: the game's score; the reward of a decision is the change of score until the next

@@ -102,6 +102,7 @@ class NetConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "NetConfig":
         d = dict(d)
+        d.setdefault("readout", False)  # files written before the readout option used full blocks
         r = d.get("relpos")
         if isinstance(r, dict):
             d["relpos"] = RelposConfig(**r)

@@ -30,7 +30,7 @@ from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from .config import NetConfig, RelposConfig
 from .inputs import Packed, pack
 
-__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "expected_shapes"]
+__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "expected_shapes", "segment_argmax"]
 
 _F32 = np.float32
 _LN_EPS = 1e-5
@@ -72,7 +72,7 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def _gelu2(x: np.ndarray) -> np.ndarray:
-    """``2 * gelu(x)`` = ``x * (1 + erf(x / sqrt(2)))`` of a float32 array (``x`` is overwritten)."""
+    """``2 * gelu(x)`` = ``x * (1 + erf(x / sqrt(2)))`` of a float32 array (a new array)."""
     if x.size <= _ERF_SMALL:
         e = np.array(list(map(math.erf, (x * _F32(0.7071067811865476)).ravel().tolist())), dtype=_F32).reshape(x.shape)
     else:
@@ -414,14 +414,30 @@ class NumpyPolicy:
         path: where they came from, for error messages.
 
     Raises:
-        CheckpointError: the metadata is malformed, or a tensor is missing, unexpected, or has a
-            shape the metadata does not imply.
+        CheckpointError: the metadata is malformed, or a tensor is missing, unexpected, has a
+            shape the metadata does not imply, or holds non-finite values.
 
     Attributes:
         entity_names: entity types in network order; ``entity_features``: their feature names;
         global_features: the global feature names; ``action_space``: per action type ``kind``,
         ``labels`` and ``among``; ``cfg``: the :class:`NetConfig`; ``position_idx``: per entity type
         the columns of the relative-position features (``None`` without relpos).
+
+    Example:
+        >>> import os, tempfile
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> from gymloop.neural import random_checkpoint
+        >>> path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
+        >>> random_checkpoint(path, snake)  # (writing one needs torch; reading it does not)
+        >>> policy = NumpyPolicy.from_file(path)
+        >>> policy.entity_names, list(policy.action_space)
+        (['Body', 'Food', 'Head'], ['Move'])
+        >>> with gl.VecEnv(snake, num_envs=3) as env:
+        ...     p = policy.pack(env.reset())
+        >>> out = policy.forward(p)
+        >>> out.logp["Move"].shape, out.value.shape
+        ((3, 4), (3,))
     """
 
     def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>") -> None:
@@ -440,7 +456,9 @@ class NumpyPolicy:
             if tuple(t.shape) != shp:
                 raise CheckpointError(f"{path}: tensor {k!r} has shape {tuple(t.shape)} but the metadata implies {shp}")
             if t.dtype.kind not in "fiu":
-                raise CheckpointError(f"{path}: tensor {k!r} has dtype {t.dtype}; expected floating point")
+                raise CheckpointError(f"{path}: tensor {k!r} has dtype {t.dtype}; expected numbers")
+            if t.dtype.kind == "f" and not np.isfinite(t).all():
+                raise CheckpointError(f"{path}: tensor {k!r} contains NaN or infinite values; the checkpoint is corrupt")
         self.path = path
         self.info = dict(info)
         self.cfg = cfg
@@ -635,8 +653,9 @@ class NumpyPolicy:
                 x = self._block(blk, x, pad, idx)
         return x, pad
 
-    def forward(self, p: Packed, value: bool = True) -> NumpyOutput:
-        """Log-probabilities of every action type and the value of every slot of a packed batch."""
+    def logits(self, p: Packed, value: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """Masked logits of every action type (layout as :attr:`NumpyOutput.logits`) and, with
+        ``value``, the value of every slot."""
         x, pad = self.encode(p)
         S, L, d = x.shape
         flat = x.reshape(S * L, d)
@@ -662,35 +681,43 @@ class NumpyPolicy:
                 valid = p.valid.astype(_F32)
                 pooled = (x * valid[:, :, None]).sum(1) / np.maximum(valid.sum(1, keepdims=True), _F32(1.0))
                 v = (pooled @ self.value_w + self.value_b)[:, 0]
-        out = NumpyOutput({}, v, {})
+        out: dict[str, np.ndarray] = {}
         for name, a in self.action_space.items():
             if a["kind"] == CATEGORICAL:
-                logits = self._categorical_logits(name, actor_emb[name], p.masks[name])
-                out.logits[name] = logits
-                m = logits.max(-1, keepdims=True)
-                out.logp[name] = logits - (m + np.log(np.exp(logits - m).sum(-1, keepdims=True)))
+                out[name] = self._categorical_logits(name, actor_emb[name], p.masks[name])
             else:
-                logits, logp = self._select_logits(name, flat, actor_emb[name], p)
-                out.logits[name] = logits
-                out.logp[name] = logp
-        return out
+                out[name] = self._select_logits(name, flat, actor_emb[name], p)
+        return out, v
 
-    def _select_logits(self, name: str, flat: np.ndarray, actor_emb: np.ndarray, p: Packed) -> tuple[np.ndarray, np.ndarray]:
-        n_act = actor_emb.shape[0]
-        if n_act == 0:
-            z = np.zeros(0, _F32)
-            return z, z
+    def forward(self, p: Packed, value: bool = True) -> NumpyOutput:
+        """Log-probabilities of every action type and the value of every slot of a packed batch."""
+        logits, v = self.logits(p, value)
+        logp: dict[str, np.ndarray] = {}
+        for name, a in self.action_space.items():
+            lg = logits[name]
+            if a["kind"] == CATEGORICAL:
+                m = lg.max(-1, keepdims=True)
+                logp[name] = lg - (m + np.log(np.exp(lg - m).sum(-1, keepdims=True)))
+            elif lg.size:
+                seg = p.cand_seg[name]
+                n_act = p.n_cand[name].size
+                mx = np.full(n_act, _NEG_INF, dtype=_F32)
+                np.maximum.at(mx, seg, lg)
+                z = np.zeros(n_act, dtype=_F32)
+                np.add.at(z, seg, np.exp(lg - mx[seg]))
+                logp[name] = lg - (mx + np.log(z))[seg]
+            else:
+                logp[name] = lg
+        return NumpyOutput(logp, v, logits)
+
+    def _select_logits(self, name: str, flat: np.ndarray, actor_emb: np.ndarray, p: Packed) -> np.ndarray:
+        if actor_emb.shape[0] == 0:
+            return np.zeros(0, _F32)
         wq, bq, wk, bk = self.qk[name]
-        seg = p.cand_seg[name]
         q = actor_emb @ wq + bq
         k = flat[p.cand[name]] @ wk + bk
-        logits = (q[seg] * k).sum(-1) * self.qk_scale
-        logits = np.where(p.masks[name], logits, _NEG_INF)
-        mx = np.full(n_act, _NEG_INF, dtype=_F32)
-        np.maximum.at(mx, seg, logits)
-        z = np.zeros(n_act, dtype=_F32)
-        np.add.at(z, seg, np.exp(logits - mx[seg]))
-        return logits, logits - (mx + np.log(z))[seg]
+        logits = (q[p.cand_seg[name]] * k).sum(-1) * self.qk_scale
+        return np.where(p.masks[name], logits, _NEG_INF)
 
     # ------------------------------------------------------------------ actions
     def sample(self, p: Packed, rng: np.random.Generator | None = None, greedy: bool = False, value: bool = False) -> tuple[dict[str, np.ndarray], NumpyOutput]:
@@ -705,7 +732,7 @@ class NumpyPolicy:
         out = self.forward(p, value=value)
         acts: dict[str, np.ndarray] = {}
         for name, a in self.action_space.items():
-            lg = out.logits[name]
+            lg = out.logits[name]  # the argmax of logits (plus noise) is that of log-probabilities
             if a["kind"] == CATEGORICAL:
                 score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
                 acts[name] = score.argmax(-1).astype(np.int64)

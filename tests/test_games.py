@@ -5,7 +5,6 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
-import pytest
 
 import gymloop as gl
 from gymloop.games import duel as duel_mod

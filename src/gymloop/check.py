@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .actions import CATEGORICAL, action_spec
+from .actions import action_spec
 from .agent import RandomAgent, check_action, run
 from .batch import Batch
 from .errors import GymloopError, InvalidObservationError

@@ -164,7 +164,6 @@ class EnvExecutor:
         for name, feats in sp.obs.entities.items():
             nf = len(feats)
             rows_all: list[Any] = []
-            arrays: list[np.ndarray] = []
             cnt = []
             use_arrays = False
             for o in obs:

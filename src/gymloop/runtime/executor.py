@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import greenlet
 import numpy as np
 
-from ..actions import CATEGORICAL, SELECT_ENTITY
+from ..actions import CATEGORICAL
 from ..agent import pack_result
 from ..batch import Batch
 from ..errors import ConfigError, GameError, InvalidObservationError, SchemaError

@@ -23,7 +23,6 @@ import multiprocessing as mp
 import os
 import time
 import pickle
-import sys
 import traceback
 from multiprocessing import shared_memory
 from typing import Any

@@ -305,7 +305,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
     def _update(self, r: dict[str, Any], adv: np.ndarray, ret: np.ndarray, ent_coef: float) -> dict[str, float]:
-        cfg, p = self.cfg, self.cfg.ppo
+        p = self.cfg.ppo
         rb = stack(r["subs"])
         names = list(rb.actor_slot)
         actions = {k: np.concatenate([a[k] for a in r["acts"]]) for k in names}
@@ -397,12 +397,10 @@ class Trainer:
         self._setup()
         cfg, p = self.cfg, self.cfg.ppo
         per_update = cfg.num_envs * cfg.agents_per_game * cfg.rollout_steps
-        learner_per_update = self.learner_slots.size * cfg.rollout_steps
         n_updates = max(1, math.ceil(cfg.steps / per_update))
         history: list[dict[str, float]] = []
         prog = _Progress(cfg.steps, self.progress)
         csv_f = None
-        writer = None
         if self.out_dir:
             csv_path = os.path.join(self.out_dir, "metrics.csv")
             exists = self.resume and os.path.exists(csv_path)
@@ -473,7 +471,6 @@ class Trainer:
                 plot_curve(os.path.join(self.out_dir, "metrics.csv"), os.path.join(self.out_dir, "curve.png"))
             except Exception as e:  # a missing plotting library must not lose the trained agent
                 log.warning("could not draw the learning curve: %s", e)
-        del learner_per_update
         return TrainResult(self.step, self.update, time.time() - t_start, interrupted, self.out_dir, history)
 
     def _write_csv(self, f: Any, info: dict[str, float]) -> None:

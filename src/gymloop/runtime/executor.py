@@ -339,8 +339,9 @@ class Executor:
             todo = []
             for a in range(len(specs)):
                 todo.extend(zip(plan.a_slot[a], decoded[a]))
+            # (pobs[s] needs no clearing: a resumed game either acts again, which overwrites
+            # it, or returns or raises, which clear it)
             for s, v in todo:
-                pobs[s] = None
                 g = gls[s]
                 try:
                     g.switch(v)

@@ -273,3 +273,47 @@ def test_policy_handles_absent_entity_and_action_types():
         assert out.value.shape == (2,) and torch.isfinite(out.value).all()
     finally:
         env.close()
+
+
+def test_gae_bootstraps_truncation_with_the_final_observation_value():
+    t = Trainer(tg.bandit, tiny(1024))
+    g = t.cfg.ppo.gamma
+    V = np.array([[1.0, 1.0], [2.0, 2.0]], dtype=np.float32)
+    R = np.array([[0.0, 0.0], [1.0, 1.0]], dtype=np.float32)
+    TERM = np.zeros((2, 2), dtype=bool)
+    TRUNC = np.array([[False, False], [True, True]])
+    finals = np.array([[np.nan, np.nan], [7.0, np.nan]], dtype=np.float32)
+    adv, _ = t._gae(dict(values=V, rewards=R, terms=TERM, truncs=TRUNC, finals=finals, last_v=np.zeros(2, np.float32)))
+    assert adv[1, 0] == pytest.approx(1 + g * 7.0 - 2)  # the final observation's value
+    assert adv[1, 1] == pytest.approx(1 + g * 2.0 - 2)  # none given: the last observation's value
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_snake_truncation_carries_the_final_observation(monkeypatch, workers):
+    from gymloop.check import _same
+    from gymloop.games import snake as snake_mod
+    from gymloop.games.snake_envs import SnakeEnv
+
+    monkeypatch.setattr(snake_mod, "MAX_STEPS", 6)
+    env = gl.VecEnv(snake_mod.snake, num_envs=8, seed=0, workers=workers, start_method="fork")
+    low = gl.VecEnv(__import__("functools").partial(SnakeEnv, max_steps=6), num_envs=8, seed=0)
+    try:
+        b, lb = env.reset(), low.reset()
+        seen = 0
+        for _ in range(30):
+            a = {"Move": np.zeros(b.actor_slot["Move"].shape[0], dtype=np.int64) + 2 * (np.arange(b.actor_slot["Move"].shape[0]) % 2)}
+            b, lb = env.step(a), low.step(a)
+            if b.truncated.any():
+                f = b.final
+                assert f is not None
+                np.testing.assert_array_equal(f.active, b.truncated)
+                assert (f.counts["Head"][b.truncated] == 1).all() and (f.counts["Head"][~b.truncated] == 0).all()
+                assert f.num_actors("Move") == 0
+                seen += 1
+            assert (b.final is None) == (lb.final is None)
+            if b.final is not None:
+                assert _same(b.final, lb.final)
+        assert seen > 0
+    finally:
+        env.close()
+        low.close()

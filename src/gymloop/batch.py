@@ -26,6 +26,11 @@ slot of a multi-agent game has no decision to take this step), ``globals`` ``(nu
 float32, and ``metrics[name]`` float64 with NaN where a slot reported nothing. Built-in metrics:
 ``episode_return`` and ``episode_length`` at the end of each episode.
 
+``final`` (or ``None``): for slots whose episode was *truncated* since the last batch and whose
+game passed a full observation to ``game_over``, that observation's entities and global features
+(counts are zero for the other slots, ``active`` marks the slots that have one; no actors). A
+trainer bootstraps the truncated episode's return from its value.
+
 **Aliasing.** Every array of a batch is newly allocated for that batch; nothing is overwritten by a
 later ``step``, so a trainer may keep batches in a rollout buffer without copying.
 """
@@ -57,6 +62,27 @@ class Batch:
     active: np.ndarray
     metrics: dict[str, np.ndarray] = field(default_factory=dict)
     candidate_types: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    final: "Batch | None" = field(default=None, repr=False)
+
+    def no_final(self) -> "Batch":
+        """An empty ``final`` for this batch's slots (what :meth:`concat` fills gaps with)."""
+        n = self.num_slots
+        z = np.zeros(0, dtype=np.int64)
+        return Batch(
+            num_slots=n,
+            entities={k: np.zeros((0, v.shape[1]), dtype=np.float32) for k, v in self.entities.items()},
+            counts={k: np.zeros(n, dtype=np.int64) for k in self.counts},
+            globals=np.zeros_like(self.globals),
+            actor_slot={k: z for k in self.actor_slot},
+            actor_index={k: z for k in self.actor_index},
+            masks={k: np.zeros((0,) + v.shape[1:], dtype=bool) for k, v in self.masks.items()},
+            num_candidates={k: z for k in self.num_candidates},
+            reward=np.zeros(n, dtype=np.float32),
+            terminated=np.zeros(n, dtype=bool),
+            truncated=np.zeros(n, dtype=bool),
+            active=np.zeros(n, dtype=bool),
+            candidate_types=self.candidate_types,
+        )
 
     @property
     def done(self) -> np.ndarray:
@@ -117,7 +143,11 @@ class Batch:
         keys = sorted(set().union(*(p.metrics.keys() for p in parts)))
         for k in keys:
             metrics[k] = cat([p.metrics[k] if k in p.metrics else np.full(p.num_slots, np.nan) for p in parts])
+        final = None
+        if any(p.final is not None for p in parts):
+            final = Batch.concat([p.final if p.final is not None else p.no_final() for p in parts], copy=copy)
         return Batch(
+            final=final,
             num_slots=sum(p.num_slots for p in parts),
             entities={k: cat([p.entities[k] for p in parts]) for k in first.entities},
             counts={k: cat([p.counts[k] for p in parts]) for k in first.counts},

@@ -114,9 +114,11 @@ def _same(a: Batch, b: Batch) -> bool:
             return x.keys() == y.keys() and all(eq(x[k], y[k]) for k in x)
         return np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
 
+    if (a.final is None) != (b.final is None) or (a.final is not None and not _same(a.final, b.final)):
+        return False
     return all(
         eq(getattr(a, f), getattr(b, f))
-        for f in ("entities", "counts", "globals", "actor_slot", "actor_index", "masks", "num_candidates", "reward", "terminated", "truncated", "metrics")
+        for f in ("entities", "counts", "globals", "actor_slot", "actor_index", "masks", "num_candidates", "reward", "terminated", "truncated", "active", "metrics")
     )
 
 

@@ -166,6 +166,10 @@ def snake(agent: Any, seed: int) -> None:
     while True:
         obs = Obs(score=1 + len(game.body)).entities(game.food).entities(game.body).actor(game.head)
         game.step(agent.act(obs, Move))
-        if game.over or game.steps >= MAX_STEPS:
-            agent.game_over(Obs(score=game.length).metric("length", game.length), truncated=not game.over)
+        if game.over:
+            agent.game_over(Obs(score=game.length).metric("length", game.length))
+            game.reset()
+        elif game.steps >= MAX_STEPS:  # time limit: the full observation lets a trainer bootstrap
+            final = Obs(score=game.length).entities(game.food).entities(game.body).entities(game.head)
+            agent.game_over(final.metric("length", game.length), truncated=True)
             game.reset()

@@ -123,6 +123,7 @@ class EnvExecutor:
                 d[name] = arr[o : o + k]
                 o += k
         obs, rew, term, trunc, mets = [], [], [], [], []
+        finals: dict[int, Any] = {}
         errors = []
         for i, env in enumerate(self.envs):
             try:
@@ -138,6 +139,8 @@ class EnvExecutor:
                     self.ep_ret[i] = 0.0
                     self.ep_len[i] = 0
                     t1, t2 = bool(o.terminated), bool(o.truncated)
+                    if t2 and not t1 and any(len(r) for r in o.entities.values()):
+                        finals[i] = o
                     o = self._reset_env(i)
                 else:
                     t1 = t2 = False
@@ -153,7 +156,31 @@ class EnvExecutor:
             mets.append(m)
         if errors:
             raise errors[0]
-        return self._build(obs, rew, term, trunc, mets)
+        b = self._build(obs, rew, term, trunc, mets)
+        if finals:
+            b.final = self._final_batch(finals, b)
+        return b
+
+    def _final_batch(self, finals: dict[int, Any], b: Batch) -> Batch:
+        """The last observations of truncated episodes, as a batch without actors."""
+        sp = self.spaces
+        n = self.n
+        f = b.no_final()
+        for name, feats in sp.obs.entities.items():
+            rows, cnt = [], np.zeros(n, dtype=np.int64)
+            for i in sorted(finals):
+                r = finals[i].entities.get(name)
+                if r is not None and len(r):
+                    rows.append(np.asarray(r, dtype=np.float32).reshape(-1, len(feats)))
+                    cnt[i] = rows[-1].shape[0]
+            if rows:
+                f.entities[name] = np.concatenate(rows)
+            f.counts[name] = cnt
+        for i, o in finals.items():
+            f.active[i] = True
+            if len(sp.obs.globals) and o.globals is not None:
+                f.globals[i] = np.asarray(o.globals, dtype=np.float32)
+        return f
 
     def _build(self, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool], mets: list[Any]) -> Batch:
         sp = self.spaces

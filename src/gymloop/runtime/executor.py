@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import greenlet
 import numpy as np
 
-from ..actions import CATEGORICAL
+from ..actions import CATEGORICAL, SELECT_ENTITY
 from ..agent import pack_result
 from ..batch import Batch
 from ..errors import ConfigError, GameError, InvalidObservationError, SchemaError
@@ -151,6 +151,7 @@ class Executor:
         self.ep_ret = [0.0] * n
         self.ep_len = [0] * n
         self.metric_buf: dict[str, dict[int, float]] = {}
+        self.final_obs: dict[int, Obs] = {}
 
     # ------------------------------------------------------------------ game lifecycle
     def _set_caller(self) -> None:
@@ -229,6 +230,8 @@ class Executor:
         self.prev_score[s] = None
         if truncated:
             self.trunc[s] = True
+            if obs._chunks or obs._actors:
+                self.final_obs[s] = obs
         else:
             self.term[s] = True
         self.any_done = True
@@ -629,7 +632,12 @@ class Executor:
                 metrics[name] = v
             self.metric_buf = {}
         self._plan = _Plan(simple, a_slot, among, objs, cnt)
+        final = None
+        if self.final_obs:
+            final = self._build_final()
+            self.final_obs = {}
         return Batch(
+            final=final,
             num_slots=n,
             entities=entities,
             counts=counts,
@@ -644,6 +652,44 @@ class Executor:
             active=np.array(active, dtype=bool),
             metrics=metrics,
             candidate_types=cand_types,
+        )
+
+    def _build_final(self) -> Batch:
+        """The observations given to ``game_over`` on truncation, as a batch without actors."""
+        sp = self.spaces
+        n = self.n
+        schemas = sp.entity_schemas
+        tindex = sp.entity_index
+        objs: list[list[Any]] = [[] for _ in schemas]
+        cnt = [[0] * n for _ in schemas]
+        has = np.zeros(n, dtype=bool)
+        gs = sp.globals_schema
+        globs = np.zeros((n, len(gs.features) if gs else 0), dtype=np.float32)
+        for s in sorted(self.final_obs):
+            obs = self.final_obs[s]
+            has[s] = True
+            for o in obs.entity_list():  # actors first within a type, as in every batch
+                t = tindex.get(type(o))
+                if t is None:
+                    self._unknown_type(type(o))
+                objs[t].append(o)
+                cnt[t][s] += 1
+            if gs is not None and type(obs._globals) is gs.cls:
+                globs[s] = self._featurize(gs, [obs._globals], [1])[0]
+        entities = {sc.name: self._featurize(sc, objs[t], cnt[t]) for t, sc in enumerate(schemas)}
+        counts = {sc.name: np.array(cnt[t], dtype=np.int64) for t, sc in enumerate(schemas)}
+        z = np.zeros(0, dtype=np.int64)
+        cand_types = {
+            spec.name: tuple(schemas[tindex[c]].name for c in spec.among) for spec in sp.action_specs if spec.kind == SELECT_ENTITY
+        }
+        return Batch(
+            num_slots=n, entities=entities, counts=counts, globals=globs,
+            actor_slot={spec.name: z for spec in sp.action_specs},
+            actor_index={spec.name: z for spec in sp.action_specs},
+            masks={spec.name: np.zeros((0, spec.n) if spec.kind == CATEGORICAL else 0, dtype=bool) for spec in sp.action_specs},
+            num_candidates={spec.name: z for spec in sp.action_specs if spec.kind == SELECT_ENTITY},
+            reward=np.zeros(n, dtype=np.float32), terminated=np.zeros(n, dtype=bool), truncated=np.zeros(n, dtype=bool),
+            active=has, candidate_types=cand_types,
         )
 
     def _no_legal(self, name: str, s: int) -> None:

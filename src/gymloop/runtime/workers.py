@@ -51,6 +51,16 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 # ---------------------------------------------------------------------- batch <-> flat arrays
 def _flatten(b: Batch) -> tuple[list[np.ndarray], list[str]]:
+    arrays = _flatten_core(b)
+    arrays.append(np.array([b.final is not None], dtype=np.int64))
+    if b.final is not None:
+        arrays += _flatten_core(b.final)
+    names = list(b.metrics)
+    arrays += [b.metrics[k] for k in names]
+    return arrays, names
+
+
+def _flatten_core(b: Batch) -> list[np.ndarray]:
     arrays = [b.reward, b.terminated, b.truncated, b.active, b.globals]
     for k in b.entities:
         arrays.append(b.counts[k])
@@ -59,9 +69,7 @@ def _flatten(b: Batch) -> tuple[list[np.ndarray], list[str]]:
         arrays += [b.actor_slot[k], b.actor_index[k], b.masks[k]]
         if k in b.num_candidates:
             arrays.append(b.num_candidates[k])
-    names = list(b.metrics)
-    arrays += [b.metrics[k] for k in names]
-    return arrays, names
+    return arrays
 
 
 def _layout(arrays: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -101,6 +109,14 @@ def _read(buf: memoryview, head: np.ndarray) -> list[np.ndarray]:
 
 def _unflatten(arrays: list[np.ndarray], names: list[str], template: Batch | None, spaces: Any, n: int) -> Batch:
     it = iter(arrays)
+    b = _unflatten_core(it, spaces, n)
+    if int(next(it)[0]):
+        b.final = _unflatten_core(it, spaces, n)
+    b.metrics = {k: next(it) for k in names}
+    return b
+
+
+def _unflatten_core(it: Any, spaces: Any, n: int) -> Batch:
     reward, term, trunc, active, globs = next(it), next(it), next(it), next(it), next(it)
     ent_names = [s.name for s in spaces.entity_schemas] if hasattr(spaces, "entity_schemas") else list(spaces.obs.entities)
     entities, counts = {}, {}
@@ -119,11 +135,10 @@ def _unflatten(arrays: list[np.ndarray], names: list[str], template: Batch | Non
                 from ..schema import schema_of
 
                 cand_types[k] = tuple(schema_of(c).name for c in spec.among)
-    metrics = {k: next(it) for k in names}
     return Batch(
         num_slots=n, entities=entities, counts=counts, globals=globs, actor_slot=actor_slot,
         actor_index=actor_index, masks=masks, num_candidates=ncand, reward=reward, terminated=term,
-        truncated=trunc, active=active, metrics=metrics, candidate_types=cand_types,
+        truncated=trunc, active=active, metrics={}, candidate_types=cand_types,
     )
 
 

@@ -1,8 +1,9 @@
 """Proximal Policy Optimization over ragged entity batches.
 
 Rollouts come from a :class:`~gymloop.VecEnv`; advantages use GAE, bootstrapping through
-truncations (with the value of the episode's final observation when the game gives one at
-``game_over``, else of its last observation) and not through terminations. Each actor's
+truncations (with the value of the episode's final observation when the game passes one to
+``game_over``, as ``batch.final``; else with the value of its last decision's observation) and
+not through terminations. Each actor's
 probability ratio is clipped and weighted by its slot's advantage.
 """
 
@@ -276,7 +277,7 @@ class Trainer:
             rewards.append(b.reward[ls])
             terms.append(b.terminated[ls])
             truncs.append(b.truncated[ls])
-            finals.append(None)
+            finals.append(self._final_values(b))
             for name, arr in b.metrics.items():
                 vals = arr[ls]
                 vals = vals[~np.isnan(vals)]
@@ -285,7 +286,26 @@ class Trainer:
         self.batch = b
         last_v = self._values(b)
         return dict(subs=subs, acts=acts, logps=logps, values=np.stack(values), rewards=np.stack(rewards).astype(np.float32),
-                    terms=np.stack(terms), truncs=np.stack(truncs), last_v=last_v, metrics=ep_metrics)
+                    terms=np.stack(terms), truncs=np.stack(truncs), finals=np.stack(finals), last_v=last_v, metrics=ep_metrics)
+
+    def _final_values(self, b: Batch) -> np.ndarray:
+        """Value of each truncated episode's final observation (NaN where the game gave none)."""
+        n = self.learner_slots.size
+        out = np.full(n, np.nan, dtype=np.float32)
+        f = b.final
+        if f is None:
+            return out
+        if self.opponents:
+            f, _ = take(f, self.learner_slots)
+            trunc = b.truncated[self.learner_slots]
+        else:
+            trunc = b.truncated
+        idx = np.flatnonzero(f.active & trunc)
+        if idx.size:
+            sub, _ = take(f, idx)
+            with torch.no_grad():
+                out[idx] = self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
+        return out
 
     def _gae(self, r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         p = self.cfg.ppo
@@ -295,8 +315,10 @@ class Trainer:
         last = np.zeros(S, dtype=np.float32)
         for t in reversed(range(T)):
             nv = r["last_v"] if t == T - 1 else V[t + 1]
-            # truncation: bootstrap with the value of the last observation of the episode
-            boot = np.where(TERM[t], 0.0, np.where(TRUNC[t], V[t], nv))
+            # truncation: bootstrap with the value of the episode's final observation when the game
+            # gave one to game_over, else with the value of its last decision's observation
+            fin = r["finals"][t] if "finals" in r else np.full(S, np.nan, dtype=np.float32)
+            boot = np.where(TERM[t], 0.0, np.where(TRUNC[t], np.where(np.isnan(fin), V[t], fin), nv))
             done = TERM[t] | TRUNC[t]
             delta = R[t] + p.gamma * boot - V[t]
             last = delta + p.gamma * p.gae_lambda * (~done) * last

@@ -101,7 +101,6 @@ class Trainer:
         game_name: recorded in the checkpoint (``snake`` or ``module:function``).
         resume: continue from ``out_dir``'s checkpoint and optimizer state.
         progress: show a progress line on stderr.
-        init_from: warm-start the weights from this agent checkpoint.
     """
 
     def __init__(
@@ -112,7 +111,6 @@ class Trainer:
         game_name: str = "",
         resume: bool = False,
         progress: bool = False,
-        init_from: str | None = None,
     ) -> None:
         cfg.check()
         self.game = game
@@ -121,7 +119,6 @@ class Trainer:
         self.game_name = game_name or getattr(game, "__name__", "game")
         self.resume = resume
         self.progress = progress
-        self.init_from = init_from
         if resume and not out_dir:
             raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
 
@@ -140,11 +137,7 @@ class Trainer:
         self.optim = torch.optim.Adam(self.policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
         if self.resume:
             self._load_resume()
-        elif self.init_from:
-            from ..nn.torch_policy import warm_start
-
-            warm_start(self.policy, read_agent(self.init_from))
-        if not self.resume:
+        else:
             self.policy.update_norms(self.policy.pack(self.batch))
         S = self.env.num_slots
         apg = cfg.agents_per_game

@@ -9,6 +9,7 @@ decodes the batch of actions and resumes each game with its own.
 from __future__ import annotations
 
 import logging
+import math
 import traceback
 from typing import Any, Callable, Sequence
 
@@ -53,23 +54,25 @@ class TrainingAgent:
     chosen; ``game_over`` records the episode end. Games never need to know which agent they hold.
     """
 
-    __slots__ = ("_ex", "_slot")
+    __slots__ = ("_ex", "_slot", "_pobs", "_ptypes")
 
     def __init__(self, ex: "Executor", slot: int) -> None:
         self._ex = ex
         self._slot = slot
+        self._pobs = ex.pobs  # the executor only ever updates these lists in place
+        self._ptypes = ex.ptypes
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
         ex = self._ex
-        s = self._slot
         if ex.closing:
             raise greenlet.GreenletExit
         if type(obs) is not Obs:
             raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
-        ex.pobs[s] = obs
-        ex.ptypes[s] = action_types
+        s = self._slot
+        self._pobs[s] = obs
+        self._ptypes[s] = action_types
         return ex.caller.switch()
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
@@ -263,8 +266,8 @@ class Executor:
         self.restarts = [0] * self.n_games
         self._set_caller()
         self._reset_slot_state()
-        self.pobs = [None] * self.n
-        self.ptypes = [None] * self.n
+        self.pobs[:] = [None] * self.n
+        self.ptypes[:] = [None] * self.n
         for k in range(self.n_games):
             self._start(k)
         self._raise_errors()
@@ -317,7 +320,7 @@ class Executor:
             if not g.dead:
                 log.warning("game copy %d kept running after GreenletExit; it is abandoned", self.env_lo + k)
             self.greenlets[k] = None
-        self.pobs = [None] * self.n
+        self.pobs[:] = [None] * self.n
 
     # ------------------------------------------------------------------ stepping
     def step(self, actions: Sequence[np.ndarray]) -> Batch:
@@ -611,7 +614,7 @@ class Executor:
 
         # ---- rewards, ends, metrics
         reward = np.array(racc, dtype=np.float32)
-        if not np.isfinite(reward).all():
+        if not math.isfinite(reward.sum()) and not np.isfinite(reward).all():
             s = int(np.flatnonzero(~np.isfinite(reward))[0])
             raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite (reward {reward[s]})")
         self.reward_acc = [0.0] * n
@@ -722,7 +725,8 @@ class Executor:
             self._locate_bad(sc, lst, per_slot, e)
             raise  # pragma: no cover
         arr = arr.reshape(len(lst), nf)
-        if not np.isfinite(arr).all():
+        # a finite sum proves every value finite (one cheap reduction); only then-not is checked fully
+        if not math.isfinite(arr.sum()) and not np.isfinite(arr).all():
             bad = np.argwhere(~np.isfinite(arr))[0]
             row, col = int(bad[0]), int(bad[1])
             s = int(np.searchsorted(np.cumsum(per_slot), row, side="right"))

@@ -4,6 +4,6 @@ import importlib.util
 
 collect_ignore = ["src/gymloop/__main__.py"]
 if importlib.util.find_spec("torch") is None:
-    collect_ignore += ["src/gymloop/nn/torch_policy.py", "src/gymloop/train/ppo.py"]
+    collect_ignore += ["src/gymloop/nn/torch_policy.py", "src/gymloop/train/ppo.py", "src/gymloop/neural.py"]
 if importlib.util.find_spec("gymnasium") is None:
     collect_ignore += ["src/gymloop/games/snake_envs.py", "src/gymloop/bench.py"]

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="AsyncVectorEnv sizes to try; the fastest is reported (default 2 4 8 16)")
     p.add_argument("--only", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="run only these rows")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
-    p.add_argument("--worker-num-envs", type=int, default=None, help="game copies of the workers>0 row (default 2048)")
+    p.add_argument("--worker-num-envs", type=int, default=None, help="game copies of the workers>0 row (default 1024)")
     p.add_argument("--json", action="store_true", help="also print the rows as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     args = p.parse_args(argv)

@@ -231,8 +231,9 @@ def run_benchmarks(
         repeats: rounds; each times every variant once. A row reports the median of its runs.
         num_envs: game copies of the gymloop variants and of ``SyncVectorEnv`` (default 256).
         workers: worker processes of the ``loop_w2`` variant.
-        worker_num_envs: game copies of the ``loop_w2`` variant (default 2048: each hand-off to a
-            worker then carries 1024 games, which amortizes its fixed cost).
+        worker_num_envs: game copies of the ``loop_w2`` variant (default 1024: 512 games in this
+            process and 512 in the worker; more per process costs more per game, fewer leave the
+            hand-off's fixed cost less amortized).
         scale_envs: game copies of the ``scale`` variant.
         async_num_envs: the ``AsyncVectorEnv`` sizes tried (one process each); the fastest is kept.
         variants: which rows to run (keys of :data:`VARIANTS`).
@@ -267,7 +268,7 @@ def run_benchmarks(
         raise ConfigError(f"async_num_envs must be ints >= 1, got {async_sizes!r}")
     warmup = 3 if quick else 20
     w_name = f"workers={workers}"
-    n_w = max(worker_num_envs or 2048, workers)
+    n_w = max(worker_num_envs or 1024, workers)
 
     from .games.snake import snake
     from .games.snake_envs import SnakeEnv

@@ -13,7 +13,7 @@ from .actions import SELECT_ENTITY, ActionSpec, action_spec
 from .errors import SchemaError
 from .schema import EntitySchema, schema_of
 
-__all__ = ["ObsSpace", "ActionSpace", "ActionDesc", "Spaces"]
+__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types"]
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,6 @@ class ObsSpace:
 
     entities: dict[str, tuple[str, ...]]
     globals: tuple[str, ...] = ()
-
-
-ActionSpace = dict  # name -> ActionDesc; an alias for documentation
 
 
 @dataclass
@@ -96,14 +93,6 @@ class Spaces:
             action_specs=acts,
             entity_index={s.cls: i for i, s in enumerate(ent)},
             action_index={s.key: i for i, s in enumerate(acts)},
-        )
-
-    def classes(self) -> tuple[list[type], type | None, list[Any]]:
-        """The classes and action keys these spaces were built from (picklable by reference)."""
-        return (
-            [s.cls for s in self.entity_schemas],
-            self.globals_schema.cls if self.globals_schema else None,
-            [s.key for s in self.action_specs],
         )
 
     @property

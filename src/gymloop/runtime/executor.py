@@ -47,6 +47,27 @@ def derive_seed(seed: int, env: int, restart: int, generation: int = 0) -> int:
     return _mix(_mix(_mix(_mix(seed & _M64) ^ env) ^ generation) ^ restart) & 0xFFFFFFFF
 
 
+def merge_types(parts: Any) -> tuple[list[type], type | None, list[Any]]:
+    """Union of ``(entity classes, globals classes, action types)`` parts, in canonical form.
+
+    Entity classes come sorted by name, action types in first-seen order; at most one globals class.
+    """
+    ents: set[type] = set()
+    glob: set[type] = set()
+    acts: list[Any] = []
+    seen: set[Any] = set()
+    for e, g, a in parts:
+        ents.update(e)
+        glob.update(g)
+        for x in a:
+            if x not in seen:
+                seen.add(x)
+                acts.append(x)
+    if len(glob) > 1:
+        raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in glob)}; use one")
+    return sorted(ents, key=lambda c: c.__qualname__), (glob.pop() if glob else None), acts
+
+
 class TrainingAgent:
     """The agent inside each game copy of a :class:`~gymloop.VecEnv`.
 
@@ -277,19 +298,10 @@ class Executor:
         self.spaces = Spaces.build(*classes)
 
     def discover(self) -> tuple[list[type], type | None, list[Any]]:
-        """Entity classes, globals class and action types seen in the pending decisions."""
+        """Entity classes, globals class and action types declared or seen in the pending decisions."""
         ents: set[type] = set()
         glob: set[type] = set()
         acts: list[Any] = []
-        seen_acts: set[Any] = set()
-        if self.declared:
-            ents.update(self.declared[0])
-            if self.declared[1] is not None:
-                glob.add(self.declared[1])
-            for a in self.declared[2]:
-                if a not in seen_acts:
-                    seen_acts.add(a)
-                    acts.append(a)
         for s in range(self.n):
             obs = self.pobs[s]
             if obs is None:
@@ -299,13 +311,12 @@ class Executor:
                 ents.update(map(type, ch))
             if obs._globals is not None:
                 glob.add(type(obs._globals))
-            for a in self.ptypes[s]:
-                if a not in seen_acts:
-                    seen_acts.add(a)
-                    acts.append(a)
-        if len(glob) > 1:
-            raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in glob)}; use one")
-        return sorted(ents, key=lambda c: c.__qualname__), (glob.pop() if glob else None), acts
+            acts.extend(self.ptypes[s])
+        parts = [(ents, glob, acts)]
+        if self.declared:
+            e, g, a = self.declared
+            parts.insert(0, (e, [g] if g is not None else [], a))
+        return merge_types(parts)
 
     def close_games(self) -> None:
         """Throw ``GreenletExit`` into every suspended game so its ``finally`` blocks run."""

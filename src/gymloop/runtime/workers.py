@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
-from ..errors import ConfigError, GymloopError, SchemaError
+from ..errors import ConfigError, GymloopError
 from ..spaces import Spaces
+from .executor import merge_types
 
 log = logging.getLogger("gymloop.workers")
 
@@ -107,7 +108,7 @@ def _read(buf: memoryview, head: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _unflatten(arrays: list[np.ndarray], names: list[str], template: Batch | None, spaces: Any, n: int) -> Batch:
+def _unflatten(arrays: list[np.ndarray], names: list[str], spaces: Any, n: int) -> Batch:
     it = iter(arrays)
     b = _unflatten_core(it, spaces, n)
     if int(next(it)[0]):
@@ -275,7 +276,7 @@ class _Worker:
         names_b = msg[9 + hl :]
         names = names_b.decode().split("\x00") if names_b else []
         arrays = _read(self.out_shm.buf, head)
-        return _unflatten(arrays, names, None, spaces, self.n_slots)
+        return _unflatten(arrays, names, spaces, self.n_slots)
 
     def _drop(self, shm: shared_memory.SharedMemory) -> None:
         try:
@@ -381,19 +382,7 @@ class ProcessBackend:
                 spaces = found[0]
                 payload = spaces
             else:
-                ents: set = set()
-                glob: set = set()
-                acts: list = []
-                for e, g, a in found:
-                    ents.update(e)
-                    if g is not None:
-                        glob.add(g)
-                    for x in a:
-                        if x not in acts:
-                            acts.append(x)
-                if len(glob) > 1:
-                    raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in glob)}; use one")
-                payload = (sorted(ents, key=lambda c: c.__qualname__), glob.pop() if glob else None, acts)
+                payload = merge_types((e, [g] if g is not None else [], a) for e, g, a in found)
                 spaces = Spaces.build(*payload)
             blob = b"P" + pickle.dumps(payload)
             for w in self.workers:

@@ -94,7 +94,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     game = get_game(args.game)
     cfg = TrainConfig(steps=args.steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
-                      opponents=list(args.opponent or []))
+                      opponents=list(args.opponent or []), init_from=args.init_from)
     if args.num_envs:
         cfg.num_envs = args.num_envs
     _parse_overrides(cfg, args.set or [])
@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")
     t.add_argument("--resume", action="store_true", help="continue from OUT's checkpoint and optimizer state")
+    t.add_argument("--init-from", metavar="PATH", help="warm-start from an older agent of this game (new features start at zero weight)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. ppo.lr=1e-3")
     t.add_argument("--eval-episodes", type=int, default=200, help="episodes to score before and after (0: skip)")
     t.add_argument("--quiet", action="store_true", help="no progress line")

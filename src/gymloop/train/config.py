@@ -67,6 +67,9 @@ class TrainConfig:
         opponents: checkpoint paths of frozen opponents for self-play (empty: the learning policy
             plays every side).
         checkpoint_every: also save a checkpoint every this many updates (0: only at the end).
+        init_from: warm-start from this older agent checkpoint (the network's sizes come from it;
+            features the game added since start with zero weights, so the agent behaves exactly as
+            before at step 0; see :mod:`gymloop.train.warmstart`).
     """
 
     steps: int = 1_000_000
@@ -80,6 +83,7 @@ class TrainConfig:
     agents_per_game: int = 1
     opponents: list[str] = field(default_factory=list)
     checkpoint_every: int = 0
+    init_from: str | None = None
 
     @property
     def batch_size(self) -> int:
@@ -113,6 +117,8 @@ class TrainConfig:
             raise ConfigError(f"ppo.lr must be positive, got {p.lr}")
         if self.opponents and self.agents_per_game < 2:
             raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
+        if self.init_from is not None and not isinstance(self.init_from, str):
+            raise ConfigError(f"init_from must be a checkpoint path, got {self.init_from!r}")
         self.net.check()
 
     def to_dict(self) -> dict[str, Any]:

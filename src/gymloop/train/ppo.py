@@ -133,11 +133,17 @@ class Trainer:
         self.update = 0
         self.env = VecEnv(self.game, num_envs=cfg.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game)
         self.batch = self.env.reset()
-        self.policy = Policy(self.env.obs_space, self.env.action_space, cfg.net)
+        if cfg.init_from and not self.resume:
+            from .warmstart import warm_start
+
+            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), self.env.obs_space, self.env.action_space, self.batch)
+            cfg.net = self.policy.cfg
+        else:
+            self.policy = Policy(self.env.obs_space, self.env.action_space, cfg.net)
         self.optim = torch.optim.Adam(self.policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
         if self.resume:
             self._load_resume()
-        else:
+        elif not cfg.init_from:
             self.policy.update_norms(self.policy.pack(self.batch))
         S = self.env.num_slots
         apg = cfg.agents_per_game

@@ -22,6 +22,7 @@ from .errors import (
     TrainingError,
 )
 from .neural import NeuralAgent, load
+from .library import AgentLibrary, library, pack_library
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, declared_types, game
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AgentLibrary",
     "ActionDesc",
     "Batch",
     "CheckpointError",
@@ -59,7 +61,9 @@ __all__ = [
     "check",
     "declared_types",
     "game",
+    "library",
     "load",
+    "pack_library",
     "entity",
     "run",
     "schema_of",

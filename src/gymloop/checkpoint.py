@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import CheckpointError
 
-__all__ = ["write_safetensors", "read_safetensors", "FORMAT_VERSION", "AgentFile", "read_agent", "write_agent"]
+__all__ = ["FORMAT_VERSION", "AgentFile", "SafetensorsFile", "read_agent", "read_safetensors", "write_agent", "write_safetensors"]
 
 FORMAT_VERSION = 1
 _MAX_HEADER = 100 * 1024 * 1024
@@ -80,56 +80,90 @@ def read_safetensors(path: str | os.PathLike, mmap: bool = True) -> tuple[dict[s
     Raises:
         CheckpointError: the file is missing, truncated, or its header is malformed.
     """
-    p = os.fspath(path)
-    try:
-        size = os.path.getsize(p)
-        with open(p, "rb") as f:
-            raw = f.read(8)
-            if len(raw) < 8:
-                raise CheckpointError(f"{p}: truncated file ({size} bytes); not a safetensors checkpoint")
-            (hl,) = struct.unpack("<Q", raw)
-            if hl > _MAX_HEADER or hl + 8 > size:
-                raise CheckpointError(f"{p}: header length {hl} does not fit the file ({size} bytes); not a safetensors file or truncated")
-            hb = f.read(hl)
-    except OSError as e:
-        raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
-    try:
-        header = json.loads(hb.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{p}: the header is not valid JSON ({e}); not a safetensors file") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{p}: the header is not a JSON object")
-    meta = header.pop("__metadata__", {}) or {}
-    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
-        raise CheckpointError(f"{p}: __metadata__ must map strings to strings")
-    data_len = size - 8 - hl
-    if mmap and data_len > 0:
-        data = np.memmap(p, dtype=np.uint8, mode="r", offset=8 + hl, shape=(data_len,))
-    else:
-        with open(p, "rb") as f:
-            f.seek(8 + hl)
-            data = np.frombuffer(f.read(), dtype=np.uint8)
-    tensors: dict[str, np.ndarray] = {}
-    spans = []
-    for name, info in header.items():
+    f = SafetensorsFile(path, mmap=mmap)
+    return {k: f.tensor(k) for k in f.keys()}, f.metadata
+
+
+class SafetensorsFile:
+    """A ``.safetensors`` file whose header is read and checked at once, and whose tensors are
+    read on demand (read-only views of one memory map, or copies with ``mmap=False``).
+
+    Opening a large file with many tensors costs one header parse; :meth:`tensor` touches only the
+    bytes of the tensors asked for.
+
+    Raises:
+        CheckpointError: the file is missing, truncated, or its header is malformed.
+    """
+
+    def __init__(self, path: str | os.PathLike, mmap: bool = True) -> None:
+        p = os.fspath(path)
+        self.path = p
+        self._mmap = mmap
         try:
-            dt = _DT[info["dtype"]]
-            shape = tuple(int(s) for s in info["shape"])
-            a, b = (int(x) for x in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{p}: tensor {name!r} has a malformed header entry {info!r}") from None
-        if any(s < 0 for s in shape) or not 0 <= a <= b <= data_len:
-            raise CheckpointError(f"{p}: tensor {name!r} points outside the file (offsets {a}..{b}, data {data_len} bytes); truncated?")
-        n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        if n != b - a:
-            raise CheckpointError(f"{p}: tensor {name!r} of shape {shape} and dtype {info['dtype']} needs {n} bytes, the file gives {b - a}")
-        spans.append((a, b, name))
-        tensors[name] = data[a:b].view(dt).reshape(shape)
-    spans.sort()
-    for (a1, b1, n1), (a2, b2, n2) in zip(spans, spans[1:]):
-        if a2 < b1:
-            raise CheckpointError(f"{p}: tensors {n1!r} and {n2!r} overlap; the file is corrupt")
-    return tensors, meta
+            size = os.path.getsize(p)
+            with open(p, "rb") as f:
+                raw = f.read(8)
+                if len(raw) < 8:
+                    raise CheckpointError(f"{p}: truncated file ({size} bytes); not a safetensors checkpoint")
+                (hl,) = struct.unpack("<Q", raw)
+                if hl > _MAX_HEADER or hl + 8 > size:
+                    raise CheckpointError(f"{p}: header length {hl} does not fit the file ({size} bytes); not a safetensors file or truncated")
+                hb = f.read(hl)
+        except OSError as e:
+            raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+        try:
+            header = json.loads(hb.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CheckpointError(f"{p}: the header is not valid JSON ({e}); not a safetensors file") from None
+        if not isinstance(header, dict):
+            raise CheckpointError(f"{p}: the header is not a JSON object")
+        meta = header.pop("__metadata__", {}) or {}
+        if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+            raise CheckpointError(f"{p}: __metadata__ must map strings to strings")
+        self.metadata: dict[str, str] = meta
+        self._offset = 8 + hl
+        self._data_len = data_len = size - 8 - hl
+        self._data: np.ndarray | None = None
+        entries: dict[str, tuple[np.dtype, tuple[int, ...], int, int]] = {}
+        spans = []
+        for name, info in header.items():
+            try:
+                dt = _DT[info["dtype"]]
+                shape = tuple(int(s) for s in info["shape"])
+                a, b = (int(x) for x in info["data_offsets"])
+            except (KeyError, TypeError, ValueError):
+                raise CheckpointError(f"{p}: tensor {name!r} has a malformed header entry {info!r}") from None
+            if any(s < 0 for s in shape) or not 0 <= a <= b <= data_len:
+                raise CheckpointError(f"{p}: tensor {name!r} points outside the file (offsets {a}..{b}, data {data_len} bytes); truncated?")
+            n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            if n != b - a:
+                raise CheckpointError(f"{p}: tensor {name!r} of shape {shape} and dtype {info['dtype']} needs {n} bytes, the file gives {b - a}")
+            spans.append((a, b, name))
+            entries[name] = (dt, shape, a, b)
+        spans.sort()
+        for (_a1, b1, n1), (a2, _b2, n2) in zip(spans, spans[1:]):
+            if a2 < b1:
+                raise CheckpointError(f"{p}: tensors {n1!r} and {n2!r} overlap; the file is corrupt")
+        self._entries = entries
+
+    def keys(self) -> list[str]:
+        """The tensor names, in header order."""
+        return list(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def tensor(self, name: str) -> np.ndarray:
+        """One tensor (read-only view of the memory map, or a copy without mmap)."""
+        dt, shape, a, b = self._entries[name]
+        if self._data is None:
+            if self._mmap and self._data_len > 0:
+                self._data = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._offset, shape=(self._data_len,))
+            else:
+                with open(self.path, "rb") as f:
+                    f.seek(self._offset)
+                    self._data = np.frombuffer(f.read(), dtype=np.uint8)
+        return self._data[a:b].view(dt).reshape(shape)
 
 
 class AgentFile:
@@ -160,6 +194,10 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
     """Read and validate an agent checkpoint's container and metadata (not yet the network)."""
     tensors, meta = read_safetensors(path)
     p = os.fspath(path)
+    if meta.get("format") == "gymloop-library":
+        raise CheckpointError(
+            f"{p}: an agent library, not a single agent; open it with gl.library({p!r}) and load an agent by name"
+        )
     if "gymloop" not in meta:
         raise CheckpointError(f"{p}: a safetensors file, but not a gymloop agent (no 'gymloop' metadata)")
     try:

@@ -1,0 +1,267 @@
+"""Agent libraries: many trained agents in one folder or one archive file, loaded by name.
+
+A game may ship hundreds of agents (difficulty levels, personalities, one per NPC kind).
+:func:`library` opens either
+
+* a **folder**: every agent checkpoint under it (``*.safetensors``, recursively) is an agent named
+  by its path relative to the folder, without the suffix (``bots/easy.safetensors`` → ``bots/easy``);
+  enn-trainer checkpoints (``*.roguenet`` files and folders holding ``state.agent.msgpack``) are
+  listed too when their importer is available; or
+* an **archive**: one ``.safetensors`` file written by :func:`pack_library`, holding every agent's
+  weights and metadata. Opening it reads only its header; an agent's weights are read-only views of
+  one memory map, touched only when that agent is loaded.
+
+Loading is lazy and shared: the first :meth:`AgentLibrary.load` of a name builds its numpy policy
+(:class:`~gymloop.nn.numpy_policy.NumpyPolicy`); later loads of that name share it, so
+``gl.act_all`` serves all agents of one name with one forward pass. Nothing imports torch.
+
+Example:
+    >>> import os, tempfile
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> from gymloop.neural import random_checkpoint
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("easy", "hard"):
+    ...     random_checkpoint(os.path.join(d, f"{name}.safetensors"), snake, seed=len(name))
+    >>> gl.library(d).names()
+    ['easy', 'hard']
+    >>> archive = os.path.join(tempfile.mkdtemp(), "snakes.safetensors")
+    >>> gl.pack_library(archive, d)
+    >>> lib = gl.library(archive)
+    >>> len(lib), "hard" in lib
+    (2, True)
+    >>> gl.run(snake, lib.load("hard", seed=0), seed=0, max_steps=10).steps
+    10
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .checkpoint import FORMAT_VERSION, SafetensorsFile, read_agent, write_safetensors
+from .errors import CheckpointError
+from .neural import NeuralAgent, load
+from .nn.numpy_policy import NumpyPolicy
+
+__all__ = ["LIBRARY_FORMAT_VERSION", "AgentLibrary", "library", "pack_library"]
+
+LIBRARY_FORMAT_VERSION = 1
+_SUFFIX = ".safetensors"
+_MAX_LISTED = 40
+
+
+class AgentLibrary:
+    """Named agents in a folder or an archive (see the module docstring); open with :func:`library`.
+
+    Attributes:
+        path: the folder or archive file.
+        kind: ``"folder"`` or ``"archive"``.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        p = os.fspath(path)
+        self.path = p
+        self._lock = threading.Lock()
+        self._policies: dict[str, NumpyPolicy] = {}
+        if os.path.isdir(p):
+            self.kind = "folder"
+            self._files = _scan_folder(p)
+            self._archive: SafetensorsFile | None = None
+            self._infos: dict[str, dict[str, Any]] = {}
+        elif os.path.isfile(p):
+            self.kind = "archive"
+            self._archive = f = SafetensorsFile(p)
+            self._infos, ids = _parse_archive(f)
+            by_id: dict[str, list[str]] = {}
+            for k in f.keys():
+                aid, sep, _ = k.partition("/")
+                if sep:
+                    by_id.setdefault(aid, []).append(k)
+            self._keys = {name: by_id.get(aid, []) for name, aid in ids.items()}
+            self._files = {}
+        else:
+            raise CheckpointError(f"agent library {p}: no such folder or file")
+
+    # ------------------------------------------------------------------ listing
+    def names(self) -> list[str]:
+        """Every agent name, sorted."""
+        return sorted(self._files if self.kind == "folder" else self._infos)
+
+    def __len__(self) -> int:
+        return len(self._files if self.kind == "folder" else self._infos)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in (self._files if self.kind == "folder" else self._infos)
+
+    def __repr__(self) -> str:
+        return f"AgentLibrary({self.path!r}, {self.kind}, {len(self)} agents)"
+
+    def info(self, name: str) -> dict[str, Any]:
+        """An agent's metadata (spaces, network, training step, game) without building its network."""
+        self._check_name(name)
+        if self.kind == "archive":
+            return self._infos[name]
+        path = self._files[name]
+        if path.endswith(_SUFFIX):
+            return read_agent(path).info
+        return self.policy(name).info
+
+    # ------------------------------------------------------------------ loading
+    def policy(self, name: str) -> NumpyPolicy:
+        """The shared numpy policy of agent ``name`` (built on first use)."""
+        self._check_name(name)
+        pol = self._policies.get(name)
+        if pol is not None:
+            return pol
+        with self._lock:
+            pol = self._policies.get(name)
+            if pol is None:
+                if self.kind == "folder":
+                    pol = load(self._files[name]).policy
+                else:
+                    pol = self._archive_policy(name)
+                self._policies[name] = pol
+        return pol
+
+    def load(self, name: str, seed: int | None = None, greedy: bool = False, game: Any = None) -> NeuralAgent:
+        """An agent playing as ``name`` (see :func:`gymloop.load` for the arguments).
+
+        Raises:
+            CheckpointError: no agent of that name (the message lists the names that exist), or
+                its weights are unreadable or do not fit its metadata.
+        """
+        agent = NeuralAgent(self.policy(name), seed=seed, greedy=greedy)
+        if game is not None:
+            agent.check(game)
+        return agent
+
+    def _archive_policy(self, name: str) -> NumpyPolicy:
+        f = self._archive
+        assert f is not None
+        tensors = {k.partition("/")[2]: f.tensor(k) for k in self._keys[name]}
+        return NumpyPolicy(tensors, self._infos[name], f"{self.path}[{name}]")
+
+    def _check_name(self, name: str) -> None:
+        if name in self:
+            return
+        names = self.names()
+        close = difflib.get_close_matches(str(name), names, n=3)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        shown = names if len(names) <= _MAX_LISTED else names[:_MAX_LISTED] + [f"... {len(names) - _MAX_LISTED} more"]
+        raise CheckpointError(
+            f"agent library {self.path} has no agent {name!r}{hint}; it has {len(names)}: {', '.join(shown) or '(none)'}"
+        )
+
+
+def library(path: str | os.PathLike) -> AgentLibrary:
+    """Open an agent library: a folder of checkpoints or an archive from :func:`pack_library`.
+
+    Raises:
+        CheckpointError: the path does not exist, or the archive is not a valid agent library.
+    """
+    return AgentLibrary(path)
+
+
+def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str, str | os.PathLike]) -> None:
+    """Write many agent checkpoints into one archive file.
+
+    Args:
+        out: the archive to write (a ``.safetensors`` file; written atomically).
+        agents: a folder of checkpoints (named as :func:`library` names them), or a mapping from
+            agent name to checkpoint path.
+
+    Raises:
+        CheckpointError: a checkpoint is unreadable or is not a gymloop agent (enn-trainer
+            checkpoints cannot be packed: convert them first), or a name is empty.
+    """
+    if isinstance(agents, (str, os.PathLike)):
+        files = _scan_folder(os.fspath(agents))
+        bad = [n for n, f in files.items() if not f.endswith(_SUFFIX)]
+        if bad:
+            raise CheckpointError(f"pack_library: {bad} are enn-trainer checkpoints; only gymloop agents can be packed")
+    else:
+        files = {str(k): os.fspath(v) for k, v in agents.items()}
+    tensors: dict[str, np.ndarray] = {}
+    infos: dict[str, Any] = {}
+    for i, name in enumerate(sorted(files)):
+        if not name:
+            raise CheckpointError("pack_library: agent names must be non-empty")
+        af = read_agent(files[name])
+        NumpyPolicy(af.tensors, af.info, af.path)  # refuse a checkpoint whose weights do not fit its metadata
+        aid = f"a{i}"
+        infos[name] = {"id": aid, "info": af.info}
+        for k, v in af.tensors.items():
+            tensors[f"{aid}/{k}"] = v
+    doc = {"format_version": LIBRARY_FORMAT_VERSION, "agents": infos}
+    write_safetensors(out, tensors, {"format": "gymloop-library", "gymloop_library": json.dumps(doc)})
+
+
+# ---------------------------------------------------------------------- helpers
+def _scan_folder(root: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        rel_d = os.path.relpath(d, root)
+        if "state.agent.msgpack" in files and "config.ron" in files:  # an enn-trainer checkpoint folder
+            out[rel_d.replace(os.sep, "/")] = d
+            dirs[:] = []
+            continue
+        for fn in sorted(files):
+            if fn.endswith(_SUFFIX) or fn.endswith(".roguenet"):
+                if fn.endswith(_SUFFIX) and not _is_agent_file(os.path.join(d, fn)):
+                    continue  # e.g. the trainer's optimizer.safetensors beside agent.safetensors
+                stem = fn[: -len(_SUFFIX)] if fn.endswith(_SUFFIX) else fn[: -len(".roguenet")]
+                name = stem if rel_d == "." else f"{rel_d}/{stem}".replace(os.sep, "/")
+                out[name] = os.path.join(d, fn)
+    return out
+
+
+def _is_agent_file(path: str) -> bool:
+    try:
+        return SafetensorsFile(path).metadata.get("format") == "gymloop-agent"
+    except CheckpointError:
+        return False
+
+
+def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    p = f.path
+    if f.metadata.get("format") != "gymloop-library":
+        if f.metadata.get("format") == "gymloop-agent":
+            raise CheckpointError(f"{p}: a single agent checkpoint, not a library; load it with gl.load({p!r})")
+        raise CheckpointError(f"{p}: a safetensors file, but not a gymloop agent library")
+    try:
+        doc = json.loads(f.metadata.get("gymloop_library", ""))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{p}: the library metadata is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{p}: the library metadata must be a JSON object")
+    v = doc.get("format_version")
+    if v != LIBRARY_FORMAT_VERSION:
+        raise CheckpointError(f"{p}: unknown agent library format version {v!r}; this gymloop reads version {LIBRARY_FORMAT_VERSION}")
+    agents = doc.get("agents")
+    if not isinstance(agents, dict):
+        raise CheckpointError(f"{p}: the library metadata lacks its 'agents' table")
+    infos: dict[str, dict[str, Any]] = {}
+    ids: dict[str, str] = {}
+    for name, ent in agents.items():
+        if not isinstance(ent, dict) or not isinstance(ent.get("id"), str) or not isinstance(ent.get("info"), dict):
+            raise CheckpointError(f"{p}: the library entry of agent {name!r} is malformed")
+        info = ent["info"]
+        if info.get("format_version") != FORMAT_VERSION:
+            raise CheckpointError(f"{p}: agent {name!r} has unknown checkpoint format version {info.get('format_version')!r}")
+        for key in ("obs_space", "action_space", "net"):
+            if key not in info:
+                raise CheckpointError(f"{p}: agent {name!r}'s metadata lacks {key!r}")
+        infos[name] = info
+        ids[name] = ent["id"]
+    return infos, ids

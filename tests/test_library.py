@@ -215,3 +215,18 @@ def test_folder_library_of_trainer_outputs(tmp_path, agents_dir):
     assert lib.names() == ["snake1/agent"]
     assert "AgentLibrary(" in repr(lib) and "1 agents" in repr(lib)
     assert isinstance(SafetensorsFile(run / "agent.safetensors").keys(), list)
+
+
+def test_cli_library_pack_and_list(tmp_path, agents_dir, capsys):
+    from gymloop.cli import main
+
+    out = tmp_path / "lib.safetensors"
+    assert main(["library", "pack", str(agents_dir), "--out", str(out)]) == 0
+    assert "packed 3 agents" in capsys.readouterr().out
+    assert main(["library", "list", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "archive, 3 agents" in text and "bots/wild" in text and "actions=[Move]" in text
+    assert main(["library", "pack", str(agents_dir)]) == 2
+    assert "needs --out FILE" in capsys.readouterr().err
+    assert main(["library", "list", str(tmp_path / "none")]) == 2
+    assert "no such folder or file" in capsys.readouterr().err

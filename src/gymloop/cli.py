@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
@@ -116,6 +117,28 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+def _cmd_library(args: argparse.Namespace) -> int:
+    from .library import library, pack_library
+
+    if args.action == "pack":
+        if not args.out:
+            from .errors import ConfigError
+
+            raise ConfigError("gymloop library pack needs --out FILE (the archive to write)")
+        pack_library(args.out, args.path)
+        lib = library(args.out)
+        print(f"packed {len(lib)} agents into {args.out} ({os.path.getsize(args.out):,} bytes)")
+        return 0
+    lib = library(args.path)
+    print(f"{lib.path}: {lib.kind}, {len(lib)} agents")
+    for name in lib.names():
+        info = lib.info(name)
+        ents = ", ".join(info.get("obs_space", {}).get("entities", {}))
+        acts = ", ".join(info.get("action_space", {}))
+        print(f"  {name:<30} game={info.get('game', '?')} step={info.get('step', '?')} entities=[{ents}] actions=[{acts}]")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gymloop", description="Game loops as fast RL environments.")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -150,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-episodes", type=int, default=200, help="episodes to score before and after (0: skip)")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(fn=_cmd_train)
+
+    lb = sub.add_parser("library", help="list an agent library, or pack a folder of agents into one archive")
+    lb.add_argument("action", choices=["list", "pack"])
+    lb.add_argument("path", help="a folder of agent checkpoints, or an archive (list only)")
+    lb.add_argument("--out", help="pack: the archive file to write")
+    lb.set_defaults(fn=_cmd_library)
 
     r = sub.add_parser("run", help="play a game with a random agent and print the scores")
     r.add_argument("game")

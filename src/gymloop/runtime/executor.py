@@ -94,7 +94,7 @@ class TrainingAgent:
         s = self._slot
         self._pobs[s] = obs
         self._ptypes[s] = action_types
-        return ex.caller.switch()
+        return ex.caller.switch(_ASKED)
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         self._ex.game_over(self._slot, obs, truncated)
@@ -125,6 +125,9 @@ class TrainingAgent:
 
     def __repr__(self) -> str:
         return f"TrainingAgent(slot={self._slot})"
+
+
+_ASKED = object()  # what a game's greenlet hands back when it asks for a decision
 
 
 class Executor:
@@ -167,13 +170,16 @@ class Executor:
 
     def _reset_slot_state(self) -> None:
         n = self.n
-        self.prev_score: list[Any] = [None] * n
-        self.reward_acc = [0.0] * n
+        # per slot, float64 arrays (updated with one numpy call per batch): the score of the last
+        # observation (NaN: none yet in this episode), reward accumulated since the last batch,
+        # the running episode return and length
+        self.prev_score = np.full(n, np.nan)
+        self.reward_acc = np.zeros(n)
         self.term = [False] * n
         self.trunc = [False] * n
         self.any_done = False
-        self.ep_ret = [0.0] * n
-        self.ep_len = [0] * n
+        self.ep_ret = np.zeros(n)
+        self.ep_len = np.zeros(n, dtype=np.int64)
         self.metric_buf: dict[str, dict[int, float]] = {}
         self.final_obs: dict[int, Obs] = {}
 
@@ -219,8 +225,8 @@ class Executor:
         """The game function of copy ``k`` returned: close any open episode as truncated."""
         for s in range(k * self.apg, (k + 1) * self.apg):
             self.pobs[s] = None
-            if self.prev_score[s] is not None:
-                self.prev_score[s] = None
+            if not math.isnan(self.prev_score[s]):
+                self.prev_score[s] = math.nan
                 self.trunc[s] = True
                 self.any_done = True
                 self._episode_end(s, None)
@@ -246,12 +252,17 @@ class Executor:
     def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
         if type(obs) is not Obs:
             raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r}")
-        prev = self.prev_score[s]
-        if prev is not None:
-            r = obs.score - prev
+        prev = float(self.prev_score[s])
+        if not math.isnan(prev):
+            try:
+                r = float(obs.score) - prev
+            except (TypeError, ValueError):
+                raise InvalidObservationError(
+                    f"game_over: the observation's score must be a number, got {obs.score!r}"
+                ) from None
             self.reward_acc[s] += r
             self.ep_ret[s] += r
-        self.prev_score[s] = None
+        self.prev_score[s] = math.nan
         if truncated:
             self.trunc[s] = True
             if obs._chunks or obs._actors:
@@ -266,8 +277,8 @@ class Executor:
         if metrics:
             for name, v in metrics.items():
                 buf.setdefault(name, {})[s] = v
-        buf.setdefault("episode_return", {})[s] = self.ep_ret[s]
-        buf.setdefault("episode_length", {})[s] = self.ep_len[s]
+        buf.setdefault("episode_return", {})[s] = float(self.ep_ret[s])
+        buf.setdefault("episode_length", {})[s] = int(self.ep_len[s])
         self.ep_ret[s] = 0.0
         self.ep_len[s] = 0
 
@@ -361,7 +372,8 @@ class Executor:
             for s, v in todo:
                 g = gls[s]
                 try:
-                    g.switch(v)
+                    if g.switch(v) is _ASKED:  # the game asked again (the common case)
+                        continue
                 except Exception as e:
                     self._record_error(s, e)
                     continue
@@ -432,7 +444,12 @@ class Executor:
     def _gather(self, rewards: bool = True) -> tuple:
         """One pass over the pending observations: objects per type, counts, actors.
 
-        With ``rewards`` it also folds each observation's score change into the slot's reward.
+        With ``rewards`` it also folds each observation's score change into the slot's reward
+        (one numpy call for the whole batch).
+
+        Returns ``(objs, cnt, a_slot, a_t, a_rank, masked, simple, active)``: ``a_rank`` holds,
+        per action type, ``(position in a_slot, rank)`` only for actors whose rank within their
+        type is not 0 (a single actor always has rank 0: actors come first within a type).
         """
         sp = self.spaces
         n = self.n
@@ -444,48 +461,34 @@ class Executor:
         cnt = [[0] * n for _ in range(T)]
         a_slot: list[list[int]] = [[] for _ in range(A)]
         a_t: list[list[int]] = [[] for _ in range(A)]
-        a_rank: list[list[int]] = [[] for _ in range(A)]
+        a_rank: list[list[tuple[int, int]]] = [[] for _ in range(A)]
         masked: list[tuple[int, int, int, Any]] = []  # (slot, action, first position in actor list, obs)
         pobs = self.pobs
         ptypes = self.ptypes
         simple = True
-        active = [False] * n
-        prev = self.prev_score
-        racc = self.reward_acc
-        eplen = self.ep_len
-        epret = self.ep_ret
+        idx: list[int] = []
+        scores: list[Any] = []
         s = 0
         try:
-            for s in range(n):
-                obs = pobs[s]
+            for s, obs in enumerate(pobs):
                 if obs is None:
                     continue
-                active[s] = True
-                if rewards:
-                    score = obs.score
-                    p = prev[s]
-                    if p is not None:
-                        r = score - p
-                        racc[s] += r
-                        epret[s] += r
-                    prev[s] = score
-                    eplen[s] += 1
-                acts = obs._actors
-                if obs._single and len(ptypes[s]) == 1:
-                    x = acts[0]
+                idx.append(s)
+                scores.append(obs.score)
+                pt = ptypes[s]
+                if obs._single and len(pt) == 1:
+                    x = obs._actors[0]
                     t = tindex[type(x)]
                     objs[t].append(x)
-                    c = cnt[t]
-                    rank = c[s]
-                    c[s] = rank + 1
-                    a = aindex[ptypes[s][0]]
+                    cnt[t][s] = 1
+                    a = aindex[pt[0]]
                     if obs._masks is not None:
                         masked.append((s, a, len(a_slot[a]), obs))
                     a_slot[a].append(s)
                     a_t[a].append(t)
-                    a_rank[a].append(rank)
                 else:
                     simple = False
+                    acts = obs._actors
                     if not acts:
                         raise InvalidObservationError(
                             f"the observation of slot {self.slot_lo + s} has no actor; add one with obs.actor(x) or obs.actors(xs)"
@@ -497,14 +500,16 @@ class Executor:
                         c = cnt[t]
                         ranks.append((t, c[s]))
                         c[s] += 1
-                    for key in ptypes[s]:
+                    for key in pt:
                         a = aindex[key]
+                        sl_a, t_a, r_a = a_slot[a], a_t[a], a_rank[a]
                         if obs._masks is not None:
-                            masked.append((s, a, len(a_slot[a]), obs))
+                            masked.append((s, a, len(sl_a), obs))
                         for t, r in ranks:
-                            a_slot[a].append(s)
-                            a_t[a].append(t)
-                            a_rank[a].append(r)
+                            if r:
+                                r_a.append((len(sl_a), r))
+                            sl_a.append(s)
+                            t_a.append(t)
                 for ch in obs._chunks:
                     t = tindex[type(ch[0])]
                     objs[t] += ch
@@ -517,13 +522,46 @@ class Executor:
             self._unknown_type(key, is_action=any(p is not None and key in p for p in ptypes))
             raise  # pragma: no cover
         except TypeError as e:
-            obs = pobs[s]
-            if not isinstance(obs.score, (int, float, np.integer, np.floating)):
-                raise InvalidObservationError(
-                    f"slot {self.slot_lo + s}: the observation's score must be a number, got {obs.score!r}"
-                ) from None
             raise InvalidObservationError(f"slot {self.slot_lo + s}: invalid action type passed to act: {e}") from None
+        if rewards and idx:
+            self._fold_scores(idx, scores)
+        if len(idx) == n:
+            active = np.ones(n, dtype=bool)
+        else:
+            active = np.zeros(n, dtype=bool)
+            active[idx] = True
         return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
+
+    def _fold_scores(self, idx: list[int], scores: list[Any]) -> None:
+        """Rewards since each slot's previous observation, episode returns and lengths."""
+        try:
+            sc = np.array(scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            sc = None
+        if sc is None or sc.shape != (len(idx),) or not math.isfinite(sc.sum()):
+            for s, v in zip(idx, scores):
+                if not isinstance(v, (int, float, np.integer, np.floating)):
+                    raise InvalidObservationError(
+                        f"slot {self.slot_lo + s}: the observation's score must be a number, got {v!r}"
+                    )
+                if not math.isfinite(v):
+                    raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite ({v})")
+        if len(idx) == self.n:
+            prev = self.prev_score
+            r = sc - prev
+            np.nan_to_num(r, copy=False, nan=0.0)  # no previous score: no reward yet
+            self.reward_acc += r
+            self.ep_ret += r
+            self.prev_score = sc
+            self.ep_len += 1
+        else:
+            ii = np.array(idx, dtype=np.intp)
+            r = sc - self.prev_score[ii]
+            np.nan_to_num(r, copy=False, nan=0.0)
+            self.reward_acc[ii] += r
+            self.ep_ret[ii] += r
+            self.prev_score[ii] = sc
+            self.ep_len[ii] += 1
 
     def build(self) -> Batch:
         """Build the batch of all pending decisions (one numpy call per entity type)."""
@@ -566,12 +604,12 @@ class Executor:
                         f"observation gave {g!r}; call obs.globals({gs.name}(...)) on every observation"
                     )
                 gl_objs.append(g)
-            garr = self._featurize(gs, gl_objs, [1 if x else 0 for x in active])
-            if all(active):
+            garr = self._featurize(gs, gl_objs, active.astype(np.int64).tolist())
+            if active.all():
                 globs = garr
             else:
                 globs = np.zeros((n, len(gs.features)), dtype=np.float32)
-                globs[np.array(active, dtype=bool)] = garr
+                globs[active] = garr
         else:
             globs = np.zeros((n, 0), dtype=np.float32)
 
@@ -586,7 +624,14 @@ class Executor:
         for a, spec in enumerate(specs):
             sl = np.array(a_slot[a], dtype=np.int64)
             if sl.size:
-                ai = starts[np.array(a_t[a], dtype=np.int64), sl] + np.array(a_rank[a], dtype=np.int64)
+                ta = a_t[a]
+                if ta.count(ta[0]) == len(ta):  # one actor type (the common case): one row of starts
+                    ai = starts[ta[0]][sl]
+                else:
+                    ai = starts[np.array(ta, dtype=np.int64), sl]
+                if a_rank[a]:
+                    pos, rank = zip(*a_rank[a])
+                    ai[list(pos)] += rank
             else:
                 ai = _EMPTY_I64.copy()
             actor_slot[spec.name] = sl + self.slot_lo
@@ -624,11 +669,11 @@ class Executor:
                         self._no_legal(spec.name, a_slot[a][int(np.flatnonzero(legal == 0)[0])])
 
         # ---- rewards, ends, metrics
-        reward = np.array(racc, dtype=np.float32)
+        reward = racc.astype(np.float32)
         if not math.isfinite(reward.sum()) and not np.isfinite(reward).all():
             s = int(np.flatnonzero(~np.isfinite(reward))[0])
             raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite (reward {reward[s]})")
-        self.reward_acc = [0.0] * n
+        self.reward_acc = np.zeros(n)
         if self.any_done:
             terminated = np.array(self.term, dtype=bool)
             truncated = np.array(self.trunc, dtype=bool)
@@ -663,7 +708,7 @@ class Executor:
             reward=reward,
             terminated=terminated,
             truncated=truncated,
-            active=np.array(active, dtype=bool),
+            active=active,
             metrics=metrics,
             candidate_types=cand_types,
         )

@@ -63,7 +63,9 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
 
     Args:
         path: a ``.safetensors`` agent checkpoint (written by the trainer or
-            :func:`gymloop.checkpoint.write_agent`).
+            :func:`gymloop.checkpoint.write_agent`), or an enn-trainer / rogue-net checkpoint: its
+            folder (``config.ron``, ``state.ron``, ``state.agent.msgpack``) or a ``.roguenet``
+            archive of it (see :mod:`gymloop.enn`; needs ``pip install 'gymloop[enn]'``).
         seed: seed of the agent's sampling generator (``None``: fresh entropy).
         greedy: always take the most probable choice instead of sampling.
         game: optionally, a game loop declared with ``@gl.game(...)``: its declared types are
@@ -75,6 +77,10 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             game lacks something the checkpoint needs.
     """
     p = os.fspath(path)
+    from . import enn
+
+    if enn.is_enn_checkpoint(p):
+        return enn.load(p, seed=seed, greedy=greedy, game=game)
     try:
         st = os.stat(p)
         key = (os.path.realpath(p), st.st_mtime_ns, st.st_size)

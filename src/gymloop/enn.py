@@ -1,0 +1,1229 @@
+"""enn-trainer / rogue-net checkpoints as gymloop agents (numpy inference, no torch, no enn-trainer).
+
+An enn-trainer checkpoint is a folder holding ``config.ron`` (the ``TrainConfig``), ``state.ron``
+(training step, observation and action spaces) and ``state.agent.msgpack`` (the ``RogueNet``
+weights), or a ``.roguenet`` tar archive of those three files. ``gl.load`` hands both to this module,
+which converts them into the tensors and metadata of a
+:class:`~gymloop.nn.numpy_policy.NumpyPolicy` and returns an ordinary
+:class:`~gymloop.neural.NeuralAgent`::
+
+    agent = gl.load("ckpt/latest-step000000016384")         # the checkpoint folder
+    agent = gl.load("multisnake.roguenet", greedy=True)     # or its archive
+    enn.convert("multisnake.roguenet", "multisnake.safetensors")  # a gymloop checkpoint of it
+
+A game then names its entity types, features and labels as the checkpoint does
+(``@gl.entity(name="SnakeHead")``, an Enum with members ``up``, ``down``, ... whose class is named as
+the action); :func:`forward` runs observations given in entity-gym's batched layout instead.
+
+**How rogue-net maps onto gymloop's network.** gymloop's entity transformer was modelled on
+rogue-net, so a checkpoint converts weight by weight: ``readout=False`` (every block over every
+entity, value from the mean of the final embeddings), ``mlp_ratio=4``, ``norm_clip=5``, the input
+normalisers' frozen statistics (rogue-net in ``eval()`` mode), the shared relative-position tables,
+categorical heads and select-entity query/key projections. Global features are appended to every
+entity's features, as in rogue-net. With a global categorical action, rogue-net adds one
+``__global__`` token (embedded from the global features) after all entities, and that token is the
+action's actor; here it is an entity type named ``__global__`` with no features of its own (the
+global features are appended to it like to every type). A game observes it with
+:class:`GlobalToken`::
+
+    obs = gl.Obs().globals(Flags(negate=1)).entities(inputs).actor(enn.GlobalToken())
+    choice = agent.act(obs, Output)
+
+Keep it in every observation of such a network (as an actor or with ``obs.entities``): rogue-net
+always sees it.
+
+**Select-entity actions.** An enn-trainer action space does not record which entity types an
+action selects among. By default every entity type is a candidate type; ``load(..., game=g)`` takes
+the candidate types from the game's declared ``gl.SelectEntity`` actions, and ``among=`` sets them
+explicitly.
+
+**What is refused.** Only rogue-net's attention transformer with grid relative positions is
+supported: ``pooling``, ``translation``, and the relative-position options ``scale != 1``,
+``per_entity_values``, ``exclude_entities``, key/value relpos projections, ``radial``,
+``distance``, rotations and ``interpolate`` raise :class:`~gymloop.errors.CheckpointError` naming the
+option, as do unknown config versions or fields, unknown action-space kinds, a truncated or corrupt
+file, a file that is not an enn-trainer checkpoint, and weights whose names or shapes disagree with
+the config. Nothing from the files is executed: the RON text is read by a small strict parser
+below, the weights by ``msgpack`` (``pip install 'gymloop[enn]'``) into numpy arrays of a fixed set
+of numeric dtypes.
+
+Example:
+    >>> from gymloop import enn
+    >>> enn.parse_ron('Entity(features: ["x", "y"])')
+    Entity(features: ['x', 'y'])
+    >>> enn.parse_ron('{"up": Some(1), "down": None}')
+    {'up': 1, 'down': None}
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import tarfile
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
+from .errors import CheckpointError, ConfigError, InvalidObservationError
+from .nn.config import NetConfig, RelposConfig
+from .nn.inputs import Packed
+from .nn.numpy_policy import NumpyPolicy
+from .schema import entity, schema_of
+
+if TYPE_CHECKING:
+    from .neural import NeuralAgent
+
+__all__ = [
+    "CONFIG_VERSIONS",
+    "GLOBAL_ENTITY",
+    "EnnObservation",
+    "EnnOutput",
+    "GlobalToken",
+    "RonStruct",
+    "RonTuple",
+    "convert",
+    "forward",
+    "is_enn_checkpoint",
+    "load",
+    "load_policy",
+    "pack",
+    "parse_ron",
+    "read_checkpoint",
+]
+
+logger = logging.getLogger(__name__)
+
+CONFIG_VERSIONS = (0, 1, 2, 3, 4)
+"""``TrainConfig`` format versions understood (enn-trainer up to 0.1.16 writes version 4)."""
+GLOBAL_ENTITY = "__global__"
+"""rogue-net's name of the global token (present with global categorical actions)."""
+_FILES = ("config.ron", "state.ron", "state.agent.msgpack")
+_MAX_RON = 16 * 1024 * 1024
+_MAX_MSGPACK = 4 * 1024 * 1024 * 1024
+_MAX_DEPTH = 64
+_DTYPES = {"<f2", "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "|b1"}
+_F32 = np.float32
+
+
+@entity(name=GLOBAL_ENTITY)
+@dataclass(frozen=True)
+class GlobalToken:
+    """rogue-net's ``__global__`` token: the actor of an imported global categorical action.
+
+    It has no features of its own; the network embeds it from the observation's global features.
+
+    Example:
+        >>> import gymloop as gl
+        >>> gl.schema_of(GlobalToken).name, gl.schema_of(GlobalToken).features
+        ('__global__', ())
+    """
+
+
+# ---------------------------------------------------------------------- RON
+class RonStruct(dict):
+    """A RON struct: a ``dict`` of its fields (file order) with the struct's type ``name``
+    (``None`` for an anonymous ``(a: 1)`` struct)."""
+
+    def __init__(self, name: str | None, fields: Mapping[str, Any]) -> None:
+        super().__init__(fields)
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"{self.name or ''}({', '.join(f'{k}: {v!r}' for k, v in self.items())})"
+
+
+class RonTuple(tuple):
+    """A named RON tuple struct ``Name(a, b)``: a ``tuple`` with the type ``name``."""
+
+    name: str = ""
+
+    def __repr__(self) -> str:
+        return f"{self.name}{tuple.__repr__(self)}"
+
+
+def _ron_tuple(name: str, items: Sequence[Any]) -> RonTuple:
+    t = RonTuple(items)
+    t.name = name
+    return t
+
+
+_IDENT = re.compile(r"(?:r#)?[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(
+    r"[+-]?(?:(?P<radix>0x[0-9A-Fa-f][0-9A-Fa-f_]*|0o[0-7][0-7_]*|0b[01][01_]*)|(?P<special>inf|NaN)"
+    r"|(?P<dec>(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)(?:[eE][+-]?[0-9][0-9_]*)?))"
+)
+_RAW_STRING = re.compile(r'r(#*)"')
+_ESCAPES = {'"': '"', "\\": "\\", "'": "'", "n": "\n", "r": "\r", "t": "\t", "0": "\0", "b": "\b", "f": "\f", "/": "/"}
+
+
+class _Ron:
+    """A strict recursive-descent parser for RON (the subset of serde's RON that data uses)."""
+
+    def __init__(self, text: str, where: str) -> None:
+        self.s = text
+        self.n = len(text)
+        self.i = 0
+        self.where = where
+        self.depth = 0
+
+    def error(self, msg: str, at: int | None = None) -> CheckpointError:
+        i = self.i if at is None else at
+        line = self.s.count("\n", 0, i) + 1
+        col = i - (self.s.rfind("\n", 0, i) + 1) + 1
+        return CheckpointError(f"{self.where}: invalid RON at line {line}, column {col}: {msg}")
+
+    def ws(self) -> None:
+        s, n = self.s, self.n
+        while self.i < n:
+            c = s[self.i]
+            if c in " \t\r\n":
+                self.i += 1
+            elif s.startswith("//", self.i):
+                j = s.find("\n", self.i)
+                self.i = n if j < 0 else j + 1
+            elif s.startswith("/*", self.i):
+                depth, j = 0, self.i
+                while True:
+                    if j >= n:
+                        raise self.error("unterminated block comment")
+                    if s.startswith("/*", j):
+                        depth += 1
+                        j += 2
+                    elif s.startswith("*/", j):
+                        depth -= 1
+                        j += 2
+                        if depth == 0:
+                            break
+                    else:
+                        j += 1
+                self.i = j
+            else:
+                return
+
+    def peek(self) -> str:
+        self.ws()
+        if self.i >= self.n:
+            raise self.error("unexpected end of text (truncated file?)")
+        return self.s[self.i]
+
+    def expect(self, c: str) -> None:
+        if self.peek() != c:
+            raise self.error(f"expected {c!r}, found {self.s[self.i]!r}")
+        self.i += 1
+
+    def document(self) -> Any:
+        self.ws()
+        if self.s.startswith("#!", self.i):
+            raise self.error("RON extensions (#![enable(...)]) are not supported")
+        v = self.value()
+        self.ws()
+        if self.i != self.n:
+            raise self.error(f"unexpected {self.s[self.i]!r} after the value")
+        return v
+
+    def value(self) -> Any:
+        c = self.peek()
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            raise self.error(f"nested deeper than {_MAX_DEPTH} levels")
+        try:
+            if c == '"':
+                return self.string()
+            if c == "'":
+                return self.char()
+            if c == "[":
+                return self.seq()
+            if c == "{":
+                return self.map()
+            if c == "(":
+                return self.paren(None)
+            if c in "+-.0123456789":
+                return self.number()
+            if c == "r" and _RAW_STRING.match(self.s, self.i):
+                return self.raw_string()
+            m = _IDENT.match(self.s, self.i)
+            if m is None:
+                raise self.error(f"unexpected {c!r}")
+            self.i = m.end()
+            word = m.group()
+            if word in ("true", "false"):
+                return word == "true"
+            if word == "inf":
+                return math.inf
+            if word == "NaN":
+                return math.nan
+            if word == "None":
+                return None
+            name = word.removeprefix("r#")
+            if self.i < self.n and self.s[self.i] == "(":
+                if name == "Some":
+                    self.i += 1
+                    v = self.value()
+                    if self.peek() == ",":
+                        self.i += 1
+                    self.expect(")")
+                    return v
+                return self.paren(name)
+            return RonStruct(name, {})  # a unit struct or unit enum variant
+        finally:
+            self.depth -= 1
+
+    def _is_field(self) -> bool:
+        """Whether the text at the cursor is ``ident :`` (a struct field), without consuming it."""
+        m = _IDENT.match(self.s, self.i)
+        if m is None:
+            return False
+        save = self.i
+        self.i = m.end()
+        self.ws()
+        ok = self.i < self.n and self.s[self.i] == ":"
+        self.i = save
+        return ok
+
+    def paren(self, name: str | None) -> Any:
+        self.i += 1  # "("
+        if self.peek() == ")":
+            self.i += 1
+            return RonStruct(name, {}) if name else ()
+        if self._is_field():
+            fields: dict[str, Any] = {}
+            while True:
+                at = self.i
+                m = _IDENT.match(self.s, self.i)
+                if m is None:
+                    raise self.error("expected a field name")
+                key = m.group()
+                key = key.removeprefix("r#")
+                self.i = m.end()
+                self.expect(":")
+                v = self.value()
+                if key in fields:
+                    raise self.error(f"duplicate field {key!r}", at)
+                fields[key] = v
+                if self.sep(")"):
+                    return RonStruct(name, fields)
+        items = []
+        while True:
+            items.append(self.value())
+            if self.sep(")"):
+                return _ron_tuple(name, items) if name else tuple(items)
+
+    def sep(self, close: str) -> bool:
+        """After an element: ``,`` (then maybe ``close``) or ``close``; True when closed."""
+        c = self.peek()
+        if c == close:
+            self.i += 1
+            return True
+        if c != ",":
+            raise self.error(f"expected ',' or {close!r}, found {c!r}")
+        self.i += 1
+        if self.peek() == close:
+            self.i += 1
+            return True
+        return False
+
+    def seq(self) -> list:
+        self.i += 1  # "["
+        out: list[Any] = []
+        if self.peek() == "]":
+            self.i += 1
+            return out
+        while True:
+            out.append(self.value())
+            if self.sep("]"):
+                return out
+
+    def map(self) -> dict:
+        self.i += 1  # "{"
+        out: dict[Any, Any] = {}
+        if self.peek() == "}":
+            self.i += 1
+            return out
+        while True:
+            at = self.i
+            k = self.value()
+            if isinstance(k, (dict, list)):
+                raise self.error("map keys must be strings, numbers or tuples", at)
+            self.expect(":")
+            v = self.value()
+            if k in out:
+                raise self.error(f"duplicate map key {k!r}", at)
+            out[k] = v
+            if self.sep("}"):
+                return out
+
+    def number(self) -> int | float:
+        m = _NUMBER.match(self.s, self.i)
+        if m is None or not m.group() or m.group() in "+-." or (m.end() < self.n and (self.s[m.end()].isalnum() or self.s[m.end()] == "_")):
+            raise self.error("malformed number")
+        self.i = m.end()
+        text = m.group().replace("_", "")
+        if m.group("radix"):
+            return int(text, 0)
+        if m.group("special"):
+            return float(text.replace("NaN", "nan"))
+        if any(c in text for c in ".eE"):
+            return float(text)
+        return int(text)
+
+    def _escape(self, j: int) -> tuple[str, int]:
+        """The escape sequence at ``s[j] == '\\'``: its character and the index after it."""
+        s = self.s
+        if j + 1 >= self.n:
+            raise self.error("unterminated escape", j)
+        e = s[j + 1]
+        if e in _ESCAPES:
+            return _ESCAPES[e], j + 2
+        if e == "x":
+            h = s[j + 2 : j + 4]
+            if len(h) != 2 or not all(c in "0123456789abcdefABCDEF" for c in h) or int(h, 16) > 0x7F:
+                raise self.error("bad \\x escape (two hex digits up to 7F)", j)
+            return chr(int(h, 16)), j + 4
+        if e == "u":
+            if s.startswith("{", j + 2):
+                k = s.find("}", j + 3)
+                h, end = (s[j + 3 : k], k + 1) if k > 0 else ("", j)
+            else:
+                h, end = s[j + 2 : j + 6], j + 6
+                if len(h) != 4:
+                    h = ""
+            if not (1 <= len(h) <= 6) or not all(c in "0123456789abcdefABCDEF" for c in h):
+                raise self.error("bad \\u escape", j)
+            cp = int(h, 16)
+            if cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+                raise self.error(f"\\u escape {h} is not a Unicode scalar value", j)
+            return chr(cp), end
+        raise self.error(f"unknown escape \\{e}", j)
+
+    def string(self) -> str:
+        s, n = self.s, self.n
+        start = self.i
+        i = start + 1
+        out = []
+        while True:
+            j = i
+            while j < n and s[j] != '"' and s[j] != "\\":
+                j += 1
+            out.append(s[i:j])
+            if j >= n:
+                raise self.error("unterminated string", start)
+            if s[j] == '"':
+                self.i = j + 1
+                return "".join(out)
+            ch, i = self._escape(j)
+            out.append(ch)
+
+    def raw_string(self) -> str:
+        m = _RAW_STRING.match(self.s, self.i)
+        assert m is not None
+        close = '"' + m.group(1)
+        end = self.s.find(close, m.end())
+        if end < 0:
+            raise self.error("unterminated raw string")
+        self.i = end + len(close)
+        return self.s[m.end() : end]
+
+    def char(self) -> str:
+        s = self.s
+        j = self.i + 1
+        if j >= self.n:
+            raise self.error("unterminated character")
+        if s[j] == "\\":
+            ch, j = self._escape(j)
+        else:
+            ch, j = s[j], j + 1
+        if j >= self.n or s[j] != "'":
+            raise self.error("a character literal holds one character")
+        self.i = j + 1
+        return ch
+
+
+def parse_ron(text: str | bytes, where: str = "<RON>") -> Any:
+    """Parse a RON document (Rusty Object Notation, as hyperstate writes it) into Python values.
+
+    Structs become :class:`RonStruct` (a ``dict`` with a ``name``), named tuple structs
+    :class:`RonTuple`, ``None``/``Some(x)`` ``None``/``x``, unit structs and enum variants empty
+    :class:`RonStruct` of that name, lists ``list``, maps ``dict``, tuples ``tuple``. Comments and
+    trailing commas are allowed; duplicate fields or keys, extensions and trailing text are not.
+
+    Raises:
+        CheckpointError: the text is not valid RON (the message gives line and column).
+
+    Example:
+        >>> parse_ron("State(step: 8192, agent: \\"<blob:msgpack>\\", vf: None)")["step"]
+        8192
+    """
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CheckpointError(f"{where}: not UTF-8 text ({e}); not a RON file") from None
+    text = text.removeprefix("\ufeff")
+    try:
+        return _Ron(text, where).document()
+    except RecursionError:
+        raise CheckpointError(f"{where}: invalid RON: nested too deeply") from None
+
+
+# ---------------------------------------------------------------------- reading the files
+def is_enn_checkpoint(path: str | os.PathLike) -> bool:
+    """Whether ``gl.load`` treats ``path`` as an enn-trainer checkpoint: a folder, a ``.roguenet``
+    file, or a tar archive (by content) that is not a ``.safetensors`` file."""
+    p = os.fspath(path)
+    if os.path.isdir(p) or p.endswith(".roguenet"):
+        return True
+    if p.endswith(".safetensors") or not os.path.isfile(p):
+        return False
+    try:
+        with open(p, "rb") as f:
+            head = f.read(263)
+    except OSError:
+        return False
+    return len(head) == 263 and head[257:262] == b"ustar"
+
+
+def _read_sources(p: str) -> dict[str, tuple[str, bytes]]:
+    """The three files of a checkpoint folder or archive: ``{file name: (where, bytes)}``."""
+    limits = {"config.ron": _MAX_RON, "state.ron": _MAX_RON, "state.agent.msgpack": _MAX_MSGPACK}
+    out: dict[str, tuple[str, bytes]] = {}
+    if os.path.isdir(p):
+        missing = [f for f in _FILES if not os.path.isfile(os.path.join(p, f))]
+        if missing:
+            have = ", ".join(sorted(os.listdir(p))[:10]) or "nothing"
+            raise CheckpointError(
+                f"{p}: not a complete enn-trainer checkpoint folder: it lacks {', '.join(missing)} (it holds {have}); "
+                "a checkpoint folder holds config.ron, state.ron and state.agent.msgpack (a folder of gymloop agents "
+                "opens with gl.library)"
+            )
+        for fn in _FILES:
+            fp = os.path.join(p, fn)
+            try:
+                if os.path.getsize(fp) > limits[fn]:
+                    raise CheckpointError(f"{fp}: larger than {limits[fn]} bytes; not an enn-trainer checkpoint file")
+                with open(fp, "rb") as f:
+                    out[fn] = (fp, f.read())
+            except OSError as e:
+                raise CheckpointError(f"cannot read {fp}: {e}") from None
+        return out
+    try:
+        with tarfile.open(p, "r:") as tf:
+            members: dict[str, tarfile.TarInfo] = {}
+            for m in tf.getmembers():
+                base = PurePosixPath(m.name).name
+                if base not in _FILES:
+                    continue
+                if base in members:
+                    raise CheckpointError(f"{p}: the archive holds {base} twice")
+                if not m.isfile():
+                    raise CheckpointError(f"{p}: archive member {m.name!r} is not a regular file")
+                if m.size > limits[base]:
+                    raise CheckpointError(f"{p}: archive member {m.name!r} is larger than {limits[base]} bytes")
+                members[base] = m
+            missing = [f for f in _FILES if f not in members]
+            if missing:
+                raise CheckpointError(
+                    f"{p}: the archive lacks {', '.join(missing)}; a .roguenet archive holds config.ron, state.ron and "
+                    "state.agent.msgpack"
+                )
+            for fn in _FILES:
+                fobj = tf.extractfile(members[fn])
+                if fobj is None:  # pragma: no cover - regular files always have data
+                    raise CheckpointError(f"{p}: cannot read archive member {fn}")
+                data = fobj.read()
+                if len(data) != members[fn].size:
+                    raise CheckpointError(f"{p}: archive member {fn} is truncated ({len(data)} of {members[fn].size} bytes)")
+                out[fn] = (f"{p}[{fn}]", data)
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise CheckpointError(f"cannot read checkpoint {p}: no such file or folder") from None
+    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+        raise CheckpointError(f"{p}: not a readable .roguenet (tar) archive: corrupt or truncated ({e})") from None
+    return out
+
+
+def _msgpack() -> Any:
+    try:
+        import msgpack
+    except ImportError:
+        raise CheckpointError(
+            "reading enn-trainer checkpoints needs the msgpack package: pip install 'gymloop[enn]'"
+        ) from None
+    return msgpack
+
+
+def _read_weights(data: bytes, where: str) -> dict[str, np.ndarray]:
+    """The ``state_dict`` of a hyperstate msgpack blob as numpy arrays (never unpickles)."""
+    msgpack = _msgpack()
+    try:
+        doc = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+    except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as e:
+        raise CheckpointError(f"{where}: not a valid msgpack document: truncated or corrupt ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{where}: the msgpack document is a {type(doc).__name__}, not a weights table; not a rogue-net agent")
+    out: dict[str, np.ndarray] = {}
+    for name, t in doc.items():
+        if not isinstance(name, str):
+            raise CheckpointError(f"{where}: weight name {name!r} is not a string; not a rogue-net agent")
+        out[name] = _tensor(t, f"{where}: tensor {name!r}")
+    return out
+
+
+def _tensor(t: Any, what: str) -> np.ndarray:
+    if not isinstance(t, dict):
+        raise CheckpointError(f"{what} is a {type(t).__name__}, not an encoded tensor; not a rogue-net agent")
+    d = {k.decode("utf-8", "replace") if isinstance(k, bytes) else k: v for k, v in t.items()}
+    if d.get("__tensor__") not in ("torch", "numpy") or set(d) != {"__tensor__", "dtype", "shape", "data"}:
+        raise CheckpointError(f"{what} is not a hyperstate-encoded tensor (fields {sorted(map(str, d))})")
+    dt, shape, buf = d["dtype"], d["shape"], d["data"]
+    if isinstance(dt, bytes):
+        dt = dt.decode("ascii", "replace")
+    if dt not in _DTYPES:
+        raise CheckpointError(f"{what} has dtype {dt!r}; only little-endian numeric dtypes are read")
+    if not isinstance(shape, list) or len(shape) > 8 or not all(type(s) is int and 0 <= s < 2**40 for s in shape):
+        raise CheckpointError(f"{what} has a malformed shape {shape!r}")
+    if not isinstance(buf, bytes):
+        raise CheckpointError(f"{what} has no byte data")
+    dtype = np.dtype(dt)
+    n = math.prod(shape)
+    if n * dtype.itemsize != len(buf):
+        raise CheckpointError(f"{what}: shape {tuple(shape)} needs {n * dtype.itemsize} bytes of {dt}, the file has {len(buf)}; corrupt")
+    return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+# ---------------------------------------------------------------------- config and spaces
+def _struct(v: Any, where: str, what: str, name: str | None = None) -> RonStruct:
+    if not isinstance(v, RonStruct) or (name is not None and v.name not in (None, name)):
+        got = f"a {v.name} struct" if isinstance(v, RonStruct) else repr(v)[:60]
+        raise CheckpointError(f"{where}: {what} must be {'a ' + name if name else 'a struct'}, got {got}")
+    return v
+
+
+def _int(v: Any, where: str, what: str, lo: int = 1) -> int:
+    if type(v) is not int or v < lo:
+        raise CheckpointError(f"{where}: {what} must be an integer >= {lo}, got {v!r}")
+    return v
+
+
+def _names(v: Any, where: str, what: str) -> list[str]:
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise CheckpointError(f"{where}: {what} must be a list of strings, got {repr(v)[:80]}")
+    if len(set(v)) != len(v):
+        raise CheckpointError(f"{where}: {what} has duplicate names: {v}")
+    return list(v)
+
+
+_NET_FIELDS = {"embd_pdrop", "resid_pdrop", "attn_pdrop", "n_layer", "n_head", "d_model", "pooling", "relpos_encoding", "d_qk", "translation"}
+_RELPOS_FIELDS = {
+    "extent", "position_features", "scale", "per_entity_values", "exclude_entities", "value_relpos_projection",
+    "key_relpos_projection", "per_entity_projections", "radial", "distance", "rotation_vec_features",
+    "rotation_angle_feature", "interpolate", "value_gate", "enable_negative_distance_weight_bug",
+}
+
+
+@dataclass
+class _Net:
+    d_model: int
+    n_layer: int
+    n_head: int
+    d_qk: int
+    relpos: RelposConfig | None
+
+
+def _read_config(cfg: Any, where: str) -> tuple[_Net, int, dict[str, Any]]:
+    """The network settings, format version and env description of a ``TrainConfig``."""
+    if not isinstance(cfg, RonStruct) or cfg.name not in (None, "TrainConfig"):
+        what = f"a {cfg.name} struct" if isinstance(cfg, RonStruct) else type(cfg).__name__
+        raise CheckpointError(f"{where}: holds {what}, not an enn-trainer TrainConfig; not an enn-trainer checkpoint")
+    if "version" not in cfg:
+        raise CheckpointError(f"{where}: the TrainConfig has no format version; not written by enn-trainer")
+    version = cfg["version"]
+    if type(version) is not int or version not in CONFIG_VERSIONS:
+        raise CheckpointError(
+            f"{where}: unknown TrainConfig format version {version!r}; this gymloop reads versions "
+            f"{CONFIG_VERSIONS[0]} to {CONFIG_VERSIONS[-1]} (enn-trainer up to 0.1.16)"
+        )
+    if "net" not in cfg:
+        raise CheckpointError(f"{where}: the TrainConfig has no 'net' (the RogueNetConfig)")
+    net = _struct(cfg["net"], where, "net", "RogueNetConfig")
+    unknown = sorted(set(net) - _NET_FIELDS)
+    if unknown:
+        raise CheckpointError(f"{where}: net has fields {unknown} that this importer does not know (a newer enn-trainer?)")
+    old = version <= 1  # enn-trainer's upgrade rules: n_layer 1 -> 2, d_model 64 -> 32 at version 2
+    d_model = _int(net.get("d_model", 64 if old else 32), where, "net.d_model")
+    n_layer = _int(net.get("n_layer", 1 if old else 2), where, "net.n_layer", 0)
+    n_head = _int(net.get("n_head", 2), where, "net.n_head")
+    d_qk = _int(net.get("d_qk", 16), where, "net.d_qk")
+    if d_model % n_head:
+        raise CheckpointError(f"{where}: net.n_head={n_head} does not divide net.d_model={d_model}")
+    if net.get("pooling") is not None:
+        raise CheckpointError(f"{where}: net.pooling={net['pooling']!r} (pooling instead of attention) is not supported")
+    if net.get("translation") is not None:
+        raise CheckpointError(f"{where}: net.translation (positions translated to one entity's frame) is not supported")
+    rp = net.get("relpos_encoding")
+    relpos = None if rp is None else _read_relpos(_struct(rp, where, "net.relpos_encoding", "RelposEncodingConfig"), version, where)
+    env = cfg.get("env")
+    env_d: dict[str, Any] = {}
+    if isinstance(env, RonStruct):
+        env_d = {k: env[k] for k in ("id", "kwargs") if isinstance(env.get(k), str)}
+    if cfg.get("vf_net") is not None:
+        logger.warning(
+            "%s: trained with a separate value network (vf_net); the imported value is the policy network's own "
+            "value head, not that network's", where,
+        )
+    return _Net(d_model, n_layer, n_head, d_qk, relpos), version, env_d
+
+
+def _read_relpos(rp: RonStruct, version: int, where: str) -> RelposConfig:
+    unknown = sorted(set(rp) - _RELPOS_FIELDS)
+    if unknown:
+        raise CheckpointError(f"{where}: net.relpos_encoding has fields {unknown} that this importer does not know")
+    for k in ("extent", "position_features"):
+        if k not in rp:
+            raise CheckpointError(f"{where}: net.relpos_encoding lacks {k!r}")
+    extent = rp["extent"]
+    if not isinstance(extent, list) or not extent or not all(type(e) is int and e >= 1 for e in extent):
+        raise CheckpointError(f"{where}: net.relpos_encoding.extent must be a list of integers >= 1, got {extent!r}")
+    if math.prod(2 * e + 1 for e in extent) > 2**24:
+        raise CheckpointError(f"{where}: net.relpos_encoding.extent {extent} implies more than 2**24 relative positions; corrupt?")
+    pf = _names(rp["position_features"], where, "net.relpos_encoding.position_features")
+    supported: dict[str, Any] = {
+        "scale": 1.0, "per_entity_values": False, "exclude_entities": [], "value_relpos_projection": False,
+        "key_relpos_projection": False, "radial": False, "distance": False, "rotation_vec_features": None,
+        "rotation_angle_feature": None, "interpolate": False,
+    }
+    # a field missing from the file takes its default of that config version (True at version 0)
+    value = {k: rp.get(k, True if k == "per_entity_values" and version == 0 else ok) for k, ok in supported.items()}
+    unsupported = [k for k, ok in supported.items() if value[k] != ok or (type(value[k]) is bool) != (type(ok) is bool)]
+    if unsupported:
+        shown = ", ".join(f"{k}={value[k]!r}" for k in unsupported)
+        raise CheckpointError(
+            f"{where}: relative-position option(s) {shown} not supported; only grid relative positions (scale 1, shared "
+            "values, no projections, rotations or interpolation) import"
+        )
+    gate = rp.get("value_gate", "relu")
+    if gate not in (None, "relu", "gelu", "sigmoid", "linear"):
+        raise CheckpointError(f"{where}: net.relpos_encoding.value_gate {gate!r} is not one of relu, gelu, sigmoid, linear, None")
+    if len(extent) != len(pf):
+        raise CheckpointError(f"{where}: net.relpos_encoding has {len(extent)} extents for {len(pf)} position features")
+    return RelposConfig(position_features=pf, extent=list(extent), value_gate=gate)
+
+
+_ACTION_KINDS = {"CategoricalActionSpace": "categorical", "GlobalCategoricalActionSpace": "global", "SelectEntityActionSpace": "select"}
+
+
+def _read_state(st: Any, where: str) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, list[str]]], int | None]:
+    """Entity types with features, global features, ``{action: (kind, labels)}`` and the step."""
+    if not isinstance(st, RonStruct) or st.name not in (None, "State"):
+        what = f"a {st.name} struct" if isinstance(st, RonStruct) else type(st).__name__
+        raise CheckpointError(f"{where}: holds {what}, not an enn-trainer State; not an enn-trainer checkpoint")
+    for k in ("agent", "obs_space", "action_space"):
+        if k not in st:
+            raise CheckpointError(f"{where}: the State has no {k!r}; not an enn-trainer agent checkpoint")
+    if st["agent"] != "<blob:msgpack>":
+        raise CheckpointError(f"{where}: the State's agent is {st['agent']!r}, not a '<blob:msgpack>' reference")
+    obs = _struct(st["obs_space"], where, "obs_space", "ObsSpace")
+    glob = _names(obs.get("global_features", []), where, "obs_space.global_features")
+    ents_raw = obs.get("entities")
+    if not isinstance(ents_raw, dict):
+        raise CheckpointError(f"{where}: obs_space.entities must be a map of entity types")
+    ents: dict[str, list[str]] = {}
+    for name, e in ents_raw.items():
+        if not isinstance(name, str) or not name:
+            raise CheckpointError(f"{where}: entity type name {name!r} must be a non-empty string")
+        if name == GLOBAL_ENTITY:
+            raise CheckpointError(f"{where}: entity type name {GLOBAL_ENTITY!r} is reserved for rogue-net's global token")
+        e = _struct(e, where, f"obs_space.entities[{name!r}]", "Entity")
+        ents[name] = _names(e.get("features", []), where, f"features of entity type {name!r}")
+    acts_raw = st["action_space"]
+    if not isinstance(acts_raw, dict):
+        raise CheckpointError(f"{where}: action_space must be a map of action types")
+    acts: dict[str, tuple[str, list[str]]] = {}
+    for name, a in acts_raw.items():
+        if not isinstance(name, str) or not name:
+            raise CheckpointError(f"{where}: action name {name!r} must be a non-empty string")
+        if not isinstance(a, RonStruct) or a.name not in _ACTION_KINDS:
+            what = a.name if isinstance(a, RonStruct) else repr(a)[:40]
+            raise CheckpointError(
+                f"{where}: action {name!r} has unknown action space {what}; supported: {', '.join(_ACTION_KINDS)}"
+            )
+        kind = _ACTION_KINDS[a.name]
+        labels: list[str] = []
+        if kind != "select":
+            labels = _names(a.get("index_to_label"), where, f"labels of action {name!r}")
+            if not labels:
+                raise CheckpointError(f"{where}: categorical action {name!r} has no labels")
+        acts[name] = (kind, labels)
+    if not ents and not any(k == "global" for k, _ in acts.values()):
+        raise CheckpointError(f"{where}: the observation space has no entity types")
+    step = st.get("step")
+    return ents, glob, acts, step if type(step) is int else None
+
+
+# ---------------------------------------------------------------------- weights
+def _convert(
+    weights: dict[str, np.ndarray], net: _Net, ents: dict[str, list[str]], glob: list[str],
+    acts: dict[str, tuple[str, list[str]]], where: str,
+) -> dict[str, np.ndarray]:
+    """rogue-net's ``state_dict`` renamed to gymloop's (every name and shape checked)."""
+    d, dh, ng = net.d_model, net.d_model // net.n_head, len(glob)
+    types = dict(ents)
+    if any(k == "global" for k, _ in acts.values()):
+        types[GLOBAL_ENTITY] = []
+    ctx = f"(config: d_model={d}, n_layer={net.n_layer}, n_head={net.n_head}, d_qk={net.d_qk}; spaces from state.ron)"
+    out: dict[str, np.ndarray] = {}
+    used: set[str] = set()
+
+    def take(enn: str, shape: tuple[int, ...], ours: str | None) -> np.ndarray:
+        t = weights.get(enn)
+        if t is None:
+            raise CheckpointError(f"{where}: the weights lack {enn!r}, which the config and spaces imply {ctx}")
+        if tuple(t.shape) != shape:
+            raise CheckpointError(f"{where}: tensor {enn!r} has shape {tuple(t.shape)} but the config and spaces imply {shape} {ctx}")
+        if t.dtype.kind == "b":
+            raise CheckpointError(f"{where}: tensor {enn!r} holds booleans; expected numbers")
+        used.add(enn)
+        a = np.asarray(t, dtype=_F32)
+        if ours is not None:
+            out[ours] = a
+        return a
+
+    for name, feats in types.items():
+        nf = (len(feats) + ng) if name != GLOBAL_ENTITY else ng
+        pre = f"embedding.embeddings.{name}"
+        if nf:
+            take(f"{pre}.0.count", (), f"norms.{name}.count")
+            take(f"{pre}.0.mean", (nf,), f"norms.{name}.mean")
+            take(f"{pre}.0.squares_sum", (nf,), f"norms.{name}.squares_sum")
+            take(f"{pre}.1.weight", (d, nf), f"embeds.{name}.0.weight")
+            take(f"{pre}.1.bias", (d,), f"embeds.{name}.0.bias")
+            take(f"{pre}.3.weight", (d,), f"embeds.{name}.2.weight")
+            take(f"{pre}.3.bias", (d,), f"embeds.{name}.2.bias")
+        else:
+            take(f"{pre}.embedding", (1, d), f"featureless.{name}")
+    rel: dict[str, np.ndarray] = {}
+    rp = net.relpos
+    if rp is not None:
+        P = len(rp.extent)
+        npos = math.prod(2 * e + 1 for e in rp.extent)
+        strides = np.cumprod([1] + [2 * e + 1 for e in rp.extent[:-1]]).astype(_F32)
+        spec = {
+            "strides": ((1, P), "strides"), "extent_tensor": ((1, 1, 1, P), "extent_t"), "keys.weight": ((npos, dh), "keys.weight"),
+            "values.weight": ((npos, dh), "values.weight"), "distance_values.weight": ((len(types), dh), None),
+        }
+        if rp.value_gate is not None:
+            spec["value_gate_proj.weight"] = ((dh, d), "value_gate.weight")
+            spec["value_gate_proj.bias"] = ((dh,), "value_gate.bias")
+        for k, (shape, ours) in spec.items():
+            a = take(f"backbone.relpos_encoding.{k}", shape, None)
+            for i in range(net.n_layer):  # the module is shared: every block's copy must be the same
+                b = take(f"backbone.blocks.{i}.attn.relpos_encoding.{k}", shape, None)
+                if not np.array_equal(a, b):
+                    raise CheckpointError(
+                        f"{where}: tensor 'backbone.blocks.{i}.attn.relpos_encoding.{k}' differs from "
+                        f"'backbone.relpos_encoding.{k}' (one shared module in rogue-net); corrupt weights"
+                    )
+            if ours is not None:
+                rel[ours] = a.reshape(-1) if k in ("strides", "extent_tensor") else a
+        if not np.array_equal(rel["strides"], strides) or not np.array_equal(rel["extent_t"], np.array(rp.extent, dtype=_F32)):
+            raise CheckpointError(
+                f"{where}: the relpos strides/extent tensors ({rel['strides'].tolist()}, {rel['extent_t'].tolist()}) "
+                f"disagree with config extent {rp.extent}"
+            )
+        out.update({f"relpos.{k}": v for k, v in rel.items()})
+    for i in range(net.n_layer):
+        pre = f"backbone.blocks.{i}"
+        for ln in ("ln1", "ln2"):
+            take(f"{pre}.{ln}.weight", (d,), f"blocks.{i}.{ln}.weight")
+            take(f"{pre}.{ln}.bias", (d,), f"blocks.{i}.{ln}.bias")
+        for lin in ("key", "query", "value", "proj"):
+            take(f"{pre}.attn.{lin}.weight", (d, d), f"blocks.{i}.{lin}.weight")
+            take(f"{pre}.attn.{lin}.bias", (d,), f"blocks.{i}.{lin}.bias")
+        take(f"{pre}.mlp.0.weight", (4 * d, d), f"blocks.{i}.mlp.0.weight")
+        take(f"{pre}.mlp.0.bias", (4 * d,), f"blocks.{i}.mlp.0.bias")
+        take(f"{pre}.mlp.2.weight", (d, 4 * d), f"blocks.{i}.mlp.2.weight")
+        take(f"{pre}.mlp.2.bias", (d,), f"blocks.{i}.mlp.2.bias")
+        out.update({f"blocks.{i}.relpos.{k}": v for k, v in rel.items()})
+    for name, (kind, labels) in acts.items():
+        pre = f"action_heads.{name}"
+        if kind == "select":
+            take(f"{pre}.query_proj.weight", (net.d_qk, d), f"qproj.{name}.weight")
+            take(f"{pre}.query_proj.bias", (net.d_qk,), f"qproj.{name}.bias")
+            take(f"{pre}.key_proj.weight", (net.d_qk, d), f"kproj.{name}.weight")
+            take(f"{pre}.key_proj.bias", (net.d_qk,), f"kproj.{name}.bias")
+        else:
+            take(f"{pre}.proj.weight", (len(labels), d), f"heads.{name}.weight")
+            take(f"{pre}.proj.bias", (len(labels),), f"heads.{name}.bias")
+    take("auxiliary_heads.value.weight", (1, d), "value_head.weight")
+    take("auxiliary_heads.value.bias", (1,), "value_head.bias")
+    unexpected = sorted(set(weights) - used)
+    if unexpected:
+        raise CheckpointError(
+            f"{where}: unexpected tensors {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''} that the config and "
+            f"spaces do not imply {ctx}"
+        )
+    return out
+
+
+def _apply_among(
+    info: dict[str, Any], among: Mapping[str, Sequence[str]] | None, strict: bool, where: str
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Set the candidate types of select-entity actions in ``info``; returns them (a cache key)."""
+    acts = info["action_space"]
+    real = [n for n in info["obs_space"]["entities"] if n != GLOBAL_ENTITY]
+    if among:
+        for name, types in among.items():
+            a = acts.get(name)
+            if a is None or a["kind"] != SELECT_ENTITY:
+                if strict:
+                    raise ConfigError(f"among: {where} has no select-entity action {name!r} (its select-entity actions: "
+                                      f"{[k for k, v in acts.items() if v['kind'] == SELECT_ENTITY]})")
+                continue
+            if isinstance(types, str):
+                types = [types]
+            unknown = [t for t in types if t not in real]
+            if unknown and strict:
+                raise ConfigError(f"among: entity types {unknown} of action {name!r} are not in {where} (it has {real})")
+            keep = [t for t in real if t in types]
+            if keep:
+                a["among"] = keep
+    return tuple((k, tuple(v["among"])) for k, v in acts.items() if v["kind"] == SELECT_ENTITY)
+
+
+def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read an enn-trainer checkpoint as the tensors and metadata of a gymloop policy.
+
+    Args:
+        path: a checkpoint folder (``config.ron``, ``state.ron``, ``state.agent.msgpack``) or a
+            ``.roguenet`` tar archive of those files.
+        among: per select-entity action, the entity types it selects among (default: all).
+
+    Returns:
+        ``(tensors, info)`` as :class:`~gymloop.nn.numpy_policy.NumpyPolicy` and
+        :func:`gymloop.checkpoint.write_agent` take them. ``info["enn"]`` records the source: the
+        config version, the environment id, the global categorical actions.
+
+    Raises:
+        CheckpointError: see the module docstring.
+        ConfigError: ``among`` names an action or entity type the checkpoint does not have.
+    """
+    p = os.fspath(path)
+    src = _read_sources(p)
+    (cw, ctext), (sw, stext), (ww, wdata) = (src[f] for f in _FILES)
+    net, version, env = _read_config(parse_ron(ctext, cw), cw)
+    ents, glob, acts, step = _read_state(parse_ron(stext, sw), sw)
+    if net.relpos is not None:
+        types = dict(ents)
+        if any(k == "global" for k, _ in acts.values()):
+            types[GLOBAL_ENTITY] = []
+        lacking = {t: [f for f in net.relpos.position_features if f not in fs] for t, fs in types.items()}
+        lacking = {t: m for t, m in lacking.items() if m}
+        if lacking:
+            raise CheckpointError(
+                f"{cw}: relative positions need the position features {net.relpos.position_features} in every entity type's "
+                f"own features; lacking: {lacking} (positions from global features are not supported)"
+            )
+    weights = _read_weights(wdata, ww)
+    tensors = _convert(weights, net, ents, glob, acts, ww)
+    entities = {k: list(v) for k, v in ents.items()}
+    global_actions = [k for k, (kind, _) in acts.items() if kind == "global"]
+    if global_actions:
+        entities[GLOBAL_ENTITY] = []
+    real = [n for n in ents]
+    action_space = {
+        k: {"kind": SELECT_ENTITY, "labels": [], "among": list(real)} if kind == "select" else {"kind": CATEGORICAL, "labels": list(labels), "among": []}
+        for k, (kind, labels) in acts.items()
+    }
+    if any(a["kind"] == SELECT_ENTITY for a in action_space.values()) and not real:
+        raise CheckpointError(f"{sw}: a select-entity action needs entity types to select among")
+    cfg = NetConfig(d_model=net.d_model, n_layer=net.n_layer, n_head=net.n_head, d_qk=net.d_qk, relpos=net.relpos,
+                    norm_clip=5.0, mlp_ratio=4, readout=False)
+    from . import __version__
+
+    info: dict[str, Any] = {
+        "obs_space": {"entities": entities, "globals": list(glob)},
+        "action_space": action_space,
+        "net": cfg.to_dict(),
+        "arch": "rogue-net",
+        "step": step,
+        "library_version": __version__,
+        "enn": {"source": p, "config_version": version, "env": env, "global_actions": global_actions},
+    }
+    _apply_among(info, among, True, p)
+    return tensors, info
+
+
+_policies: weakref.WeakValueDictionary[tuple, NumpyPolicy] = weakref.WeakValueDictionary()
+
+
+def _file_key(p: str) -> tuple:
+    try:
+        if os.path.isdir(p):
+            sts = [os.stat(os.path.join(p, f)) for f in _FILES if os.path.exists(os.path.join(p, f))]
+        else:
+            sts = [os.stat(p)]
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+    return (os.path.realpath(p), tuple((s.st_mtime_ns, s.st_size) for s in sts))
+
+
+def _load_policy(p: str, among: Mapping[str, Sequence[str]] | None, strict: bool) -> NumpyPolicy:
+    want = None if among is None else tuple(sorted((str(k), (v,) if isinstance(v, str) else tuple(v)) for k, v in among.items()))
+    key = (_file_key(p), want, strict)
+    pol = _policies.get(key)
+    if pol is None:
+        tensors, info = read_checkpoint(p)
+        _apply_among(info, among, strict, p)
+        pol = NumpyPolicy(tensors, info, p)
+        _policies[key] = pol
+    return pol
+
+
+def load_policy(path: str | os.PathLike, among: Mapping[str, Sequence[str]] | None = None) -> NumpyPolicy:
+    """The numpy policy of an enn-trainer checkpoint (shared between calls for an unchanged file).
+
+    Args:
+        path: a checkpoint folder or ``.roguenet`` archive.
+        among: per select-entity action, the entity types it selects among (default: all).
+
+    Raises:
+        CheckpointError: see the module docstring.
+        ConfigError: ``among`` names an action or entity type the checkpoint does not have.
+    """
+    return _load_policy(os.fspath(path), among, True)
+
+
+def _among_of_game(game: Any) -> dict[str, list[str]] | None:
+    from .spaces import declared_types
+
+    decl = declared_types(game)
+    if decl is None:
+        return None
+    out = {}
+    for a in decl[2]:
+        spec = action_spec(a)
+        if spec.kind == SELECT_ENTITY:
+            out[spec.name] = [schema_of(c).name for c in spec.among]
+    return out or None
+
+
+def load(
+    path: str | os.PathLike,
+    seed: int | None = None,
+    greedy: bool = False,
+    game: Any = None,
+    among: Mapping[str, Sequence[str]] | None = None,
+) -> NeuralAgent:
+    """Load an enn-trainer checkpoint as a :class:`~gymloop.neural.NeuralAgent` (``gl.load`` calls this).
+
+    Args:
+        path: a checkpoint folder or ``.roguenet`` archive.
+        seed: seed of the agent's sampling generator.
+        greedy: always take the most probable choice.
+        game: a game declared with ``@gl.game(...)``: its select-entity actions give the candidate
+            entity types (unless ``among`` is given), and the game is checked against the agent.
+        among: per select-entity action, the entity types it selects among (default: all).
+
+    Raises:
+        CheckpointError: see the module docstring; or the game lacks what the agent needs.
+        ConfigError: ``among`` names an action or entity type the checkpoint does not have.
+
+    Example:
+        >>> import gymloop as gl  # doctest: +SKIP
+        >>> agent = gl.load("ckpt/latest-step000000016384", seed=0)  # doctest: +SKIP
+    """
+    from .neural import NeuralAgent  # (at call time: neural imports this module)
+
+    p = os.fspath(path)
+    if among is None and game is not None:
+        policy = _load_policy(p, _among_of_game(game), False)
+    else:
+        policy = _load_policy(p, among, True)
+    agent = NeuralAgent(policy, seed=seed, greedy=greedy)
+    if game is not None:
+        agent.check(game)
+    return agent
+
+
+def convert(path: str | os.PathLike, out: str | os.PathLike, among: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Write an enn-trainer checkpoint as a gymloop agent checkpoint (``.safetensors``).
+
+    The result loads with ``gl.load(out)`` and, for training on, with torch
+    (:func:`gymloop.nn.torch_policy.policy_from_file`).
+
+    Raises:
+        CheckpointError: see the module docstring.
+    """
+    from .checkpoint import write_agent
+
+    tensors, info = read_checkpoint(path, among)
+    NumpyPolicy(tensors, info, os.fspath(path))  # validate before writing
+    write_agent(out, tensors, info)
+
+
+# ---------------------------------------------------------------------- entity-gym style inputs
+@dataclass
+class EnnObservation:
+    """One observation laid out as entity-gym's ``batch_obs`` gives it to rogue-net.
+
+    Entities are indexed through all types in the checkpoint's observation-space order (rows in
+    order); the ``__global__`` token, when the network has one, comes last.
+
+    Attributes:
+        entities: per entity type, ``(n, n_features)`` raw features (columns in the checkpoint's
+            feature order); a missing type has no entities.
+        global_features: the global features, in the checkpoint's order.
+        actors: per action, the entity indices of its actors (missing: no actors).
+        actees: per select-entity action, the entity indices of the selectable entities.
+        masks: per categorical action, ``(n_actors, n_choices)`` bool or ``None`` (all allowed).
+    """
+
+    entities: Mapping[str, Any]
+    global_features: Sequence[float] = ()
+    actors: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    actees: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    masks: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EnnOutput:
+    """rogue-net's outputs for one observation.
+
+    Attributes:
+        logprobs: per action, ``(n_actors, n_choices)`` log-probabilities (select-entity:
+            ``(n_actors, n_actees)`` in ``actees`` order); masked choices ``-inf``.
+        value: the value head's output.
+    """
+
+    logprobs: dict[str, np.ndarray]
+    value: float
+
+
+def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
+    """The network inputs of entity-gym style observations (slot ``s`` = observation ``s``).
+
+    Usable with :meth:`NumpyPolicy.forward` and, for a converted checkpoint, the torch policy.
+
+    Raises:
+        InvalidObservationError: features of the wrong shape or not finite, indices out of range.
+    """
+    names = policy.entity_names
+    ng = len(policy.global_features)
+    S = len(observations)
+    rows: list[list[np.ndarray]] = []
+    globs = []
+    for s, o in enumerate(observations):
+        unknown = [k for k in o.entities if k not in policy.entity_features or k == GLOBAL_ENTITY]
+        if unknown:
+            raise InvalidObservationError(f"observation {s}: unknown entity types {unknown}; the network has {names}")
+        g = np.asarray(o.global_features, dtype=_F32).reshape(-1)
+        if g.shape != (ng,):
+            raise InvalidObservationError(f"observation {s}: {g.size} global features, the network has {ng} {list(policy.global_features)}")
+        globs.append(g)
+        per = []
+        for n in names:
+            nf = len(policy.entity_features[n])
+            if n == GLOBAL_ENTITY:
+                per.append(np.zeros((1, 0), dtype=_F32))
+                continue
+            x = o.entities.get(n)
+            a = np.zeros((0, nf), dtype=_F32) if x is None else np.asarray(x, dtype=_F32)
+            if a.shape == (0,):  # [] : no entity of this type
+                a = np.zeros((0, nf), dtype=_F32)
+            if a.ndim != 2 or a.shape[1] != nf:
+                raise InvalidObservationError(f"observation {s}: entity type {n!r} needs (n, {nf}) features, got shape {a.shape}")
+            if not np.isfinite(a).all():
+                raise InvalidObservationError(f"observation {s}: entity type {n!r} has non-finite features")
+            per.append(a)
+        rows.append(per)
+    T = len(names)
+    counts = np.array([[r[t].shape[0] for t in range(T)] for r in rows], dtype=np.int64).reshape(S, T)
+    totals = counts.sum(1)
+    L = int(max(1, totals.max(initial=0)))
+    starts = np.cumsum(counts, axis=1) - counts
+    feats, dest = {}, {}
+    pidx = policy.position_idx
+    positions = np.zeros((S * L, len(next(iter(pidx.values())))), dtype=_F32) if pidx else None
+    for t, n in enumerate(names):
+        parts = [np.concatenate([rows[s][t], np.broadcast_to(globs[s], (counts[s, t], ng))], axis=1) for s in range(S)]
+        feats[n] = np.concatenate(parts) if parts else np.zeros((0, len(policy.entity_features[n]) + ng), _F32)
+        slot = np.repeat(np.arange(S), counts[:, t])
+        rank = np.concatenate([np.arange(c) for c in counts[:, t]]) if S else np.zeros(0, np.int64)
+        dest[n] = (slot * L + starts[slot, t] + rank).astype(np.int64)
+        if positions is not None and dest[n].size:
+            positions[dest[n]] = feats[n][:, pidx[n]]
+    p = Packed(S=S, L=L, feats=feats, dest=dest, valid=np.arange(L)[None, :] < totals[:, None], lengths=totals,
+               positions=None if positions is None else positions.reshape(S, L, -1))
+    for name, a in policy.action_space.items():
+        actors, masks, cand, ncand = [], [], [], []
+        for s, o in enumerate(observations):
+            act = np.asarray(o.actors.get(name, ()), dtype=np.int64).reshape(-1)
+            if act.size and (act.min() < 0 or act.max() >= totals[s]):
+                raise InvalidObservationError(f"observation {s}: actor index out of range for action {name!r} ({totals[s]} entities)")
+            actors.append(act + s * L)
+            if a["kind"] == CATEGORICAL:
+                m = o.masks.get(name)
+                k = len(a["labels"])
+                m = np.ones((act.size, k), dtype=bool) if m is None else np.asarray(m, dtype=bool).reshape(act.size, k)
+                masks.append(m)
+            else:
+                ae = np.asarray(o.actees.get(name, ()), dtype=np.int64).reshape(-1)
+                if act.size and ae.size == 0:
+                    raise InvalidObservationError(f"observation {s}: select-entity action {name!r} has actors but no actees")
+                if ae.size and (ae.min() < 0 or ae.max() >= totals[s]):
+                    raise InvalidObservationError(f"observation {s}: actee index out of range for action {name!r}")
+                cand.append(np.tile(ae + s * L, act.size))
+                ncand += [ae.size] * act.size
+                masks.append(np.ones(act.size * ae.size, dtype=bool))
+        p.actors[name] = np.concatenate(actors) if actors else np.zeros(0, np.int64)
+        if a["kind"] == CATEGORICAL:
+            p.masks[name] = np.concatenate(masks) if masks else np.zeros((0, len(a["labels"])), bool)
+        else:
+            nc = np.array(ncand, dtype=np.int64)
+            p.masks[name] = np.concatenate(masks) if masks else np.zeros(0, bool)
+            p.n_cand[name] = nc
+            p.cand_seg[name] = np.repeat(np.arange(nc.size), nc)
+            p.cand[name] = np.concatenate(cand) if cand else np.zeros(0, np.int64)
+    return p
+
+
+def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list[EnnOutput]:
+    """rogue-net's outputs for entity-gym style observations (one ragged batch, one forward pass).
+
+    What ``RogueNet.get_action_and_auxiliary`` computes in ``eval()`` mode: per action the
+    normalised log-probabilities, and the value head.
+
+    Raises:
+        InvalidObservationError: features of the wrong shape or not finite, indices out of range.
+
+    Example:
+        >>> policy = load_policy("xor/checkpoint")  # doctest: +SKIP
+        >>> obs = EnnObservation({"Input": [[1.0], [0.0]]}, global_features=[0.0], actors={"output": [2]})
+        >>> forward(policy, [obs])[0].logprobs["output"].shape  # doctest: +SKIP
+        (1, 2)
+    """
+    obs = list(observations)
+    if not obs:
+        return []
+    res = policy.forward(pack(policy, obs), value=True)
+    outs = [EnnOutput({}, float(v)) for v in res.value]
+    for name, a in policy.action_space.items():
+        lp = res.logp[name]
+        o = 0
+        for s, ob in enumerate(obs):
+            n = len(ob.actors.get(name, ()))
+            if a["kind"] == CATEGORICAL:
+                outs[s].logprobs[name] = lp[o : o + n]
+                o += n
+            else:
+                k = len(ob.actees.get(name, ())) if n else 0
+                outs[s].logprobs[name] = lp[o : o + n * k].reshape(n, k)
+                o += n * k
+    return outs

@@ -33,8 +33,9 @@ Keep it in every observation of such a network (as an actor or with ``obs.entiti
 always sees it.
 
 **Select-entity actions.** An enn-trainer action space does not record which entity types an
-action selects among. By default every entity type is a candidate type; ``load(..., game=g)`` takes
-the candidate types from the game's declared ``gl.SelectEntity`` actions, and ``among=`` sets them
+action selects among (rogue-net scores whatever candidates the environment offers). By default the
+game decides: the candidates are the entities of the types its ``gl.SelectEntity(..., among=...)``
+names; ``load(..., game=g)`` fixes them from the game's declared actions, and ``among=`` sets them
 explicitly.
 
 **What is refused.** Only rogue-net's attention transformer with grid relative positions is
@@ -894,6 +895,7 @@ def _apply_among(
             keep = [t for t in real if t in types]
             if keep:
                 a["among"] = keep
+                a.pop("among_any", None)
     return tuple((k, tuple(v["among"])) for k, v in acts.items() if v["kind"] == SELECT_ENTITY)
 
 
@@ -938,7 +940,8 @@ def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] 
         entities[GLOBAL_ENTITY] = []
     real = [n for n in ents]
     action_space = {
-        k: {"kind": SELECT_ENTITY, "labels": [], "among": list(real)} if kind == "select" else {"kind": CATEGORICAL, "labels": list(labels), "among": []}
+        # enn-trainer does not record the candidate types: any type the game offers (among_any)
+        k: {"kind": SELECT_ENTITY, "labels": [], "among": list(real), "among_any": True} if kind == "select" else {"kind": CATEGORICAL, "labels": list(labels), "among": []}
         for k, (kind, labels) in acts.items()
     }
     if any(a["kind"] == SELECT_ENTITY for a in action_space.values()) and not real:

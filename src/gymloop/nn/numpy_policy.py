@@ -170,6 +170,8 @@ def _parse(info: Mapping[str, Any], where: str) -> tuple[dict[str, tuple[str, ..
             if kind not in (CATEGORICAL, SELECT_ENTITY):
                 raise CheckpointError(f"{where}: action type {k!r} has unknown kind {kind!r}")
             acts[str(k)] = {"kind": kind, "labels": tuple(v.get("labels", ())), "among": tuple(v.get("among", ()))}
+            if v.get("among_any"):  # the candidate types are not recorded (enn-trainer): the game's
+                acts[str(k)]["among_any"] = True
     except CheckpointError:
         raise
     except (KeyError, TypeError, AttributeError) as e:

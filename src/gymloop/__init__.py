@@ -19,6 +19,7 @@ from .errors import (
     InvalidActionError,
     InvalidObservationError,
     SchemaError,
+    TraceError,
     TrainingError,
 )
 from .neural import NeuralAgent, load
@@ -26,6 +27,7 @@ from .library import AgentLibrary, library, pack_library
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, declared_types, game
+from .trace import Recorder, Trace, load_trace, record_trace, replay
 from .vector import VecEnv
 from .check import check
 
@@ -51,9 +53,12 @@ __all__ = [
     "Obs",
     "ObsSpace",
     "RandomAgent",
+    "Recorder",
     "RunResult",
     "SchemaError",
     "SelectEntity",
+    "Trace",
+    "TraceError",
     "TrainingError",
     "VecEnv",
     "act_all",
@@ -63,8 +68,11 @@ __all__ = [
     "game",
     "library",
     "load",
+    "load_trace",
     "pack_library",
     "entity",
+    "record_trace",
+    "replay",
     "run",
     "schema_of",
     "__version__",

@@ -1,4 +1,5 @@
-"""The ``gymloop`` command: ``gymloop bench``, ``gymloop check GAME``, ``gymloop run GAME``.
+"""The ``gymloop`` command: ``gymloop bench``, ``gymloop check GAME``, ``gymloop run GAME``,
+``gymloop play GAME``, ``gymloop record GAME --out FILE``.
 
 Each subcommand calls the same public functions the tests call.
 """
@@ -37,16 +38,56 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+_SCRIPTED = {"snake": "gymloop.games.snake:GreedyAgent"}  # `gymloop run GAME --agent scripted`
+
+
+def _make_agent(spec: str | None, game: str, seed: int) -> object:
+    """The agent ``--agent`` names: ``random`` (default), ``scripted`` or an agent checkpoint."""
+    from .agent import RandomAgent
+    from .errors import ConfigError
+
+    if spec in (None, "random"):
+        return RandomAgent(seed=seed)
+    if spec == "scripted":
+        if game not in _SCRIPTED:
+            raise ConfigError(f"no scripted agent for game {game!r}; games with one: {sorted(_SCRIPTED)} (or give --agent PATH)")
+        import importlib
+
+        mod, _, cls = _SCRIPTED[game].partition(":")
+        return getattr(importlib.import_module(mod), cls)(seed=seed)
+    from .neural import load
+
+    return load(spec, seed=seed)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .agent import RandomAgent, run
+    from .agent import run
     from .games import get_game
 
     game = get_game(args.game)
-    agent = RandomAgent(seed=args.seed) if args.agents == 1 else [RandomAgent(seed=args.seed + i) for i in range(args.agents)]
-    result = run(game, agent, seed=args.seed, max_episodes=args.episodes)
-    scores = result.scores
+    who = f"a {args.agent or 'random'} agent" if args.agent in (None, "random", "scripted") else args.agent
+
+    def agents(seed: int) -> object:
+        return _make_agent(args.agent, args.game, seed) if args.agents == 1 else [_make_agent(args.agent, args.game, seed + i) for i in range(args.agents)]
+
+    if args.trace_dir:  # one run (its own seed) and one trace file per episode
+        from .trace import TRACE_SUFFIX, record_trace
+
+        scores, steps = [], 0
+        stem = args.game.replace(":", "_").replace("/", "_").replace(".", "_")
+        for i in range(args.episodes):
+            seed = args.seed + i
+            path = os.path.join(args.trace_dir, f"{stem}-{seed}{TRACE_SUFFIX}")
+            # max_episodes counts game_over calls of all seats: one episode of an N-agent game ends N times
+            tr = record_trace(game, agents(seed), seed=seed, max_episodes=args.agents, path=path)
+            scores += [e.score for e in tr.episodes]
+            steps += tr.num_decisions
+        where = f"; traces in {args.trace_dir}"
+    else:
+        result = run(game, agents(args.seed), seed=args.seed, max_episodes=args.episodes)
+        scores, steps, where = result.scores, result.steps, ""
     mean = sum(scores) / len(scores) if scores else float("nan")
-    print(f"{args.game} with a random agent: {len(scores)} episodes, {result.steps} decisions, mean final score {mean:.2f}")
+    print(f"{args.game} with {who}: {args.episodes} episodes, {steps} decisions, mean final score {mean:.2f}{where}")
     return 0
 
 
@@ -94,11 +135,33 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .train.ppo import Trainer, evaluate
 
     game = get_game(args.game)
-    cfg = TrainConfig(steps=args.steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
+    steps = args.steps if args.steps is not None else (0 if args.demos else 3_000_000)
+    cfg = TrainConfig(steps=steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
                       opponents=list(args.opponent or []), init_from=args.init_from)
     if args.num_envs:
         cfg.num_envs = args.num_envs
-    _parse_overrides(cfg, args.set or [])
+    sets = args.set or []
+    _parse_overrides(cfg, [x for x in sets if not x.startswith("bc.")])
+    if args.demos:
+        from .errors import ConfigError
+        from .train.bc import BCConfig, train_bc
+
+        if args.resume or args.init_from:
+            raise ConfigError("--demos starts a new agent by behaviour cloning; drop --resume / --init-from")
+        bc_cfg = BCConfig(seed=args.seed, net=cfg.net)
+        _parse_overrides(bc_cfg, [x[3:] for x in sets if x.startswith("bc.")])
+        bc_path = os.path.join(args.out, "agent.safetensors" if steps == 0 else "bc.safetensors")
+        bc = train_bc(args.demos, bc_cfg, out_path=bc_path, game_name=args.game)
+        print(f"behaviour cloning: {bc.decisions:,} decisions of {bc.traces} traces, {bc_cfg.epochs} epochs in {bc.seconds:.0f} s; "
+              f"the agent's most probable choice is the recorded one {100 * bc.agreement:.1f}% of the time")
+        if steps == 0:
+            if args.eval_episodes:
+                before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
+                after = evaluate(game, bc.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
+                _print_scores(before, after, "cloned agent")
+            print(f"files in {os.path.abspath(args.out)}: agent.safetensors")
+            return 0
+        cfg.init_from = bc_path  # PPO goes on from the cloned weights
     trainer = Trainer(game, cfg, out_dir=args.out, game_name=args.game, resume=args.resume, progress=not args.quiet)
     before = None
     if not args.resume and args.eval_episodes:
@@ -108,13 +171,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"trained {args.game}: {result.steps:,} steps in {result.seconds:.0f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)"
           + (" (interrupted)" if result.interrupted else ""))
     if after is not None:
-        keys = [k for k in after if k.endswith("return") or k not in ("episode_return", "episode_length")]
-        for k in ["episode_return", "episode_length"] + [k for k in keys if k not in ("episode_return", "episode_length")]:
-            if k in after:
-                b = f"{before[k]:8.2f}" if before and k in before else "       -"
-                print(f"  {k:<20} random agent {b}   trained agent {after[k]:8.2f}")
-    print(f"files in {os.path.abspath(args.out)}: agent.safetensors, optimizer.safetensors, metrics.csv, curve.png, tb/")
+        _print_scores(before, after, "trained agent")
+    extra = "bc.safetensors (the cloned agent), " if args.demos else ""
+    print(f"files in {os.path.abspath(args.out)}: agent.safetensors, {extra}optimizer.safetensors, metrics.csv, curve.png, tb/")
     return 130 if result.interrupted else 0
+
+
+def _print_scores(before: dict | None, after: dict, who: str) -> None:
+    keys = [k for k in after if k.endswith("return") or k not in ("episode_return", "episode_length")]
+    for k in ["episode_return", "episode_length"] + [k for k in keys if k not in ("episode_return", "episode_length")]:
+        if k in after:
+            b = f"{before[k]:8.2f}" if before and k in before else "       -"
+            print(f"  {k:<20} random agent {b}   {who} {after[k]:8.2f}")
 
 
 def _cmd_library(args: argparse.Namespace) -> int:
@@ -139,6 +207,32 @@ def _cmd_library(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_play(args: argparse.Namespace) -> int:
+    from .render import play
+
+    result = play(args.game, args.agent, seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
+                  max_steps=args.max_steps)
+    scores = ", ".join(f"{s:g}" for s in result.scores) or "none finished"
+    n_ep = len(result.episodes)
+    print(f"{args.game}: {result.steps} decisions, {n_ep} episode{'s' * (n_ep != 1)} (scores: {scores})")
+    return 0
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # offscreen: never open a window
+    from .render import record
+
+    r = record(args.game, args.out, args.agent, seed=args.seed, max_steps=args.max_steps,
+               max_episodes=args.episodes or None, fps=args.fps)
+    who = args.agent or "a random agent"
+    n_ep = len(r.run.episodes)
+    print(f"wrote {r.path}: {r.frames} frames, {r.size[0]}x{r.size[1]} px, {r.fps:g} fps "
+          f"({args.game} with {who}, {r.run.steps} decisions, {n_ep} episode{'s' * (n_ep != 1)})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gymloop", description="Game loops as fast RL environments.")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -160,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
     t.add_argument("game", help="bundled game name (snake, tactics, duel) or module:function")
-    t.add_argument("--steps", type=int, default=3_000_000, help="environment steps (the default takes about 3 minutes for snake on 2 cores)")
+    t.add_argument("--steps", type=int, default=None,
+                   help="environment steps of PPO (default 3,000,000, about 3 minutes for snake on 2 cores; with --demos 0)")
+    t.add_argument("--demos", metavar="DIR",
+                   help="first clone the agents of the trace files in DIR (behaviour cloning; see gymloop run --trace-dir), "
+                        "then go on with PPO if --steps > 0; bc.* config fields (bc.epochs=...) with --set")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default="runs/latest", help="output folder")
     t.add_argument("--workers", type=int, default=0, help="processes stepping games (0: the trainer's process)")
@@ -180,12 +278,36 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--out", help="pack: the archive file to write")
     lb.set_defaults(fn=_cmd_library)
 
-    r = sub.add_parser("run", help="play a game with a random agent and print the scores")
+    r = sub.add_parser("run", help="play a game with an agent (random by default), print the scores, record traces")
     r.add_argument("game")
     r.add_argument("--episodes", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
+    r.add_argument("--agent", default=None, metavar="random|scripted|PATH",
+                   help="who plays: a random agent (default), the game's scripted agent (snake), or an agent checkpoint")
+    r.add_argument("--trace-dir", metavar="DIR",
+                   help="record each episode (seeds SEED, SEED+1, ...) as a trace file in DIR, for replay and --demos")
     r.set_defaults(fn=_cmd_run)
+
+    pl = sub.add_parser("play", help="play a game with the keyboard, or watch an agent (needs the render extra)")
+    pl.add_argument("game", help="bundled game name (snake, duel, tactics) or module:function")
+    pl.add_argument("--agent", help="agent checkpoint to watch; SPACE or an arrow key takes over, SPACE hands back")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
+    pl.add_argument("--human-vs-agent", action="store_true",
+                    help="duel: you (arrows/WASD) against --agent (default: a random agent)")
+    pl.add_argument("--max-steps", type=int, default=None, help="stop after this many decisions (all players)")
+    pl.set_defaults(fn=_cmd_play)
+
+    rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
+    rc.add_argument("game", help="bundled game name (snake, duel, tactics) or module:function")
+    rc.add_argument("--agent", help="agent checkpoint (default: a random agent)")
+    rc.add_argument("--out", required=True, help="the video file: .gif or .mp4")
+    rc.add_argument("--seed", type=int, default=0)
+    rc.add_argument("--max-steps", type=int, default=1000, help="stop after this many decisions (all players)")
+    rc.add_argument("--episodes", type=int, default=1, help="stop after this many episodes (0: no limit)")
+    rc.add_argument("--fps", type=float, default=10.0, help="frames per second of the video")
+    rc.set_defaults(fn=_cmd_record)
     return p
 
 

@@ -10,6 +10,7 @@ Tree::
     ├── EnvStateError            a call at the wrong time (step before reset, step after close)
     ├── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
     ├── CheckpointError          a checkpoint file that is corrupt, foreign or incompatible
+    ├── TraceError               a trace file that is corrupt or foreign, or a replay that diverges
     └── TrainingError            training cannot continue (a NaN loss, ...)
 
 Every message names the thing, what was expected, what came, and how to fix it.
@@ -26,6 +27,7 @@ __all__ = [
     "EnvStateError",
     "ConfigError",
     "CheckpointError",
+    "TraceError",
     "TrainingError",
 ]
 
@@ -56,6 +58,11 @@ class ConfigError(GymloopError, ValueError):
 
 class CheckpointError(GymloopError, ValueError):
     """A checkpoint is truncated, corrupt, not a gymloop agent, or does not fit the game."""
+
+
+class TraceError(GymloopError, ValueError):
+    """A trace file is truncated, corrupt, not a gymloop trace or of an unknown format version, or
+    a replay of a trace observed something other than what was recorded."""
 
 
 class TrainingError(GymloopError, RuntimeError):

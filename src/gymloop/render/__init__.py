@@ -1,0 +1,93 @@
+"""Rendering, human play and video recording (the ``render`` extra: pygame-ce, Pillow, imageio-ffmpeg).
+
+Games stay headless: nothing here changes a game, and pygame is imported only when something is
+drawn (importing :mod:`gymloop` or this package does not import it). The render hook is an agent
+wrapper, :class:`Watch`: at each ``act`` it hands the observation to a :class:`Viewer`, which draws
+it with the game's :class:`GameView` (a ``draw(obs, canvas)`` function: one per bundled game, a
+generic one for any game whose entities have ``x``/``y`` positions, or your own through
+:func:`register_view`).
+
+* :func:`play` / ``gymloop play GAME``: keyboard play (:class:`KeyboardAgent`), watching an agent
+  with take-over (:class:`TakeOver`), human against agent in ``duel``;
+* :func:`record` / ``gymloop record GAME --out run.gif``: an offscreen video (GIF or MP4);
+* :class:`FrameClock`, :func:`surface_to_array`, :func:`write_video`: the parts.
+
+Example:
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> from gymloop.render import Viewer, Watch
+    >>> viewer = Viewer("snake", window=False, capture=True)
+    >>> _ = gl.run(snake, Watch(gl.RandomAgent(seed=0), viewer), seed=0, max_steps=2)
+    >>> viewer.frames[1].shape      # (height, width, RGB)
+    (352, 320, 3)
+"""
+
+from __future__ import annotations
+
+from .draw import (
+    BACKGROUND,
+    BAR,
+    BODY,
+    CELL,
+    ENEMY,
+    FOOD,
+    HEAD,
+    OPPONENT_BODY,
+    OPPONENT_HEAD,
+    UNIT,
+    WALL,
+    Canvas,
+    GameView,
+    draw_duel,
+    draw_entities,
+    draw_snake,
+    draw_tactics,
+    register_view,
+    surface_to_array,
+    view_for,
+)
+from .keyboard import ARROWS, WASD, KeyboardAgent, PlayerQuit, TakeOver, poll_events
+from .play import RecordResult, load_agent, play, record
+from .video import VIDEO_FORMATS, GifWriter, Mp4Writer, open_video, write_video
+from .viewer import FrameClock, Viewer, Watch
+
+__all__ = [
+    "ARROWS",
+    "BACKGROUND",
+    "BAR",
+    "BODY",
+    "CELL",
+    "ENEMY",
+    "FOOD",
+    "HEAD",
+    "OPPONENT_BODY",
+    "OPPONENT_HEAD",
+    "UNIT",
+    "VIDEO_FORMATS",
+    "WALL",
+    "WASD",
+    "Canvas",
+    "FrameClock",
+    "GameView",
+    "GifWriter",
+    "KeyboardAgent",
+    "Mp4Writer",
+    "PlayerQuit",
+    "RecordResult",
+    "TakeOver",
+    "Viewer",
+    "Watch",
+    "draw_duel",
+    "draw_entities",
+    "draw_snake",
+    "draw_tactics",
+    "load_agent",
+    "open_video",
+    "play",
+    "poll_events",
+    "record",
+    "register_view",
+    "surface_to_array",
+    "view_for",
+    "write_video",
+]

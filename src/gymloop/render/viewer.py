@@ -1,0 +1,229 @@
+"""Showing a game: a viewer (window or offscreen), the agent wrapper that feeds it, a frame clock.
+
+The render hook is an agent wrapper, so no game changes: :class:`Watch` wraps the agent of the
+player whose view is shown; at each ``act`` it hands the observation to its :class:`Viewer`,
+which draws it with the game's :class:`~gymloop.render.GameView`, shows it in a window and/or
+passes the frame (an RGB numpy array) on, then waits for the frame clock; only then does the
+wrapped agent (a human, a trained agent) decide. At ``game_over`` the last frame gets a banner.
+
+Example:
+    >>> import gymloop as gl
+    >>> from gymloop.games.snake import snake
+    >>> from gymloop.render import Viewer, Watch
+    >>> viewer = Viewer("snake", window=False, capture=True)       # offscreen: no window, no display
+    >>> r = gl.run(snake, Watch(gl.RandomAgent(seed=0), viewer), seed=0, max_steps=3)
+    >>> len(viewer.frames), viewer.frames[0].shape
+    (3, (352, 320, 3))
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..agent import EpisodeResult
+from ..errors import ConfigError
+from ..obs import Obs
+from ._deps import pygame_module
+from .draw import BAR, Canvas, GameView, board_size, surface_to_array, view_for
+from .keyboard import poll_events
+
+__all__ = ["FrameClock", "Viewer", "Watch"]
+
+log = logging.getLogger(__name__)
+
+
+class FrameClock:
+    """Keeps a loop to at most ``fps`` iterations per second (``None`` or 0: no limit).
+
+    Example:
+        >>> from gymloop.render import FrameClock
+        >>> clock = FrameClock(fps=None)
+        >>> clock.tick()
+        0.0
+    """
+
+    def __init__(self, fps: float | None) -> None:
+        if fps is not None and (not isinstance(fps, (int, float)) or fps < 0):
+            raise ConfigError(f"fps must be a non-negative number or None, got {fps!r}")
+        self.period = 1.0 / fps if fps else 0.0
+        self._next: float | None = None
+
+    def tick(self) -> float:
+        """Sleep until the next frame is due; returns the seconds slept."""
+        if not self.period:
+            return 0.0
+        now = time.perf_counter()
+        if self._next is None:
+            self._next = now
+        wait = self._next - now
+        if wait > 0:
+            time.sleep(wait)
+        else:
+            wait = 0.0
+            self._next = now  # late (a slow agent): do not try to catch up
+        self._next += self.period
+        return wait
+
+
+class Viewer:
+    """Draws a game's observations in a window and/or offscreen, one frame per call to :meth:`show`.
+
+    Args:
+        game: the game: a bundled name, a game function, or a :class:`GameView`.
+        fps: frames per second for watching (``None`` or 0: as fast as possible).
+        window: open a pygame window (the first frame opens it). ``False`` draws offscreen only
+            and never touches the display, so it needs no video driver.
+        capture: keep every frame in :attr:`frames` (RGB arrays, ``(height, width, 3)`` uint8).
+        on_frame: called with every frame as an RGB array (a video writer's ``add``).
+        cell: pixels per board cell (default: the view's).
+        end_seconds: how long a window shows the end-of-episode banner (only when ``fps`` is set).
+
+    Attributes:
+        canvas: the :class:`Canvas` (``None`` until the first frame).
+        frames: the captured frames (with ``capture=True``).
+        frame_count: frames drawn so far.
+    """
+
+    def __init__(self, game: Any, *, fps: float | None = None, window: bool = True, capture: bool = False,
+                 on_frame: Callable[[np.ndarray], None] | None = None, cell: int | None = None,
+                 end_seconds: float = 1.0) -> None:
+        self.view = game if isinstance(game, GameView) else view_for(game)
+        self.clock = FrameClock(fps)
+        self.window = window
+        self.capture = capture
+        self.on_frame = on_frame
+        self.cell = cell or self.view.cell
+        self.end_seconds = end_seconds if fps else 0.0
+        self.canvas: Canvas | None = None
+        self.frames: list[np.ndarray] = []
+        self.frame_count = 0
+        self._screen: Any = None
+        self._caption = ""
+        self._pg = pygame_module()
+
+    def _open(self, obs: Obs) -> Canvas:
+        pg = self._pg
+        w, h = self.view.width, self.view.height
+        if w is None or h is None:
+            w, h = board_size(obs)
+            log.info("board of %s: %d x %d cells (from the first observation)", self.view.name, w, h)
+        surface = pg.Surface((w * self.cell, h * self.cell + BAR))
+        self.canvas = Canvas(surface, w, h, self.cell, BAR)
+        if self.window:
+            try:
+                pg.display.init()
+                self._screen = pg.display.set_mode(self.canvas.pixel_size)
+            except pg.error as e:
+                raise ConfigError(
+                    f"cannot open a window to show {self.view.name}: {e}; on a machine without a display, "
+                    "record a video instead (gymloop record) or set SDL_VIDEODRIVER=dummy"
+                ) from None
+            self.set_caption(self._caption)
+        return self.canvas
+
+    def set_caption(self, text: str) -> None:
+        """Window title: ``gymloop: GAME`` and ``text`` (who plays, which keys)."""
+        self._caption = text
+        if self._screen is not None:
+            self._pg.display.set_caption(f"gymloop: {self.view.name}" + (f"  ({text})" if text else ""))
+
+    def show(self, obs: Obs) -> None:
+        """Draw one observation as a frame, show/pass it on, then wait for the frame clock."""
+        canvas = self.canvas or self._open(obs)
+        self.view.draw(obs, canvas)
+        self._emit()
+        self.clock.tick()
+
+    def end(self, obs: Obs, truncated: bool = False) -> None:
+        """Draw the end-of-episode banner over the last frame (one more frame)."""
+        if self.canvas is None:
+            return
+        self.canvas.banner(self.view.end_text(obs, truncated))
+        self._emit()
+        if self._screen is not None and self.end_seconds:
+            until = time.perf_counter() + self.end_seconds
+            while time.perf_counter() < until:
+                poll_events()
+                time.sleep(0.02)
+
+    def _emit(self) -> None:
+        self.frame_count += 1
+        surface = self.canvas.surface  # type: ignore[union-attr]
+        if self._screen is not None:
+            self._screen.blit(surface, (0, 0))
+            self._pg.display.flip()
+            poll_events()
+        if self.capture or self.on_frame is not None:
+            frame = surface_to_array(surface)
+            if self.capture:
+                self.frames.append(frame)
+            if self.on_frame is not None:
+                self.on_frame(frame)
+
+    def frame(self) -> np.ndarray:
+        """The current frame as an RGB array (``(height, width, 3)`` uint8)."""
+        if self.canvas is None:
+            raise ConfigError("the viewer has drawn no frame yet; call show(obs) first")
+        return surface_to_array(self.canvas.surface)
+
+    def close(self) -> None:
+        """Close the window, if one was opened (offscreen viewers have nothing to close)."""
+        if self._screen is not None:
+            self._screen = None
+            self._pg.display.quit()
+
+
+class Watch:
+    """An :class:`~gymloop.Agent` wrapper that shows each observation before its agent decides.
+
+    Wrap the agent of the player whose view is drawn (the first one in two-player games). It
+    also keeps its own tally (:attr:`steps`, :attr:`episodes`) of that player.
+
+    Args:
+        agent: the agent that decides (keyboard, trained, random, :class:`TakeOver`, ...).
+        viewer: the :class:`Viewer` that draws.
+
+    Example:
+        >>> import gymloop as gl
+        >>> from gymloop.games.duel import duel
+        >>> from gymloop.render import Viewer, Watch
+        >>> v = Viewer("duel", window=False)
+        >>> _ = gl.run(duel, [Watch(gl.RandomAgent(0), v), gl.RandomAgent(1)], seed=0, max_steps=4)
+        >>> v.frame_count      # one frame per decision of the first player
+        2
+    """
+
+    def __init__(self, agent: Any, viewer: Viewer) -> None:
+        self.agent = agent
+        self.viewer = viewer
+        self.steps = 0
+        self.episodes: list[EpisodeResult] = []
+        self._ep_len = 0
+
+    def _caption(self) -> str:
+        human = getattr(self.agent, "human", None)
+        if human is None:
+            return ""
+        return "you play - SPACE: hand back" if human else "agent plays - SPACE or arrows: take over"
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        """Show ``obs``, then ask the wrapped agent."""
+        caption = self._caption()
+        if caption != self.viewer._caption:
+            self.viewer.set_caption(caption)
+        self.viewer.show(obs)
+        self.steps += 1
+        self._ep_len += 1
+        return self.agent.act(obs, *action_types)
+
+    def game_over(self, obs: Obs, truncated: bool = False) -> None:
+        """Tell the wrapped agent, then show the end banner."""
+        self.agent.game_over(obs, truncated)
+        self.episodes.append(EpisodeResult(0, float(obs.score), self._ep_len, bool(truncated), obs.metrics))
+        self._ep_len = 0
+        self.viewer.end(obs, truncated)

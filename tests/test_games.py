@@ -326,3 +326,25 @@ def test_duel_vecenv_lock_step():
             b = env.step(env.sample_actions())
     finally:
         env.close()
+
+
+def test_a_snake_of_length_two_keeps_its_length_while_moving():
+    from gymloop.games.snake import Move, SnakeGame
+
+    g = SnakeGame(seed=0)
+    g.head.x, g.head.y = 5, 5
+    g.body = []
+    g.food = []
+    g.occupied = bytearray(g.size * g.size)
+    g.heading = Move.RIGHT
+    g.occupied[6 * g.size + 5] = 2  # food right of the head
+    from gymloop.games.snake import Food
+
+    g.food.append(Food(6, 5))
+    g.step(Move.RIGHT)  # eats: length 2
+    assert g.length == 2 and not g.over
+    for _ in range(3):
+        g.step(Move.UP)
+        assert g.length == 2 and not g.over
+    assert (g.body[0].x, g.body[0].y) == (6, 7)
+    assert g.occupied.count(1) == 1  # exactly one body cell marked

@@ -203,6 +203,7 @@ class DuelGame:
             nx, ny = new[i]
             c = nx * size + ny
             body = bodies[i]
+            grow = eat[i] or bool(body)  # a new segment where the head was (decided before the tail moves)
             if eat[i]:
                 occ[c] = 0
                 for k, f in enumerate(self.food):
@@ -212,7 +213,7 @@ class DuelGame:
             elif body:
                 tail = body.pop()
                 occ[tail.x * size + tail.y] = 0
-            if body or eat[i]:
+            if grow:
                 ox, oy = old[i]
                 body.insert(0, Body(ox, oy))
                 occ[ox * size + oy] = 1

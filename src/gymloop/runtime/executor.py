@@ -85,16 +85,26 @@ class TrainingAgent:
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
         ex = self._ex
-        if ex.closing:
-            raise greenlet.GreenletExit
-        if type(obs) is not Obs:
-            raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
-        if not action_types:
-            raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
+        if type(obs) is not Obs or not action_types or ex.closing:
+            self._refuse(obs, action_types)
         s = self._slot
         self._pobs[s] = obs
         self._ptypes[s] = action_types
+        chain = ex.chain
+        if chain is not None:  # resume the next waiting game directly (one switch per decision)
+            p = ex.pos + 1
+            if p < len(chain):
+                ex.pos = p
+                k, v = chain[p]
+                return ex.greenlets[k].switch(v)
         return ex.caller.switch(_ASKED)
+
+    def _refuse(self, obs: Any, action_types: tuple) -> None:
+        if self._ex.closing:
+            raise greenlet.GreenletExit
+        if type(obs) is not Obs:
+            raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
+        raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         self._ex.game_over(self._slot, obs, truncated)
@@ -108,6 +118,7 @@ class TrainingAgent:
         ex = self._ex
         if ex.closing:
             raise greenlet.GreenletExit
+        ex.uses_act_all = True  # its games are resumed one by one (no chaining, results by slot)
         slots = []
         for r in requests:
             agent, obs, types = r[0], r[1], r[2:]
@@ -154,6 +165,11 @@ class Executor:
         self.declared = declared
         self.closing = False
         self.caller: Any = None
+        # while step() resumes the waiting games: their (game, action) pairs in order, and the
+        # position of the game running now; a game's act() switches straight to the next one
+        self.chain: list[tuple[int, Any]] | None = None
+        self.pos = 0
+        self.uses_act_all = False
         n = self.n
         self.pobs: list[Obs | None] = [None] * n
         self.ptypes: list[tuple | None] = [None] * n
@@ -362,24 +378,40 @@ class Executor:
             else:
                 decoded.append(self._decode_select(a, idx))
         gls = self.greenlets
-        if plan.simple and apg == 1:
-            # every waiting game asked one action type for one actor
-            todo = []
-            for a in range(len(specs)):
-                todo.extend(zip(plan.a_slot[a], decoded[a]))
+        if plan.simple and apg == 1 and not self.uses_act_all:
+            # every waiting game asked one action type for one actor: resume them as a chain, each
+            # game's act() switching straight to the next game; control comes back here at the
+            # end of the chain, or when a game returns or raises
+            if len(specs) == 1:
+                chain = list(zip(plan.a_slot[0], decoded[0]))
+            else:
+                chain = []
+                for a in range(len(specs)):
+                    chain.extend(zip(plan.a_slot[a], decoded[a]))
             # (pobs[s] needs no clearing: a resumed game either acts again, which overwrites
             # it, or returns or raises, which clear it)
-            for s, v in todo:
-                g = gls[s]
+            last = len(chain) - 1
+            pos = 0
+            while pos <= last:
+                self.pos = pos
+                self.chain = chain
                 try:
-                    if g.switch(v) is _ASKED:  # the game asked again (the common case)
-                        continue
+                    r = gls[chain[pos][0]].switch(chain[pos][1])
                 except Exception as e:
-                    self._record_error(s, e)
+                    self.chain = None
+                    pos = self.pos
+                    self._record_error(chain[pos][0], e)
+                    pos += 1
                     continue
-                if g.dead:
-                    self._game_returned(s)
-                    self._start(s)
+                self.chain = None
+                pos = self.pos
+                if r is _ASKED and pos == last:
+                    break
+                k = chain[pos][0]
+                if gls[k].dead:  # the game function returned: restart it (it runs to its first act)
+                    self._game_returned(k)
+                    self._start(k)
+                pos += 1
         else:
             per_slot: dict[int, list[list[Any]]] = {}
             for a in range(len(specs)):
@@ -622,7 +654,10 @@ class Executor:
         among: list[tuple[int, ...]] = []
         cand_types: dict[str, tuple[str, ...]] = {}
         for a, spec in enumerate(specs):
-            sl = np.array(a_slot[a], dtype=np.int64)
+            if simple and len(a_slot[a]) == n:  # one actor in every slot: slots 0..n-1 in order
+                sl = np.arange(n, dtype=np.int64)
+            else:
+                sl = np.array(a_slot[a], dtype=np.int64)
             if sl.size:
                 ta = a_t[a]
                 if ta.count(ta[0]) == len(ta):  # one actor type (the common case): one row of starts

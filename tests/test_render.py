@@ -441,3 +441,21 @@ def test_cli_errors(argv, message, capsys, tmp_path, monkeypatch):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_human_play_is_recorded_as_a_trace_that_replays(display, tmp_path):
+    path = tmp_path / "human.trace.safetensors"
+    press(pygame.K_UP, pygame.K_LEFT, pygame.K_DOWN)
+    r = play("snake", seed=4, fps=0, max_steps=6, wait_for_key=False, trace=path)
+    assert r.steps == 6
+    trace = gl.load_trace(path)
+    assert trace.num_decisions == 6
+    moves = [int(trace.choices(i)["Move"][0]) for i in range(3)]
+    assert moves == [0, 2, 1]  # UP, LEFT, DOWN, as pressed
+    gl.replay(path, snake)  # bit-exact: the keyboard's choices drive the same game again
+
+
+def test_cli_play_trace_option(display, snake_ckpt, tmp_path, capsys):
+    path = tmp_path / "watched.trace.safetensors"
+    assert main(["play", "snake", "--agent", snake_ckpt, "--max-steps", "8", "--fps", "0", "--trace", str(path)]) == 0
+    assert gl.load_trace(path).num_decisions == 8

@@ -211,7 +211,7 @@ def _cmd_play(args: argparse.Namespace) -> int:
     from .render import play
 
     result = play(args.game, args.agent, seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
-                  max_steps=args.max_steps)
+                  max_steps=args.max_steps, trace=args.trace)
     scores = ", ".join(f"{s:g}" for s in result.scores) or "none finished"
     n_ep = len(result.episodes)
     print(f"{args.game}: {result.steps} decisions, {n_ep} episode{'s' * (n_ep != 1)} (scores: {scores})")
@@ -297,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--human-vs-agent", action="store_true",
                     help="duel: you (arrows/WASD) against --agent (default: a random agent)")
     pl.add_argument("--max-steps", type=int, default=None, help="stop after this many decisions (all players)")
+    pl.add_argument("--trace", metavar="FILE", help="also record the play as a trace (demonstrations for train --demos)")
     pl.set_defaults(fn=_cmd_play)
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")

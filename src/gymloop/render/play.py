@@ -86,6 +86,7 @@ def play(
     max_steps: int | None = None,
     max_episodes: int | None = None,
     wait_for_key: bool = True,
+    trace: str | os.PathLike | None = None,
 ) -> RunResult:
     """Play a game in a window with the keyboard, or watch an agent (and take over from it).
 
@@ -107,6 +108,9 @@ def play(
         max_steps: stop after this many decisions (all players together).
         max_episodes: stop after this many finished episodes.
         wait_for_key: a human's episode starts at their first key press.
+        trace: also record the play as a trace file (``*.trace.safetensors``; see
+            :mod:`gymloop.trace`): human play becomes demonstrations for ``gymloop train --demos``.
+            It is written when play ends, also when the player quits.
 
     Returns:
         The :class:`~gymloop.RunResult`; ``stopped == "quit"`` when the player quit (then it
@@ -139,14 +143,23 @@ def play(
     viewer = Viewer(view, fps=fps, window=True)
     watch = Watch(seats[0], viewer)
     seats[0] = watch
+    players: Any = seats[0] if view.players == 1 else seats
+    rec = None
+    if trace is not None:
+        from ..trace import Recorder
+
+        rec = Recorder(players, fn, seed=seed)
+        players = rec.agents
     try:
-        return run(fn, seats[0] if view.players == 1 else seats, seed=seed, max_steps=max_steps,
-                   max_episodes=max_episodes)
+        return run(fn, players, seed=seed, max_steps=max_steps, max_episodes=max_episodes)
     except PlayerQuit:
         log.info("the player quit")
         return RunResult(steps=watch.steps, episodes=list(watch.episodes), stopped="quit")
     finally:
         viewer.close()
+        if rec is not None:
+            path = rec.trace().save(trace)
+            log.info("play recorded as the trace %s", path)
 
 
 @dataclass

@@ -275,7 +275,10 @@ def test_record_errors(tmp_path):
 # ---------------------------------------------------------------------- keyboard
 def test_keyboard_agent_reads_posted_keys(display):
     kb = KeyboardAgent(wait=False)
-    obs = lambda: gl.Obs().actor(Head(5, 5))
+
+    def obs():
+        return gl.Obs().actor(Head(5, 5))
+
     press(pygame.K_LEFT, pygame.K_UP)
     assert kb.act(obs(), Move) is Move.LEFT  # one queued key per decision
     assert kb.act(obs(), Move) is Move.UP

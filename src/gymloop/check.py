@@ -118,7 +118,8 @@ def _same(a: Batch, b: Batch) -> bool:
         return False
     return all(
         eq(getattr(a, f), getattr(b, f))
-        for f in ("entities", "counts", "globals", "actor_slot", "actor_index", "masks", "num_candidates", "reward", "terminated", "truncated", "active", "metrics")
+        for f in ("entities", "counts", "globals", "actor_slot", "actor_index", "masks", "num_candidates",
+                  "reward", "terminated", "truncated", "active", "metrics")
     )
 
 

@@ -72,7 +72,8 @@ class NetConfig:
         if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1 or self.mlp_ratio < 1:
             raise ConfigError(f"network sizes must be positive, got {self}")
         if self.d_model % self.n_head:
-            raise ConfigError(f"n_head={self.n_head} must divide d_model={self.d_model}; e.g. use n_head=2 or d_model={self.n_head * (self.d_model // self.n_head + 1)}")
+            raise ConfigError(f"n_head={self.n_head} must divide d_model={self.d_model}; e.g. use n_head=2 or "
+                              f"d_model={self.n_head * (self.d_model // self.n_head + 1)}")
         if isinstance(self.relpos, RelposConfig):
             self.relpos.check()
         elif self.relpos not in ("auto", None):
@@ -96,7 +97,9 @@ class NetConfig:
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout")}
         r = self.relpos
-        d["relpos"] = r if isinstance(r, str) or r is None else {"position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate}
+        d["relpos"] = r if isinstance(r, str) or r is None else {
+            "position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate,
+        }
         return d
 
     @classmethod

@@ -144,7 +144,10 @@ def _unflatten_core(it: Any, spaces: Any, n: int) -> Batch:
 
 
 # ---------------------------------------------------------------------- worker process
-def _worker_main(conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str, spin_s: float = 0.0) -> None:
+def _worker_main(
+    conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str,
+    spin_s: float = 0.0,
+) -> None:
     from .local import make_executor
 
     logging.basicConfig(level=logging.WARNING)
@@ -305,7 +308,10 @@ class ProcessBackend:
     only waits would leave a core idle or, spinning, fight the workers for it).
     """
 
-    def __init__(self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str, spin_s: float = 0.002) -> None:
+    def __init__(
+        self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str,
+        spin_s: float = 0.002,
+    ) -> None:
         from .local import make_executor
 
         try:

@@ -213,7 +213,8 @@ class Trainer:
             return None
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, AGENT_FILE)
-        write_agent(path, policy_tensors(self.policy), policy_info(self.policy, step=self.step, update=self.update, game=self.game_name, train_config=self.cfg.to_dict()))
+        info = policy_info(self.policy, step=self.step, update=self.update, game=self.game_name, train_config=self.cfg.to_dict())
+        write_agent(path, policy_tensors(self.policy), info)
         import json
 
         sd = self.optim.state_dict()

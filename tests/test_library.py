@@ -230,3 +230,25 @@ def test_cli_library_pack_and_list(tmp_path, agents_dir, capsys):
     assert "needs --out FILE" in capsys.readouterr().err
     assert main(["library", "list", str(tmp_path / "none")]) == 2
     assert "no such folder or file" in capsys.readouterr().err
+
+
+def test_enn_trainer_checkpoints_in_a_folder_library_and_packed(tmp_path):
+    pytest.importorskip("msgpack")
+    fx = os.path.join(os.path.dirname(__file__), "fixtures", "enn")
+    lib_dir = tmp_path / "lib"
+    os.makedirs(lib_dir)
+    shutil.copytree(os.path.join(fx, "cherrypick", "checkpoint"), lib_dir / "cherry")
+    shutil.copy(os.path.join(fx, "xor", "xor.roguenet"), lib_dir / "xor.roguenet")
+    lib = library(lib_dir)
+    assert lib.names() == ["cherry", "xor"]
+    direct = gl.load(os.path.join(fx, "cherrypick", "checkpoint")).policy
+    assert lib.policy("cherry").action_space == direct.action_space
+    pack_library(tmp_path / "enn.safetensors", lib_dir)
+    packed = library(tmp_path / "enn.safetensors")
+    assert packed.names() == ["cherry", "xor"]
+    a, b = packed.policy("xor"), lib.policy("xor")
+    for t_a, t_b in zip(a.embeds, b.embeds):
+        for x, y in zip(t_a[1:], t_b[1:]):
+            np.testing.assert_array_equal(x, y)
+    assert packed.info("xor")["action_space"] == lib.info("xor")["action_space"]
+    assert "__global__" in packed.info("xor")["obs_space"]["entities"]  # xor's global action token

@@ -180,15 +180,14 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
         agents: a folder of checkpoints (named as :func:`library` names them), or a mapping from
             agent name to checkpoint path.
 
+    enn-trainer checkpoints (folders or ``.roguenet`` files) are converted on the way, as
+    :func:`gymloop.load` converts them.
+
     Raises:
-        CheckpointError: a checkpoint is unreadable or is not a gymloop agent (enn-trainer
-            checkpoints cannot be packed: convert them first), or a name is empty.
+        CheckpointError: a checkpoint is unreadable or is not an agent, or a name is empty.
     """
     if isinstance(agents, (str, os.PathLike)):
         files = _scan_folder(os.fspath(agents))
-        bad = [n for n, f in files.items() if not f.endswith(_SUFFIX)]
-        if bad:
-            raise CheckpointError(f"pack_library: {bad} are enn-trainer checkpoints; only gymloop agents can be packed")
     else:
         files = {str(k): os.fspath(v) for k, v in agents.items()}
     tensors: dict[str, np.ndarray] = {}
@@ -196,11 +195,19 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
     for i, name in enumerate(sorted(files)):
         if not name:
             raise CheckpointError("pack_library: agent names must be non-empty")
-        af = read_agent(files[name])
-        NumpyPolicy(af.tensors, af.info, af.path)  # refuse a checkpoint whose weights do not fit its metadata
+        path = files[name]
+        if path.endswith(_SUFFIX):
+            af = read_agent(path)
+            weights, info = af.tensors, af.info
+        else:  # an enn-trainer checkpoint
+            from .enn import read_checkpoint
+
+            weights, info = read_checkpoint(path)
+            info = {**info, "format_version": FORMAT_VERSION}
+        NumpyPolicy(weights, info, path)  # refuse a checkpoint whose weights do not fit its metadata
         aid = f"a{i}"
-        infos[name] = {"id": aid, "info": af.info}
-        for k, v in af.tensors.items():
+        infos[name] = {"id": aid, "info": info}
+        for k, v in weights.items():
             tensors[f"{aid}/{k}"] = v
     doc = {"format_version": LIBRARY_FORMAT_VERSION, "agents": infos}
     write_safetensors(out, tensors, {"format": "gymloop-library", "gymloop_library": json.dumps(doc)})

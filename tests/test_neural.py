@@ -539,3 +539,16 @@ def test_inference_benchmark_runs():
     out = subprocess.run([sys.executable, script, "--quick"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "NeuralAgent.act" in out.stdout and "decisions/s" in out.stdout
+
+
+def test_load_accepts_a_training_run_folder(tmp_path):
+    from gymloop.games.snake import snake
+    from gymloop.neural import random_checkpoint
+
+    run_dir = tmp_path / "runs" / "snake"
+    run_dir.mkdir(parents=True)
+    random_checkpoint(run_dir / "agent.safetensors", snake, seed=0)
+    agent = gl.load(run_dir, seed=0)
+    assert agent.policy.path.endswith("agent.safetensors")
+    with pytest.raises(gl.CheckpointError, match="not a complete enn-trainer checkpoint folder"):
+        gl.load(tmp_path / "runs")

@@ -63,7 +63,8 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
 
     Args:
         path: a ``.safetensors`` agent checkpoint (written by the trainer or
-            :func:`gymloop.checkpoint.write_agent`), or an enn-trainer / rogue-net checkpoint: its
+            :func:`gymloop.checkpoint.write_agent`; a training run's output folder stands for its
+            ``agent.safetensors``), or an enn-trainer / rogue-net checkpoint: its
             folder (``config.ron``, ``state.ron``, ``state.agent.msgpack``) or a ``.roguenet``
             archive of it (see :mod:`gymloop.enn`; needs ``pip install 'gymloop[enn]'``).
         seed: seed of the agent's sampling generator (``None``: fresh entropy).
@@ -79,6 +80,9 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
     p = os.fspath(path)
     from . import enn
 
+    trained = os.path.join(p, "agent.safetensors")
+    if os.path.isdir(p) and os.path.isfile(trained) and not os.path.exists(os.path.join(p, "config.ron")):
+        p = trained  # a training run's output folder (gymloop train --out DIR)
     if enn.is_enn_checkpoint(p):
         return enn.load(p, seed=seed, greedy=greedy, game=game)
     try:

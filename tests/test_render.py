@@ -462,3 +462,266 @@ def test_cli_play_trace_option(display, snake_ckpt, tmp_path, capsys):
     path = tmp_path / "watched.trace.safetensors"
     assert main(["play", "snake", "--agent", snake_ckpt, "--max-steps", "8", "--fps", "0", "--trace", str(path)]) == 0
     assert gl.load_trace(path).num_decisions == 8
+
+
+# ---------------------------------------------------------------------- review: timing, resources, errors
+def test_frame_clock_rejects_nan_and_bools_and_polls_while_it_waits():
+    for bad in (float("nan"), True, "8"):
+        with pytest.raises(ConfigError, match=r"fps must be a number >= 0 or None.*got"):
+            FrameClock(fps=bad)
+    assert FrameClock(fps=float("inf")).tick() == 0.0  # no limit
+    calls = []
+    clock = FrameClock(fps=20)
+    clock.tick(lambda: calls.append(1))  # the first frame is due at once
+    clock.tick(lambda: calls.append(1))  # then ~50 ms, with the window's events read meanwhile
+    assert len(calls) >= 2
+
+
+def test_fonts_survive_pygame_quit():
+    canvas = Canvas.offscreen(10, 10)
+    obs = gl.Obs(score=3).actor(Head(3, 4))
+    draw_snake(obs, canvas)
+    pygame.quit()  # a user's script may end its own pygame session between two plays
+    canvas = Canvas.offscreen(10, 10)
+    draw_snake(obs, canvas)  # raised "Invalid font (font module quit since font created)"
+    assert surface_to_array(canvas.surface)[:32].std() > 0
+
+
+def test_viewer_checks_cell_and_closes_as_a_context_manager(display):
+    with pytest.raises(ConfigError, match="cell must be an int of at least 4 pixels.*got 0"):
+        Viewer("snake", window=False, cell=0)
+    with Viewer("snake", window=True) as v:
+        gl.run(snake, Watch(gl.RandomAgent(0), v), seed=0, max_steps=1)
+        assert pygame.display.get_surface() is not None
+    assert not pygame.display.get_init()
+
+
+def test_a_failed_window_leaves_no_display_initialized(monkeypatch):
+    pygame.display.quit()
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+
+    def no_window(*args, **kwargs):
+        raise pygame.error("no mode")
+
+    monkeypatch.setattr(pygame.display, "set_mode", no_window)
+    with pytest.raises(ConfigError, match="cannot open a window to show snake: no mode"):
+        play("snake", gl.RandomAgent(0), fps=0, max_steps=2)
+    assert not pygame.display.get_init()
+
+
+def test_window_caption_says_who_plays(display):
+    v = Viewer("duel", window=True)
+    kb = KeyboardAgent(wait=False)
+    gl.run(duel, [Watch(kb, v, caption="you: green"), gl.RandomAgent(1)], seed=0, max_steps=2)
+    assert pygame.display.get_caption()[0] == "gymloop: duel  (you: green)"
+    takeover = TakeOver(Always(Move.UP), KeyboardAgent(wait=False))
+    gl.run(snake, Watch(takeover, Viewer("snake", window=True)), seed=0, max_steps=1)
+    assert "agent plays - SPACE or a direction key: take over" in pygame.display.get_caption()[0]
+    press(pygame.K_SPACE)
+    takeover.act(gl.Obs().actor(Head(1, 1)), Move)
+    assert takeover.human and takeover.hint == "you play - SPACE or RETURN: hand back"
+
+
+def test_keyboard_mask_falls_back_to_the_previous_move(display):
+    kb = KeyboardAgent(wait=False)
+    press(pygame.K_RIGHT)
+    assert kb.act(gl.Obs().actor(Head(1, 1)), Move) is Move.RIGHT
+    no_reverse = gl.Obs().actor(Head(2, 1), masks={Move: [Move.UP, Move.DOWN, Move.RIGHT]})
+    press(pygame.K_LEFT)
+    assert kb.act(no_reverse, Move) is Move.RIGHT  # not UP (the first legal): a masked press keeps the heading
+    assert kb.act(gl.Obs().actor(Head(3, 1)), Move) is Move.RIGHT  # the masked press does not stick
+    only_left = gl.Obs().actor(Head(4, 1), masks={Move: [Move.DOWN, Move.LEFT]})
+    assert kb.act(only_left, Move) is Move.DOWN  # the previous move masked too: the first legal one
+    two = gl.Obs().actors([Head(0, 0), Head(5, 5)], masks={Move: [[Move.RIGHT], None]})
+    press(pygame.K_DOWN)
+    assert kb.act(two, Move) == [Move.RIGHT, Move.DOWN]  # each actor's own mask
+
+
+def test_keyboard_custom_keys_and_their_errors(display):
+    from enum import Enum
+
+    class Step(Enum):
+        NOOP = 0
+        UP = 1
+        DOWN = 2
+
+    kb = KeyboardAgent(keys={"K_i": "UP", "K_k": "DOWN", "K_SPACE": "NOOP"}, wait=False, default="NOOP")
+    o = gl.Obs().actor(Head(0, 0))
+    assert kb.act(o, Step) is Step.NOOP  # the default
+    press(pygame.K_k, pygame.K_SPACE)
+    assert kb.act(o, Step) is Step.DOWN
+    assert kb.act(o, Step) is Step.NOOP  # a non-direction member from a custom mapping
+    typo = KeyboardAgent(keys={"K_i": "UP", "K_k": "DWON"}, wait=False)
+    with pytest.raises(ConfigError, match=r"\['DWON'\] are not members of the game's action Step"):
+        typo.act(o, Step)
+    with pytest.raises(ConfigError, match=r"default must be one of the names its keys produce.*got 'JUMP'"):
+        KeyboardAgent(default="JUMP")
+    with pytest.raises(ConfigError, match=r"\['RIGHT'\] are not members"):
+        KeyboardAgent(default="RIGHT", wait=False).act(o, Step)
+    with pytest.raises(ConfigError, match=r"queue must be an int of at least 1 \(key presses remembered\), got 0"):
+        KeyboardAgent(queue=0)
+    with pytest.raises(ConfigError, match="must map to a member name.*got 3"):
+        KeyboardAgent(keys={"K_i": 3})
+    with pytest.raises(ConfigError, match="non-empty mapping"):
+        KeyboardAgent(keys={})
+
+
+def test_unread_keys_are_bounded():
+    kb = KeyboardAgent(wait=False)
+    kb._raw.extend(range(1000))  # an idle keyboard agent while someone else plays for a long time
+    assert len(kb._raw) == 64
+
+
+def test_hand_back_while_the_keyboard_waits_for_a_first_key(display, monkeypatch):
+    from gymloop.render import keyboard as kbmod
+
+    inner = Always(Move.RIGHT)
+    agent = TakeOver(inner, KeyboardAgent(wait=True))
+    agent.human = True  # the human kept control into a new episode: the keyboard waits for a key
+    real_sleep = kbmod.time.sleep
+
+    class Clock:
+        @staticmethod
+        def sleep(s):
+            press(pygame.K_RETURN)  # ... and the human hands back instead
+            real_sleep(0)
+
+    monkeypatch.setattr(kbmod, "time", Clock)
+    assert agent.act(gl.Obs().actor(Head(2, 2)), Move) is Move.RIGHT
+    assert not agent.human and inner.calls == 1
+
+
+def test_take_over_continues_a_several_actor_move(display):
+    class Both(Always):
+        def act(self, obs, *types):
+            self.calls += 1
+            return [Move.LEFT, Move.LEFT]
+
+    agent = TakeOver(Both(None), KeyboardAgent(wait=True))
+    o = gl.Obs().actors([Head(1, 1), Head(2, 2)])
+    assert agent.act(o, Move) == [Move.LEFT, Move.LEFT]
+    press(pygame.K_SPACE)
+    assert agent.act(o, Move) == [Move.LEFT, Move.LEFT] and agent.human  # no wait: the agent's move goes on
+    with pytest.raises(ConfigError, match="TakeOver needs an Agent"):
+        TakeOver(object())
+    with pytest.raises(ConfigError, match="hand_back_keys is empty"):
+        TakeOver(Always(Move.UP), hand_back_keys=())
+
+
+class QuitAfter(Always):
+    """Presses Escape during its ``n``-th decision."""
+
+    def __init__(self, move, n):
+        super().__init__(move)
+        self.n = n
+
+    def act(self, obs, *types):
+        if self.calls + 1 == self.n:
+            press(pygame.K_ESCAPE)
+        return super().act(obs, *types)
+
+
+def test_a_quit_counts_every_players_decisions(display):
+    agent = QuitAfter(Move.UP, 5)
+    r = play("duel", agent, fps=0, wait_for_key=False)
+    assert r.stopped == "quit"
+    assert r.steps == agent.calls == 6  # both seats' decisions (the first player's alone: 3)
+
+
+def test_play_with_a_bad_limit_fails_before_the_window(display):
+    with pytest.raises(ConfigError, match=r"play max_steps must be an int >= 0 or None \(no limit\), got -1"):
+        play("snake", gl.RandomAgent(0), max_steps=-1)
+    assert pygame.display.get_surface() is None
+
+
+def test_play_trace_is_kept_when_the_game_fails_and_skipped_when_empty(display, tmp_path, caplog):
+    class Breaks(Always):
+        def act(self, obs, *types):
+            if self.calls == 4:
+                raise RuntimeError("agent broke")
+            return super().act(obs, *types)
+
+    path = tmp_path / "broken.trace.safetensors"
+    with pytest.raises(RuntimeError, match="agent broke"):  # the game's own error, not a trace error
+        play("snake", Breaks(Move.UP), fps=0, max_steps=10, trace=path)
+    assert gl.load_trace(path).num_decisions == 4
+    pygame.display.init()  # play closed its window
+    press(pygame.K_ESCAPE)
+    empty = tmp_path / "empty.trace.safetensors"
+    with caplog.at_level("WARNING", logger="gymloop.render.play"):
+        r = play("snake", gl.RandomAgent(0), fps=0, trace=empty)
+    assert r.stopped == "quit" and not empty.exists()
+    assert "no trace written" in caplog.text
+
+
+def test_video_path_errors_come_before_the_game(tmp_path):
+    (tmp_path / "dir.gif").mkdir()
+    (tmp_path / "file").write_text("")
+    ran = Always(Move.UP)
+    with pytest.raises(ConfigError, match="dir.gif': it is a folder; expected a file name"):
+        record("snake", tmp_path / "dir.gif", ran)
+    with pytest.raises(ConfigError, match="file' is a file, not a folder"):
+        record("snake", tmp_path / "file" / "sub" / "run.mp4", ran)
+    assert ran.calls == 0
+
+
+def test_mp4_writer_reports_ffmpeg_failures_and_cleans_up(tmp_path, monkeypatch, caplog):
+    from gymloop.render import Mp4Writer, write_video
+
+    frames = [np.zeros((8, 8, 3), np.uint8)] * 2
+
+    def broken_pipe(path, *a, **k):  # ffmpeg exits at once (cannot open the file, ...)
+        open(path, "wb").close()
+        yield
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(imageio_ffmpeg, "write_frames", broken_pipe)
+    out = tmp_path / "a.mp4"
+    with pytest.raises(ConfigError, match=r"cannot write video .*a.mp4': \[Errno 32\] Broken pipe; choose a writable"):
+        write_video(out, frames)
+    assert not out.exists()  # the partial file is removed
+
+    def writes_nothing(path, *a, **k):  # ffmpeg fails while finishing: imageio-ffmpeg does not say
+        while True:
+            yield
+
+    monkeypatch.setattr(imageio_ffmpeg, "write_frames", writes_nothing)
+    with pytest.raises(ConfigError, match="ffmpeg wrote no video to .*b.mp4"):
+        write_video(tmp_path / "b.mp4", frames)
+
+    def close_fails(path, *a, **k):
+        try:
+            while True:
+                yield
+        except GeneratorExit:
+            raise OSError("ffmpeg hung") from None
+
+    monkeypatch.setattr(imageio_ffmpeg, "write_frames", close_fails)
+    w = Mp4Writer(tmp_path / "c.mp4", 10)
+    w.add(frames[0])
+    with caplog.at_level("WARNING", logger="gymloop.render.video"):
+        w.abort()  # an abort on an error path logs its own failure rather than masking that error
+    assert "stopping ffmpeg" in caplog.text
+
+
+def test_record_aborts_the_video_when_the_agent_fails(tmp_path):
+    class Breaks(Always):
+        def act(self, obs, *types):
+            if self.calls == 3:
+                raise RuntimeError("agent broke")
+            return super().act(obs, *types)
+
+    for name in ("run.mp4", "run.gif"):
+        with pytest.raises(RuntimeError, match="agent broke"):
+            record("snake", tmp_path / name, Breaks(Move.UP), max_steps=10)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gif_warns_about_frame_rates_viewers_ignore(tmp_path, caplog):
+    from gymloop.render import write_video
+
+    with caplog.at_level("WARNING", logger="gymloop.render.video"):
+        write_video(tmp_path / "fast.gif", [np.zeros((8, 8, 3), np.uint8)], fps=60)
+    assert "under 20 ms" in caplog.text
+    with pytest.raises(ConfigError, match=r"no frames to write to .*none was added"):
+        write_video(tmp_path / "none.gif", [])

@@ -13,6 +13,10 @@ from ..errors import ConfigError
 
 _INSTALL = "pip install 'gymloop[render]'"
 
+# bumped each time this module (re)initializes pygame's font module: fonts made before a
+# ``pygame.quit()`` are dead, so caches of ``pygame.font.Font`` objects key on it
+font_generation = 0
+
 
 def _missing(what: str, package: str, err: ImportError) -> ConfigError:
     return ConfigError(f"{what} needs the package {package!r}, which cannot be imported ({err}); install it with {_INSTALL}")
@@ -20,6 +24,7 @@ def _missing(what: str, package: str, err: ImportError) -> ConfigError:
 
 def pygame_module() -> Any:
     """Import pygame (pygame-ce) with its fonts ready; no window, no audio."""
+    global font_generation
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # no banner on stdout
     try:
         import pygame
@@ -28,6 +33,7 @@ def pygame_module() -> Any:
         raise _missing("rendering", "pygame-ce", e) from None
     if not pygame.font.get_init():
         pygame.font.init()
+        font_generation += 1
     return pygame
 
 

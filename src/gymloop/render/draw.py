@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..obs import Obs
+from . import _deps
 from ._deps import pygame_module
 
 __all__ = [
@@ -78,13 +79,17 @@ _PALETTE: tuple[Color, ...] = (
     (240, 150, 60), (120, 210, 255), (180, 180, 180),
 )
 
-_fonts: dict[int, Any] = {}
+_fonts: dict[tuple[int, int], Any] = {}  # (font generation, size) -> pygame Font
 
 
 def _font(size: int) -> Any:
-    f = _fonts.get(size)
+    pg = pygame_module()  # re-initializes the font module after a pygame.quit()
+    key = (_deps.font_generation, size)
+    f = _fonts.get(key)
     if f is None:
-        f = _fonts[size] = pygame_module().font.Font(None, size)
+        for k in [k for k in _fonts if k[0] != key[0]]:
+            del _fonts[k]  # fonts of an earlier pygame session cannot render any more
+        f = _fonts[key] = pg.font.Font(None, size)
     return f
 
 

@@ -2,8 +2,9 @@
 
 Both are ordinary :class:`~gymloop.Agent` objects, so an unchanged game runs with them. Keys are
 read from pygame's event queue by :func:`poll_events`, which hands every key press to each live
-keyboard agent (two players on one keyboard each get their own copy) and raises
-:class:`PlayerQuit` when the window is closed or Escape is pressed.
+keyboard agent (two players on one keyboard each get their own copy; an agent keeps at most its
+64 latest unread presses) and raises :class:`PlayerQuit` when the window is closed or Escape is
+pressed.
 
 Keys (pygame key names → direction members of the game's action Enum):
 
@@ -27,7 +28,7 @@ import logging
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -43,10 +44,16 @@ log = logging.getLogger(__name__)
 ARROWS: dict[str, str] = {"K_UP": "UP", "K_DOWN": "DOWN", "K_LEFT": "LEFT", "K_RIGHT": "RIGHT"}
 WASD: dict[str, str] = {"K_w": "UP", "K_s": "DOWN", "K_a": "LEFT", "K_d": "RIGHT"}
 _KEY_SETS: dict[str, dict[str, str]] = {"arrows": ARROWS, "wasd": WASD, "both": {**ARROWS, **WASD}}
+_RAW_KEYS = 64  # key presses a keyboard agent holds unread (an idle agent's oldest are dropped)
+_STOPPED = object()  # a keyboard's wait for its first key ended without a move (control handed back)
 
 
-class PlayerQuit(Exception):
-    """The player closed the window or pressed Escape (:func:`~gymloop.render.play` returns)."""
+class PlayerQuit(GymloopError):
+    """The player closed the window or pressed Escape: a signal, not a failure.
+
+    :func:`~gymloop.render.play` catches it and returns (``stopped == "quit"``); a script that
+    runs a :class:`~gymloop.render.Viewer` window with :func:`gymloop.run` catches it itself.
+    """
 
 
 # every live KeyboardAgent; each has a ``_raw`` deque of pygame key codes not yet read
@@ -60,6 +67,10 @@ def poll_events() -> None:
 
     Raises:
         PlayerQuit: the window was closed or Escape was pressed.
+
+    Example:
+        >>> from gymloop.render import poll_events
+        >>> poll_events()      # no window open: nothing to read
     """
     pg = pygame_module()
     if not pg.display.get_init():
@@ -82,6 +93,11 @@ def _key_codes(pg: Any, names: Iterable[str]) -> set[int]:
     return out
 
 
+def _key_label(name: str) -> str:
+    """``'K_SPACE'`` → ``'SPACE'``, ``'K_w'`` → ``'W'`` (for window titles)."""
+    return (name[2:] if name.startswith("K_") else name).upper()
+
+
 def _type_name(t: Any) -> str:
     try:
         return action_spec(t).name
@@ -93,21 +109,28 @@ class KeyboardAgent:
     """An agent whose moves come from the keyboard: direction keys → the game's direction Enum.
 
     It plays games whose decision is one Enum action type with members named ``UP``, ``DOWN``,
-    ``LEFT`` and/or ``RIGHT`` (snake's and duel's ``Move``). Play is real-time: each decision
-    takes the next key pressed since the last one (up to ``queue`` presses are remembered, so a
-    quick LEFT-UP turn is not lost), or repeats the previous move when no key was pressed.
-    With several actors every actor gets the same move. A move the observation's mask forbids
-    is replaced by the first legal one.
+    ``LEFT`` and/or ``RIGHT`` (snake's and duel's ``Move``), or the members a custom ``keys``
+    mapping names. Play is real-time: each decision takes the next key pressed since the last
+    one (up to ``queue`` presses are remembered, so a quick LEFT-UP turn is not lost), or
+    repeats the previous move when no key was pressed. With several actors every actor gets the
+    same move. A move the observation's mask forbids gives way to the previous move when that
+    one is legal, else to the first legal one.
 
     Args:
         keys: ``"arrows"``, ``"wasd"``, ``"both"`` (default), or a mapping of pygame key names to
-            member names, e.g. ``{"K_i": "UP", "K_k": "DOWN"}``.
-        wait: at the first decision of an episode, wait until a direction key is pressed (needs
+            member names, e.g. ``{"K_i": "UP", "K_k": "DOWN", "K_SPACE": "NOOP"}`` (every name
+            must then be a member of the game's Enum).
+        wait: at the first decision of an episode, wait until one of its keys is pressed (needs
             a pygame display: :func:`~gymloop.render.play` opens one). With ``wait=False`` the
             first move is ``default``.
         default: member name used when no key has been pressed yet and ``wait`` is off
-            (``None``: the Enum's first direction member).
+            (``None``: the Enum's first member that a key maps to).
         queue: how many key presses are remembered between decisions.
+
+    Raises:
+        ConfigError: an unknown key set or pygame key name, a ``queue`` below 1; at the first
+            decision, a game whose actions are not one such Enum, a mapped name or ``default``
+            that is not one of its members.
 
     Example:
         >>> from enum import Enum
@@ -132,17 +155,27 @@ class KeyboardAgent:
             if mapping is None:
                 raise ConfigError(f"KeyboardAgent keys must be one of {sorted(_KEY_SETS)} or a mapping of pygame key "
                                   f"names to move names, got {keys!r}")
-        else:
+        elif isinstance(keys, Mapping) and keys:
             mapping = dict(keys)
+        else:
+            raise ConfigError(f"KeyboardAgent keys must be one of {sorted(_KEY_SETS)} or a non-empty mapping of pygame "
+                              f"key names to move names, got {keys!r}; e.g. {{'K_i': 'UP', 'K_k': 'DOWN'}}")
+        self._custom = not isinstance(keys, str)
         self._keys: dict[int, str] = {}
         for name, member in mapping.items():
+            if not isinstance(member, str):
+                raise ConfigError(f"KeyboardAgent keys: key {name!r} must map to a member name (a str such as 'UP'), "
+                                  f"got {member!r}")
             (code,) = _key_codes(pg, [name])
             self._keys[code] = member
-        if queue < 1:
-            raise ConfigError(f"KeyboardAgent queue must be at least 1, got {queue!r}")
+        if isinstance(queue, bool) or not isinstance(queue, int) or queue < 1:
+            raise ConfigError(f"KeyboardAgent queue must be an int of at least 1 (key presses remembered), got {queue!r}")
+        if default is not None and default not in self._keys.values():
+            raise ConfigError(f"KeyboardAgent default must be one of the names its keys produce "
+                              f"{sorted(set(self._keys.values()))} or None, got {default!r}")
         self.wait = wait
         self.default = default
-        self._raw: deque[int] = deque()
+        self._raw: deque[int] = deque(maxlen=_RAW_KEYS)
         self._moves: deque[str] = deque(maxlen=queue)
         self._last: str | None = None
         self._checked: dict[Any, list[str]] = {}
@@ -158,7 +191,7 @@ class KeyboardAgent:
         """The next pressed direction (or the previous one) for every actor of ``obs``."""
         poll_events()
         self._absorb()
-        return self._decide(obs, action_types)
+        return self._decide(obs, action_types, self._pump)
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         """Forget the current direction: the next episode starts from a fresh key press."""
@@ -166,6 +199,11 @@ class KeyboardAgent:
         self._moves.clear()
 
     # ------------------------------------------------------------------ internals
+    def _pump(self) -> bool:
+        poll_events()
+        self._absorb()
+        return True
+
     def _absorb(self) -> None:
         while self._raw:
             self._feed(self._raw.popleft())
@@ -184,13 +222,22 @@ class KeyboardAgent:
         if names is not None:
             return names
         ok = isinstance(t, type) and issubclass(t, Enum)
-        names = [n for n in ("UP", "DOWN", "LEFT", "RIGHT") if ok and n in t.__members__ and n in self.directions]
+        mine = set(self._keys.values())
+        names = [n for n in t.__members__ if n in mine] if ok else []  # type: ignore[union-attr]
         if not names:
             got = ", ".join(_type_name(a) for a in action_types) or "nothing"
             raise ConfigError(
                 f"KeyboardAgent plays games whose decision is one Enum with members {self.directions} "
                 f"(like snake's Move); this game asks for {got}. Watch an agent instead "
                 f"(gymloop play GAME --agent PATH), or write an Agent for these actions"
+            )
+        missing = sorted(mine - set(names)) if self._custom else []
+        if self.default is not None and self.default not in names:
+            missing = sorted({*missing, self.default})
+        if missing:
+            raise ConfigError(
+                f"KeyboardAgent: {missing} are not members of the game's action {t.__name__} "  # type: ignore[union-attr]
+                f"(members: {list(t.__members__)}); map the keys (and default) to those names"  # type: ignore[union-attr]
             )
         self._checked[t] = names
         return names
@@ -202,41 +249,48 @@ class KeyboardAgent:
                 return n
         return None
 
-    def _wait_for_move(self, names: list[str]) -> str:
+    def _wait_for_move(self, names: list[str], pump: Callable[[], bool]) -> str | None:
+        """Read keys with ``pump`` until a move comes (``None`` when ``pump`` says to stop waiting)."""
         pg = pygame_module()
         if not pg.display.get_init():
             raise ConfigError("KeyboardAgent(wait=True) needs a pygame window to read keys from; play through "
                               "gymloop.render.play / Viewer, or pass wait=False")
-        log.info("waiting for a direction key (%s)", ", ".join(names))
+        log.info("waiting for a key (%s)", ", ".join(names))
         while True:
-            poll_events()
-            self._absorb()
+            if not pump():
+                return None
             n = self._next_move(names)
             if n is not None:
                 return n
             time.sleep(0.01)
 
-    def _decide(self, obs: Obs, action_types: tuple) -> Any:
+    def _decide(self, obs: Obs, action_types: tuple, pump: Callable[[], bool]) -> Any:
+        """The keyboard's answer; ``_STOPPED`` when ``pump`` ended a wait for the first key."""
         names = self._members(action_types)
         t = action_types[0]
-        name = self._next_move(names) or self._last
+        prev = self._last if self._last in names else None
+        name = self._next_move(names) or prev
         if name is None:
             if self.wait:
-                name = self._wait_for_move(names)
+                name = self._wait_for_move(names, pump)
+                if name is None:
+                    return _STOPPED
             else:
-                name = self.default if self.default in names else names[0]
-        self._last = name
+                name = self.default if self.default is not None else names[0]
         move = t[name]
-        n = len(obs.actor_list)
         out = []
-        for i in range(n):
+        for i in range(len(obs.actor_list)):
             chosen = move
             if obs._masks is not None:
                 legal = obs.legal(i, t)
                 if legal and move not in legal:
-                    chosen = legal[0]
+                    chosen = t[prev] if prev is not None and t[prev] in legal else legal[0]
             out.append(chosen)
-        return out[0] if obs.is_single_actor else out
+        if obs.is_single_actor:
+            self._last = out[0].name  # what was played: a masked-out press does not stick
+            return out[0]
+        self._last = name
+        return out
 
 
 class TakeOver:
@@ -245,8 +299,8 @@ class TakeOver:
     At every decision the keys pressed since the last one are read in order: while the agent
     plays, SPACE or a direction key hands control to ``keyboard`` (a direction key is also the
     human's first move; otherwise the human continues the agent's last move); while the human
-    plays, SPACE or Enter hands control back to the agent, mid-episode. Control stays with
-    whoever has it across episodes.
+    plays, SPACE or Enter hands control back to the agent, mid-episode (also while the keyboard
+    waits for the first key of an episode). Control stays with whoever has it across episodes.
 
     Args:
         agent: the agent that plays by default (any :class:`~gymloop.Agent`).
@@ -264,17 +318,34 @@ class TakeOver:
         >>> agent = TakeOver(gl.RandomAgent(seed=0), KeyboardAgent(wait=False))
         >>> gl.run(snake, agent, seed=0, max_steps=5).steps   # no key pressed: the agent plays
         5
+        >>> agent.hint
+        'agent plays - SPACE or a direction key: take over'
     """
 
     def __init__(self, agent: Any, keyboard: KeyboardAgent | None = None,
                  take_keys: Iterable[str] = ("K_SPACE",), hand_back_keys: Iterable[str] = ("K_SPACE", "K_RETURN")) -> None:
         pg = pygame_module()
+        if not callable(getattr(agent, "act", None)) or not callable(getattr(agent, "game_over", None)):
+            raise ConfigError(f"TakeOver needs an Agent (with act and game_over) to take over from, got {agent!r}")
         self.agent = agent
         self.keyboard = keyboard if keyboard is not None else KeyboardAgent()
+        take_keys, hand_back_keys = list(take_keys), list(hand_back_keys)
+        if not hand_back_keys:
+            raise ConfigError("TakeOver hand_back_keys is empty: the human could never hand control back; "
+                              "give at least one pygame key name, e.g. ('K_SPACE',)")
         self._take = _key_codes(pg, take_keys)
         self._back = _key_codes(pg, hand_back_keys)
+        self._take_names = [_key_label(n) for n in take_keys]
+        self._back_names = [_key_label(n) for n in hand_back_keys]
         self.human = False
         self._agent_last: Any = None
+
+    @property
+    def hint(self) -> str:
+        """Who plays, and the keys that change it (the window title shows it)."""
+        if self.human:
+            return f"you play - {' or '.join(self._back_names)}: hand back"
+        return f"agent plays - {' or '.join([*self._take_names, 'a direction key'])}: take over"
 
     def _handle_keys(self) -> None:
         kb = self.keyboard
@@ -291,16 +362,23 @@ class TakeOver:
                 self.human = True
                 kb._moves.clear()
                 last = self._agent_last
-                kb._last = last.name if isinstance(last, Enum) else None
+                if isinstance(last, list) and last:
+                    last = last[0]  # several actors: continue the first one's move
+                kb._last = last.name if isinstance(last, Enum) and last.name in kb._keys.values() else None
                 kb._feed(key)
                 log.info("a human took over")
 
-    def act(self, obs: Obs, *action_types: Any) -> Any:
-        """The human's move while they have control, else the inner agent's."""
+    def _pump(self) -> bool:
         poll_events()
         self._handle_keys()
-        if self.human:
-            return self.keyboard._decide(obs, action_types)
+        return self.human
+
+    def act(self, obs: Obs, *action_types: Any) -> Any:
+        """The human's move while they have control, else the inner agent's."""
+        if self._pump():
+            res = self.keyboard._decide(obs, action_types, self._pump)
+            if res is not _STOPPED:
+                return res
         res = self.agent.act(obs, *action_types)
         self._agent_last = res
         return res

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent import RandomAgent, RunResult, run
+from ..agent import EpisodeResult, RandomAgent, RunResult, run
 from ..errors import CheckpointError, ConfigError
 from .draw import GameView, view_for
 from .keyboard import KeyboardAgent, PlayerQuit, TakeOver
@@ -76,6 +76,44 @@ def _seats(view: GameView, fn: Callable[..., Any], agent: Any, seed: int) -> lis
     return [load_agent(agent, fn, seed + i) for i in range(view.players)]
 
 
+class _Tally:
+    """Counts one seat's decisions and episode ends into a shared :class:`RunResult` (the result
+    :func:`play` returns when the player quits, which ends :func:`run` without its own)."""
+
+    def __init__(self, agent: Any, index: int, tally: RunResult) -> None:
+        self.agent = agent
+        self.index = index
+        self.tally = tally
+        self._ep_len = 0
+
+    def act(self, obs: Any, *action_types: Any) -> Any:
+        res = self.agent.act(obs, *action_types)
+        self.tally.steps += 1
+        self._ep_len += 1
+        return res
+
+    def game_over(self, obs: Any, truncated: bool = False) -> None:
+        self.agent.game_over(obs, truncated)
+        self.tally.episodes.append(EpisodeResult(self.index, float(obs.score), self._ep_len, bool(truncated), obs.metrics))
+        self._ep_len = 0
+
+
+def _save_trace(rec: Any, path: str | os.PathLike, decisions: int, failed: bool) -> None:
+    """Write the play's trace; after a failure, never raise over the failure's own exception."""
+    if decisions == 0:
+        log.warning("no trace written to %s: no decision was taken", os.fspath(path))
+        return
+    try:
+        trace = rec.trace()
+        saved = trace.save(path)
+    except Exception:
+        if not failed:
+            raise
+        log.warning("could not write the trace %s after play failed", os.fspath(path), exc_info=True)
+        return
+    log.info("play recorded as the trace %s (%d decisions)", saved, trace.num_decisions)
+
+
 def play(
     game: Any = "snake",
     agent: Any = None,
@@ -97,7 +135,8 @@ def play(
     * two-player game with ``agent``: the agent plays both sides (you can take over green);
     * ``human_vs_agent=True``: you (green, arrows or WASD) against ``agent`` (default: random).
 
-    Escape or closing the window ends the game. The first player's view is drawn.
+    Escape or closing the window ends the game. The first player's view is drawn; the window
+    title says who plays which colour and, when you can take over, the keys.
 
     Args:
         game: a bundled game name, ``module:function``, or a game function.
@@ -106,20 +145,31 @@ def play(
         fps: decisions per second (``None`` or 0: as fast as possible).
         human_vs_agent: two-player games only: a human against ``agent``.
         max_steps: stop after this many decisions (all players together).
-        max_episodes: stop after this many finished episodes.
+        max_episodes: stop after this many finished episodes (every player's ``game_over`` counts).
         wait_for_key: a human's episode starts at their first key press.
         trace: also record the play as a trace file (``*.trace.safetensors``; see
             :mod:`gymloop.trace`): human play becomes demonstrations for ``gymloop train --demos``.
-            It is written when play ends, also when the player quits.
+            It is written when play ends, also when the player quits (not when no decision was
+            taken: then a warning is logged).
 
     Returns:
-        The :class:`~gymloop.RunResult`; ``stopped == "quit"`` when the player quit (then it
-        counts the first player's decisions and episodes).
+        The :class:`~gymloop.RunResult`; ``stopped == "quit"`` when the player quit (it then
+        counts the decisions all players completed and the finished episodes, as :func:`run` does).
 
     Raises:
         ConfigError: an unknown game, ``human_vs_agent`` for a one-player game, keyboard play of
-            a game without direction actions, or pygame missing.
+            a game without direction actions, a bad ``fps``/``max_steps``/``max_episodes``, no
+            display to open a window on, or pygame missing.
         CheckpointError: the agent file does not exist or does not fit the game.
+
+    Example:
+        >>> import os
+        >>> import gymloop as gl
+        >>> from gymloop.render import play
+        >>> _ = os.environ.setdefault("SDL_VIDEODRIVER", "dummy")   # a window without a screen (CI)
+        >>> r = play("snake", gl.RandomAgent(seed=0), fps=0, max_steps=3)   # watch; keys take over
+        >>> r.steps, r.stopped
+        (3, 'max_steps')
     """
     fn, view = _resolve(game)
     if human_vs_agent and view.players != 2:
@@ -128,21 +178,31 @@ def play(
     if (agent is None or human_vs_agent) and not view.keyboard:
         raise ConfigError(f"{view.name} cannot be played from the keyboard (its actions are not one Enum of "
                           f"directions); watch an agent instead: gymloop play {view.name} --agent PATH")
+    for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ConfigError(f"play {name} must be an int >= 0 or None (no limit), got {v!r}")
+    duel = view.players == 2
     if view.players == 1:
         seats = [KeyboardAgent(wait=wait_for_key) if agent is None else load_agent(agent, fn, seed)]
+        caption = "you play - arrows or WASD" if agent is None else ""
     elif human_vs_agent:
         seats = [KeyboardAgent(wait=wait_for_key)] + [load_agent(agent, fn, seed + i) for i in range(1, view.players)]
+        caption = "you: green (arrows or WASD) vs agent: blue"
     elif agent is None:
-        if view.players != 2:
-            raise ConfigError(f"keyboard play is for one or two players; {view.name} has {view.players}")
+        if not duel:
+            raise ConfigError(f"keyboard play is for one or two players; {view.name} has {view.players}; "
+                              f"watch an agent instead: gymloop play {view.name} --agent PATH")
         seats = [KeyboardAgent("wasd", wait=wait_for_key), KeyboardAgent("arrows", wait=wait_for_key)]
+        caption = "green: WASD vs blue: arrows"
     else:
         seats = _seats(view, fn, agent, seed)
+        caption = "green: agent vs blue: agent" if duel else ""
     if agent is not None and not human_vs_agent and view.keyboard:
         seats[0] = TakeOver(seats[0], KeyboardAgent(wait=wait_for_key))
     viewer = Viewer(view, fps=fps, window=True)
-    watch = Watch(seats[0], viewer)
-    seats[0] = watch
+    seats[0] = Watch(seats[0], viewer, caption=caption)
+    tally = RunResult()
+    seats = [_Tally(a, i, tally) for i, a in enumerate(seats)]
     players: Any = seats[0] if view.players == 1 else seats
     rec = None
     if trace is not None:
@@ -150,16 +210,19 @@ def play(
 
         rec = Recorder(players, fn, seed=seed)
         players = rec.agents
+    failed = True
     try:
-        return run(fn, players, seed=seed, max_steps=max_steps, max_episodes=max_episodes)
-    except PlayerQuit:
-        log.info("the player quit")
-        return RunResult(steps=watch.steps, episodes=list(watch.episodes), stopped="quit")
+        try:
+            result = run(fn, players, seed=seed, max_steps=max_steps, max_episodes=max_episodes)
+        except PlayerQuit:
+            log.info("the player quit")
+            result = RunResult(steps=tally.steps, episodes=list(tally.episodes), stopped="quit")
+        failed = False
     finally:
         viewer.close()
         if rec is not None:
-            path = rec.trace().save(trace)
-            log.info("play recorded as the trace %s", path)
+            _save_trace(rec, trace, tally.steps, failed)  # type: ignore[arg-type]
+    return result
 
 
 @dataclass
@@ -207,8 +270,15 @@ def record(
 
     Raises:
         ConfigError: an unknown game, an extension other than .gif/.mp4, no limit at all, a bad
-            ``fps``, or a missing package of the ``render`` extra.
+            ``fps``, an ``out`` that is a folder, or a missing package of the ``render`` extra.
         CheckpointError: the agent file does not exist or does not fit the game.
+
+    Example:
+        >>> import os, tempfile
+        >>> from gymloop.render import record
+        >>> r = record("duel", os.path.join(tempfile.mkdtemp(), "duel.mp4"), max_steps=6, max_episodes=None)
+        >>> r.frames, r.run.steps       # a frame per decision of the first player
+        (3, 6)
     """
     if max_steps is None and max_episodes is None:
         raise ConfigError("record needs max_steps or max_episodes (a game loop runs forever); e.g. --max-steps 500")

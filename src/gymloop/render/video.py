@@ -47,6 +47,18 @@ class _Writer:
         self.fps = _check_fps(fps)
         self.frames = 0
         self.size: tuple[int, int] | None = None  # (width, height)
+        self._check_path()
+
+    def _check_path(self) -> None:
+        """Fail before the game runs when the file cannot be made: ``path`` or a parent is not a folder."""
+        if os.path.isdir(self.path):
+            raise ConfigError(f"cannot write video {self.path!r}: it is a folder; expected a file name such as "
+                              f"{os.path.join(self.path, 'run' + os.path.splitext(self.path)[1])}")
+        d = os.path.dirname(os.path.abspath(self.path))
+        while not os.path.exists(d):
+            d = os.path.dirname(d)
+        if not os.path.isdir(d):
+            raise ConfigError(f"cannot write video {self.path!r}: {d!r} is a file, not a folder; choose another --out")
 
     def _check(self, frame: Any) -> np.ndarray:
         a = np.asarray(frame)
@@ -64,7 +76,17 @@ class _Writer:
 
     def _makedirs(self) -> None:
         d = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(d, exist_ok=True)
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError as e:
+            raise self._cannot_write(e) from None
+
+    def _cannot_write(self, err: object) -> ConfigError:
+        return ConfigError(f"cannot write video {self.path!r}: {err}; choose a writable file (--out)")
+
+    def _no_frames(self) -> ConfigError:
+        return ConfigError(f"no frames to write to {self.path}: none was added (in `gymloop record`: the game made "
+                           f"no decision; check --max-steps)")
 
     def __enter__(self) -> Any:
         return self
@@ -82,13 +104,25 @@ class GifWriter(_Writer):
 
     Args:
         path: the ``.gif`` file to write (parent folders are created).
-        fps: frames per second (GIF stores delays in 1/100 s).
+        fps: frames per second (GIF stores delays in 1/100 s; above 50, viewers slow it down).
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from gymloop.render import GifWriter
+        >>> with GifWriter(os.path.join(tempfile.mkdtemp(), "a.gif"), fps=5) as w:
+        ...     w.add(np.zeros((16, 16, 3), np.uint8))
+        >>> w.frames, w.size
+        (1, (16, 16))
     """
 
     def __init__(self, path: str | os.PathLike, fps: float) -> None:
         super().__init__(path, fps)
         self._image = pil_image()
         self._frames: list[Any] = []
+        if self.fps > 50:
+            log.warning("%s: a GIF at %g fps has frame delays under 20 ms, which most viewers and browsers show "
+                        "at 10 fps; use an fps of at most 50, or write an .mp4", self.path, self.fps)
 
     def add(self, frame: np.ndarray) -> None:
         """Add one ``(height, width, 3)`` uint8 RGB frame."""
@@ -98,11 +132,14 @@ class GifWriter(_Writer):
     def close(self) -> None:
         """Write the file."""
         if not self._frames:
-            raise ConfigError(f"no frames to write to {self.path}; the game made no decision (check --max-steps)")
+            raise self._no_frames()
         self._makedirs()
         first, rest = self._frames[0], self._frames[1:]
-        first.save(self.path, save_all=True, append_images=rest, duration=max(10, round(1000 / self.fps)), loop=0)
         self._frames = []
+        try:
+            first.save(self.path, save_all=True, append_images=rest, duration=max(10, round(1000 / self.fps)), loop=0)
+        except OSError as e:
+            raise self._cannot_write(e) from None
         log.info("wrote %s: %d frames", self.path, self.frames)
 
     def abort(self) -> None:
@@ -116,6 +153,20 @@ class Mp4Writer(_Writer):
     Args:
         path: the ``.mp4`` file to write (parent folders are created).
         fps: frames per second.
+
+    Raises:
+        ConfigError: ffmpeg stopped or wrote no file (the path cannot be written, ...).
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from gymloop.render import Mp4Writer
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.mp4")
+        >>> with Mp4Writer(path, fps=5) as w:
+        ...     for v in (0, 255):
+        ...         w.add(np.full((16, 16, 3), v, np.uint8))
+        >>> w.frames, os.path.getsize(path) > 0
+        (2, True)
     """
 
     def __init__(self, path: str | os.PathLike, fps: float) -> None:
@@ -131,38 +182,56 @@ class Mp4Writer(_Writer):
             a = np.pad(a, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
         if self._gen is None:
             self._makedirs()
-            self._gen = self._iio.write_frames(
+            gen = self._iio.write_frames(
                 self.path, (a.shape[1], a.shape[0]), fps=self.fps, codec="libx264", pix_fmt_in="rgb24",
                 pix_fmt_out="yuv420p", macro_block_size=2, ffmpeg_log_level="error",
             )
-            self._gen.send(None)
-        self._gen.send(np.ascontiguousarray(a).tobytes())
+            gen.send(None)  # starts ffmpeg
+            self._gen = gen
+        try:
+            self._gen.send(np.ascontiguousarray(a).tobytes())
+        except OSError as e:  # ffmpeg exited (it cannot write the file, ...); its own message went to stderr
+            self.abort()
+            raise self._cannot_write(str(e).splitlines()[0] if str(e) else e) from None
 
     def close(self) -> None:
         """Finish the file (ffmpeg writes the index)."""
         if self._gen is None:
-            raise ConfigError(f"no frames to write to {self.path}; the game made no decision (check --max-steps)")
-        self._gen.close()
-        self._gen = None
+            raise self._no_frames()
+        gen, self._gen = self._gen, None
+        gen.close()  # waits for ffmpeg to finish the file (imageio-ffmpeg does not check its exit code)
+        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0:
+            raise ConfigError(f"ffmpeg wrote no video to {self.path!r} (its messages are on stderr); check the "
+                              f"path and free disk space, or write a .gif")
         log.info("wrote %s: %d frames", self.path, self.frames)
 
     def abort(self) -> None:
-        """Stop ffmpeg and remove the partial file."""
-        if self._gen is not None:
-            try:
-                self._gen.close()
-            finally:
-                self._gen = None
-                if os.path.exists(self.path):
-                    os.remove(self.path)
+        """Stop ffmpeg and remove the partial file (errors doing so are logged, not raised)."""
+        if self._gen is None:
+            return
+        gen, self._gen = self._gen, None
+        try:
+            gen.close()
+        except Exception:
+            log.warning("stopping ffmpeg for %s failed", self.path, exc_info=True)
+        try:
+            if os.path.isfile(self.path):
+                os.remove(self.path)
+        except OSError:
+            log.warning("could not remove the partial video %s", self.path, exc_info=True)
 
 
 def open_video(path: str | os.PathLike, fps: float) -> GifWriter | Mp4Writer:
     """A writer for ``path`` by its extension: ``.gif`` → :class:`GifWriter`, ``.mp4`` → :class:`Mp4Writer`.
 
     Raises:
-        ConfigError: another extension, a frame rate not above 0, or the writer's package
-            (Pillow, imageio-ffmpeg) is missing.
+        ConfigError: another extension, a frame rate not above 0, a ``path`` that is a folder
+            (or under a file), or the writer's package (Pillow, imageio-ffmpeg) is missing.
+
+    Example:
+        >>> from gymloop.render import open_video
+        >>> type(open_video("run.mp4", fps=10)).__name__       # nothing is written before a frame
+        'Mp4Writer'
     """
     p = os.fspath(path)
     ext = os.path.splitext(p)[1].lower()
@@ -173,7 +242,20 @@ def open_video(path: str | os.PathLike, fps: float) -> GifWriter | Mp4Writer:
 
 
 def write_video(path: str | os.PathLike, frames: Iterable[np.ndarray], fps: float = 10.0) -> int:
-    """Write RGB frames to a ``.gif`` or ``.mp4`` file; returns the number of frames written."""
+    """Write RGB frames to a ``.gif`` or ``.mp4`` file; returns the number of frames written.
+
+    On an error the file is not left half-written (see :meth:`GifWriter.abort`, :meth:`Mp4Writer.abort`).
+
+    Raises:
+        ConfigError: as :func:`open_video`; no frames; frames of another shape than the first.
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from gymloop.render import write_video
+        >>> write_video(os.path.join(tempfile.mkdtemp(), "b.gif"), [np.zeros((8, 8, 3), np.uint8)] * 2)
+        2
+    """
     with open_video(path, fps) as w:
         for f in frames:
             w.add(f)

@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 class FrameClock:
     """Keeps a loop to at most ``fps`` iterations per second (``None`` or 0: no limit).
 
+    Args:
+        fps: iterations per second; ``None`` or 0 for no limit.
+
+    Raises:
+        ConfigError: ``fps`` is negative, NaN or not a number.
+
     Example:
         >>> from gymloop.render import FrameClock
         >>> clock = FrameClock(fps=None)
@@ -48,13 +54,18 @@ class FrameClock:
     """
 
     def __init__(self, fps: float | None) -> None:
-        if fps is not None and (not isinstance(fps, (int, float)) or fps < 0):
-            raise ConfigError(f"fps must be a non-negative number or None, got {fps!r}")
+        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or not fps >= 0):
+            raise ConfigError(f"fps must be a number >= 0 or None (0 or None: as fast as possible), got {fps!r}; "
+                              "e.g. --fps 8")
         self.period = 1.0 / fps if fps else 0.0
         self._next: float | None = None
 
-    def tick(self) -> float:
-        """Sleep until the next frame is due; returns the seconds slept."""
+    def tick(self, idle: Callable[[], None] | None = None) -> float:
+        """Sleep until the next frame is due; returns the seconds slept.
+
+        Args:
+            idle: called about every 20 ms while sleeping (a window's event loop stays responsive).
+        """
         if not self.period:
             return 0.0
         now = time.perf_counter()
@@ -62,7 +73,12 @@ class FrameClock:
             self._next = now
         wait = self._next - now
         if wait > 0:
-            time.sleep(wait)
+            if idle is None:
+                time.sleep(wait)
+            else:
+                while (left := self._next - time.perf_counter()) > 0:
+                    idle()
+                    time.sleep(min(left, 0.02))
         else:
             wait = 0.0
             self._next = now  # late (a slow agent): do not try to catch up
@@ -97,6 +113,8 @@ class Viewer:
         self.window = window
         self.capture = capture
         self.on_frame = on_frame
+        if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int) or cell < 4):
+            raise ConfigError(f"cell must be an int of at least 4 pixels per board cell, got {cell!r}; e.g. cell=32")
         self.cell = cell or self.view.cell
         self.end_seconds = end_seconds if fps else 0.0
         self.canvas: Canvas | None = None
@@ -105,6 +123,12 @@ class Viewer:
         self._screen: Any = None
         self._caption = ""
         self._pg = pygame_module()
+
+    def __enter__(self) -> Viewer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _open(self, obs: Obs) -> Canvas:
         pg = self._pg
@@ -119,6 +143,8 @@ class Viewer:
                 pg.display.init()
                 self._screen = pg.display.set_mode(self.canvas.pixel_size)
             except pg.error as e:
+                pg.display.quit()  # set_mode failed after init: leave no half-open display behind
+                self.canvas = None
                 raise ConfigError(
                     f"cannot open a window to show {self.view.name}: {e}; on a machine without a display, "
                     "record a video instead (gymloop record) or set SDL_VIDEODRIVER=dummy"
@@ -137,7 +163,7 @@ class Viewer:
         canvas = self.canvas or self._open(obs)
         self.view.draw(obs, canvas)
         self._emit()
-        self.clock.tick()
+        self.clock.tick(poll_events if self._screen is not None else None)
 
     def end(self, obs: Obs, truncated: bool = False) -> None:
         """Draw the end-of-episode banner over the last frame (one more frame)."""
@@ -182,11 +208,14 @@ class Watch:
     """An :class:`~gymloop.Agent` wrapper that shows each observation before its agent decides.
 
     Wrap the agent of the player whose view is drawn (the first one in two-player games). It
-    also keeps its own tally (:attr:`steps`, :attr:`episodes`) of that player.
+    also keeps its own tally (:attr:`steps`: decisions its agent returned, :attr:`episodes`) of
+    that player.
 
     Args:
         agent: the agent that decides (keyboard, trained, random, :class:`TakeOver`, ...).
         viewer: the :class:`Viewer` that draws.
+        caption: the window title's text (who plays what); a :class:`TakeOver` agent adds who
+            has control and the keys that change it.
 
     Example:
         >>> import gymloop as gl
@@ -198,18 +227,20 @@ class Watch:
         2
     """
 
-    def __init__(self, agent: Any, viewer: Viewer) -> None:
+    def __init__(self, agent: Any, viewer: Viewer, caption: str = "") -> None:
         self.agent = agent
         self.viewer = viewer
+        self.caption = caption
         self.steps = 0
         self.episodes: list[EpisodeResult] = []
         self._ep_len = 0
 
     def _caption(self) -> str:
-        human = getattr(self.agent, "human", None)
-        if human is None:
-            return ""
-        return "you play - SPACE: hand back" if human else "agent plays - SPACE or arrows: take over"
+        hint = getattr(self.agent, "hint", None)  # a TakeOver: who has control, which keys change it
+        parts = [self.caption] if self.caption else []
+        if isinstance(hint, str) and hint:
+            parts.append(hint)
+        return "; ".join(parts)
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
         """Show ``obs``, then ask the wrapped agent."""
@@ -217,9 +248,10 @@ class Watch:
         if caption != self.viewer._caption:
             self.viewer.set_caption(caption)
         self.viewer.show(obs)
+        res = self.agent.act(obs, *action_types)
         self.steps += 1
         self._ep_len += 1
-        return self.agent.act(obs, *action_types)
+        return res
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         """Tell the wrapped agent, then show the end banner."""

@@ -348,3 +348,12 @@ def test_a_snake_of_length_two_keeps_its_length_while_moving():
         assert g.length == 2 and not g.over
     assert (g.body[0].x, g.body[0].y) == (6, 7)
     assert g.occupied.count(1) == 1  # exactly one body cell marked
+
+
+def test_run_with_zero_episodes_or_steps_takes_no_decision():
+    from gymloop.games.snake import snake
+
+    r = gl.run(snake, gl.RandomAgent(0), seed=0, max_episodes=0)
+    assert r.steps == 0 and r.episodes == [] and r.stopped == "max_episodes"
+    r = gl.run(snake, gl.RandomAgent(0), seed=0, max_steps=0)
+    assert r.steps == 0 and r.stopped == "max_steps"

@@ -180,6 +180,9 @@ class _RunAgent:
         if st.max_steps is not None and st.result.steps >= st.max_steps:
             st.result.stopped = "max_steps"
             st.parent.switch(_STOP)
+        if st.max_episodes == 0:  # (other limits are checked when an episode ends)
+            st.result.stopped = "max_episodes"
+            st.parent.switch(_STOP)
 
     def _after(self, obs: Obs, action_types: Sequence[Any], res: Any) -> Any:
         if self.state.check:

@@ -11,7 +11,8 @@ Tree::
     ├── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
     ├── CheckpointError          a checkpoint file that is corrupt, foreign or incompatible
     ├── TraceError               a trace file that is corrupt or foreign, or a replay that diverges
-    └── TrainingError            training cannot continue (a NaN loss, ...)
+    ├── TrainingError            training cannot continue (a NaN loss, ...)
+    └── render.PlayerQuit        not a failure: the player closed the window or pressed Escape
 
 Every message names the thing, what was expected, what came, and how to fix it.
 """

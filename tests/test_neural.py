@@ -552,3 +552,15 @@ def test_load_accepts_a_training_run_folder(tmp_path):
     assert agent.policy.path.endswith("agent.safetensors")
     with pytest.raises(gl.CheckpointError, match="not a complete enn-trainer checkpoint folder"):
         gl.load(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("shape", [[1e999], [10**30], [2**40, 2**40], [-1]])
+def test_absurd_tensor_shapes_in_a_header_are_checkpoint_errors(tmp_path, shape):
+    import json
+    import struct
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": shape, "data_offsets": [0, 4]}}).encode()
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    with pytest.raises(gl.CheckpointError, match="'w'"):
+        gl.load(path)

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from typing import Any, Mapping
@@ -131,11 +132,11 @@ class SafetensorsFile:
                 dt = _DT[info["dtype"]]
                 shape = tuple(int(s) for s in info["shape"])
                 a, b = (int(x) for x in info["data_offsets"])
-            except (KeyError, TypeError, ValueError):
+            except (KeyError, TypeError, ValueError, OverflowError):
                 raise CheckpointError(f"{p}: tensor {name!r} has a malformed header entry {info!r}") from None
             if any(s < 0 for s in shape) or not 0 <= a <= b <= data_len:
                 raise CheckpointError(f"{p}: tensor {name!r} points outside the file (offsets {a}..{b}, data {data_len} bytes); truncated?")
-            n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+            n = math.prod(shape) * dt.itemsize  # Python ints: an absurd shape cannot wrap around
             if n != b - a:
                 raise CheckpointError(f"{p}: tensor {name!r} of shape {shape} and dtype {info['dtype']} needs {n} bytes, the file gives {b - a}")
             spans.append((a, b, name))

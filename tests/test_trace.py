@@ -165,6 +165,34 @@ def test_types_that_appear_late_are_laid_out_like_the_final_space(tmp_path):
     assert gl.replay(save_and_load(trace, tmp_path).path, growing_game).episodes == trace.episodes
 
 
+def test_replay_never_imports_the_game_a_file_names(tmp_path):
+    trace = gl.record_trace(growing_game, gl.RandomAgent(seed=1), seed=2, max_steps=5)
+    assert trace.game == f"{__name__}:growing_game"
+    path = trace.save(tmp_path / f"g{TRACE_SUFFIX}")
+    _edit(path, lambda t, doc: doc.update(game="antigravity:fly"))  # importing it would open a web browser
+    with pytest.raises(gl.TraceError, match=r"game 'antigravity:fly', which is not a bundled game .*pass the game loop"):
+        gl.replay(path)
+    assert gl.replay(path, growing_game).steps == 5
+
+
+@dataclass
+class Clock:
+    t: int
+
+
+def late_globals_game(agent, seed):
+    t = 0
+    while True:
+        t += 1
+        obs = gl.Obs(score=t).actor(Walker(t))
+        agent.act(obs.globals(Clock(t)) if t > 2 else obs, Step)
+
+
+def test_globals_that_appear_late_fail_at_that_observation():
+    with pytest.raises(gl.InvalidObservationError, match=r"brings the globals 'Clock', but the earlier ones had none"):
+        gl.record_trace(late_globals_game, gl.RandomAgent(seed=0), seed=0, max_steps=5)
+
+
 def test_recording_a_neural_agent_changes_nothing_it_does(tmp_path):
     pytest.importorskip("torch")
     from gymloop.neural import random_checkpoint
@@ -326,9 +354,24 @@ def test_bad_files_raise_trace_errors(good_file, tmp_path):
         (lambda t, d: t["actions/Order"].__setitem__(0, 99), "actions/Order holds a choice outside"),
         (lambda t, d: t["counts/Enemy"].__setitem__(0, 7), r"tensor 'entities/Enemy' is float32 of shape"),
         (lambda t, d: d["action_space"]["Order"].update(kind="magic"), "unknown kind 'magic'"),
-        (lambda t, d: d.update(episodes=[{"after": 1}]), "malformed trace: KeyError"),
+        (lambda t, d: d.update(episodes=[{"after": 1}]), r"an episode end must be an object with the keys \['after', 'agent'"),
+        (lambda t, d: d["episodes"].append({**d["episodes"][-1], "length": 1e999}) if d["episodes"] else d.update(
+            episodes=[{"after": 0, "agent": 0, "score": 0, "length": 1e999, "truncated": False, "metrics": {}}]),
+         "an episode end needs a finite score, a length >= 0"),
+        (lambda t, d: d.update(seed=True), r"seed True must be ints"),
+        (lambda t, d: d.update(game=None), "the game must be a name"),
+        (lambda t, d: t["entities/Unit"].__setitem__((0, 0), np.nan), "tensor 'entities/Unit' holds values that are not finite"),
+        (lambda t, d: t["num_candidates/Target"].__setitem__(0, 0), r"num_candidates/Target must be each actor's number of \['Enemy'\]"),
+        (lambda t, d: d["action_space"]["Target"].update(among=["Ghost"]), r"selects among \['Ghost'\], which are not entity types"),
+        (lambda t, d: d["action_space"]["Order"].update(labels=["A", "A"]), r"the labels of action type 'Order' must be distinct"),
+        (lambda t, d: d["obs_space"]["entities"].update(Unit="xy"), r"the features of entity type 'Unit' must be a list of strings"),
+        (lambda t, d: d["asked"][0].update(actions=["Order"]), r"decisions that asked for \['Order'\] have actors for \['Target'\] too"),
+        (lambda t, d: d["asked"][0].update(single=True), r"decisions that asked for \['Order', 'Target'\] must have one actor"),
+        (lambda t, d: d["asked"][0].update(single="no"), r"each request of 'asked' must be"),
     ],
-    ids=["version", "no-seed", "no-tensor", "dtype", "extra", "choice", "counts", "kind", "episodes"],
+    ids=["version", "no-seed", "no-tensor", "dtype", "extra", "choice", "counts", "kind", "episodes", "episode-length",
+         "bool-seed", "game", "nan-feature", "candidates", "among", "labels", "features", "asked-types", "asked-single",
+         "asked-json"],
 )
 def test_malformed_traces_name_the_file_and_the_problem(good_file, tmp_path, edit, match):
     path = tmp_path / f"bad{TRACE_SUFFIX}"
@@ -339,28 +382,94 @@ def test_malformed_traces_name_the_file_and_the_problem(good_file, tmp_path, edi
     assert str(path) in str(e.value)
 
 
-@settings(max_examples=40)
-@given(data=st.data())
-def test_any_truncation_or_corruption_is_a_trace_error_or_a_valid_trace(good_file, data):
-    raw = good_file.read_bytes()
-    cut = data.draw(st.integers(0, len(raw) - 1))
-    pos = data.draw(st.integers(0, len(raw) - 1))
-    byte = data.draw(st.integers(0, 255))
-    flipped = raw[:pos] + bytes([byte]) + raw[pos + 1 :]
+def _usable(trace: gl.Trace) -> None:
+    """Everything behaviour cloning and replay read from a loaded trace works."""
+    for k in range(trace.num_decisions):
+        trace.decision(k)
+        trace.choices(k)
+    for n in trace.batch.num_candidates:
+        trace.batch.candidate_index(n)
+
+
+def _load_bytes(raw: bytes) -> gl.Trace | gl.TraceError:
+    """The trace of a file holding ``raw``, usable throughout, or the TraceError loading it raised."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         p = os.path.join(d, f"x{TRACE_SUFFIX}")
         with open(p, "wb") as f:
-            f.write(raw[:cut])
-        with pytest.raises(gl.TraceError):
+            f.write(raw)
+        try:
+            trace = gl.load_trace(p)
+        except gl.TraceError as e:
+            return e
+    _usable(trace)
+    return trace
+
+
+@settings(max_examples=60)
+@given(data=st.data())
+def test_any_truncation_or_corruption_is_a_trace_error_or_a_valid_trace(good_file, data):
+    raw = good_file.read_bytes()
+    header_end = 8 + int.from_bytes(raw[:8], "little")
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    assert isinstance(_load_bytes(raw[:cut]), gl.TraceError)  # a cut file never loads
+    flipped = bytearray(raw)
+    in_header = st.integers(0, header_end - 1)  # most bytes that matter are in the JSON header
+    for pos, byte in data.draw(st.lists(st.tuples(st.one_of(in_header, st.integers(0, len(raw) - 1)), st.integers(0, 255)),
+                                        min_size=1, max_size=4)):
+        flipped[pos] = byte
+    _load_bytes(bytes(flipped))  # a changed data byte (a feature value) may still load
+
+
+def test_a_header_whose_shapes_overflow_is_a_trace_error(tmp_path):
+    for shape in ("[1e999]", "[100000000000000000000000000000]", "[4294967296,4294967296,4294967296]"):
+        h = ('{"x":{"dtype":"F32","shape":%s,"data_offsets":[0,0]}}' % shape).encode()
+        h += b" " * (-len(h) % 8)
+        p = tmp_path / f"h{TRACE_SUFFIX}"
+        p.write_bytes(len(h).to_bytes(8, "little") + h)
+        with pytest.raises(gl.TraceError, match="not a readable trace file"):
             gl.load_trace(p)
-        with open(p, "wb") as f:
-            f.write(flipped)
-        try:  # a changed data byte (a feature value) still loads; anything else is a TraceError
-            assert isinstance(gl.load_trace(p), gl.Trace)
-        except gl.TraceError:
-            pass
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.integers() | st.floats() | st.sampled_from(["", "x", "Order", "Unit", "categorical"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["x", "kind", "labels", "among", "after"]), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_any_metadata_change_is_a_trace_error_or_a_valid_trace(good_file, data):
+    """Replace or delete any node of the JSON metadata: the loader never lets another exception out."""
+    tensors, meta = read_safetensors(good_file, mmap=False)
+    doc = json.loads(meta["gymloop-trace"])
+
+    def nodes(o, path=()):
+        yield path
+        for k, v in (o.items() if isinstance(o, dict) else enumerate(o) if isinstance(o, list) else ()):
+            yield from nodes(v, path + (k,))
+
+    for _ in range(data.draw(st.integers(1, 2))):
+        path = data.draw(st.sampled_from(list(nodes(doc))[1:]))
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        if isinstance(parent, dict) and data.draw(st.booleans()):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(json_values)
+        if not isinstance(doc, dict):
+            break
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, f"x{TRACE_SUFFIX}")
+        write_safetensors(p, tensors, {**meta, "gymloop-trace": json.dumps(doc)})
+        with open(p, "rb") as f:
+            raw = f.read()
+    _load_bytes(raw)
 
 
 def test_load_traces_of_a_folder(tmp_path):
@@ -432,7 +541,7 @@ def test_demo_returns_follow_each_seat_within_episodes():
 @torch_needed
 def test_behaviour_cloning_learns_select_entity_and_composite_choices():
     from gymloop.nn import NetConfig
-    from gymloop.train.bc import BCConfig, train_bc
+    from gymloop.train.bc import BCConfig, demo_returns, train_bc
 
     class Focus:  # always the first legal order and the last legal target
         def act(self, obs, order_t, target_t):
@@ -447,6 +556,53 @@ def test_behaviour_cloning_learns_select_entity_and_composite_choices():
     assert res.decisions == sum(t.num_decisions for t in traces)
     assert res.history[-1]["loss"] < 0.5 * res.history[0]["loss"]
     assert res.agreement > 0.85, res.history
+    # the value head was fitted to the demonstrations' returns: the policy's own values give its R²
+    import torch
+
+    from gymloop.trace import join
+
+    batch = join([t.batch for t in traces])
+    ret = np.concatenate([demo_returns(t, 0.99) for t in traces]).astype(np.float64)
+    with torch.no_grad():
+        v = res.policy(res.policy.pack(batch), greedy=True).value.double().numpy()
+    assert 0.0 < res.value_r2 < 1.0
+    assert 1 - np.mean((v - ret) ** 2) / ret.var() == pytest.approx(res.value_r2, abs=1e-4)
+
+
+@torch_needed
+def test_behaviour_cloning_is_deterministic_for_a_seed(tmp_path):
+    import torch
+
+    from gymloop.checkpoint import read_agent
+    from gymloop.nn import NetConfig
+    from gymloop.train.bc import BCConfig, train_bc
+
+    traces = [gl.record_trace(tactics, gl.RandomAgent(seed=s), seed=s, max_steps=40) for s in range(2)]
+
+    def weights(seed):
+        cfg = BCConfig(epochs=2, minibatch_size=16, seed=seed, net=NetConfig(d_model=16, relpos=None))
+        return train_bc(traces, cfg, out_path=tmp_path / f"{seed}.safetensors").policy.state_dict()
+
+    a, b, c = weights(0), weights(0), weights(1)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+    assert read_agent(tmp_path / "0.safetensors").info["game"] == "tactics"  # the traces' game by default
+
+
+@torch_needed
+@pytest.mark.parametrize(
+    "field, value, match",
+    [("epochs", 0, "bc.epochs must be a positive int, got 0"), ("lr", float("nan"), "bc.lr and bc.max_grad_norm must be positive"),
+     ("gamma", 1.5, r"bc.gamma must be in \(0, 1\], got 1.5"), ("seed", "1", "bc.seed must be an int, got '1'"),
+     ("fit_value", 1, "bc.fit_value must be True or False")],
+)
+def test_bc_config_errors_name_the_field(field, value, match):
+    from gymloop.train.bc import BCConfig, train_bc
+
+    with pytest.raises(gl.ConfigError, match=match):
+        train_bc([], BCConfig(**{field: value}))
+    with pytest.raises(gl.ConfigError, match="needs at least one trace"):
+        train_bc([])
 
 
 @torch_needed
@@ -526,3 +682,10 @@ def test_cli_train_from_demos(tmp_path, capsys):
     assert os.path.exists(out2 / "bc.safetensors")
     assert main(["train", "snake", "--demos", str(d), "--resume", "--out", str(out2)]) == 2
     assert "drop --resume" in capsys.readouterr().err
+    assert main(["train", "snake", "--set", "bc.epochs=2", "--out", str(out2)]) == 2
+    assert "bc.* fields configure behaviour cloning; add --demos DIR" in capsys.readouterr().err
+    assert main(["train", "snake", "--demos", str(d), "--set", "ppo.lr=1e-3", "--out", str(out2)]) == 2
+    assert "--set ppo.lr=1e-3: without --steps, --demos only clones" in capsys.readouterr().err
+    # PPO's configuration is checked before the cloning, not after it
+    assert main(["train", "snake", "--demos", str(d), "--steps", "512", "--set", "ppo.minibatch_size=3", "--out", str(out2)]) == 2
+    assert "must divide the rollout size" in capsys.readouterr().err

@@ -142,13 +142,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg.num_envs = args.num_envs
     sets = args.set or []
     _parse_overrides(cfg, [x for x in sets if not x.startswith("bc.")])
+    if not args.demos and any(x.startswith("bc.") for x in sets):
+        from .errors import ConfigError
+
+        raise ConfigError(f"--set {' '.join(x for x in sets if x.startswith('bc.'))}: bc.* fields configure behaviour cloning; "
+                          "add --demos DIR")
     if args.demos:
         from .errors import ConfigError
         from .train.bc import BCConfig, train_bc
 
         if args.resume or args.init_from:
             raise ConfigError("--demos starts a new agent by behaviour cloning; drop --resume / --init-from")
-        bc_cfg = BCConfig(seed=args.seed, net=cfg.net)
+        if steps:
+            cfg.check()  # before cloning, not after it
+        else:  # only behaviour cloning runs: PPO's settings would be silently ignored
+            unused = [x for x in sets if not x.startswith(("bc.", "net.", "ppo.gamma=", "threads="))]
+            if unused:
+                raise ConfigError(f"--set {' '.join(unused)}: without --steps, --demos only clones the demonstrations; "
+                                  "add --steps N to go on with PPO, or set bc.* fields")
+        # the value head is fitted to returns discounted as PPO will discount them
+        bc_cfg = BCConfig(seed=args.seed, net=cfg.net, gamma=cfg.ppo.gamma, threads=cfg.threads)
         _parse_overrides(bc_cfg, [x[3:] for x in sets if x.startswith("bc.")])
         bc_path = os.path.join(args.out, "agent.safetensors" if steps == 0 else "bc.safetensors")
         bc = train_bc(args.demos, bc_cfg, out_path=bc_path, game_name=args.game)
@@ -291,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("play", help="play a game with the keyboard, or watch an agent (needs the render extra)")
     pl.add_argument("game", help="bundled game name (snake, duel, tactics) or module:function")
-    pl.add_argument("--agent", help="agent checkpoint to watch; SPACE or an arrow key takes over, SPACE hands back")
+    pl.add_argument("--agent", help="agent checkpoint to watch; SPACE or a direction key takes over, SPACE or Enter hands back")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
     pl.add_argument("--human-vs-agent", action="store_true",

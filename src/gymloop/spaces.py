@@ -159,3 +159,18 @@ def game(
 def declared_types(fn: Any) -> tuple[list[type], type | None, list[Any]] | None:
     """The types declared on a game loop with :func:`game`, or ``None``."""
     return getattr(fn, _GAME_ATTR, None)
+
+
+def spaces_to_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The JSON form of an observation and an action space, as checkpoints and traces store them.
+
+    Example:
+        >>> import gymloop as gl
+        >>> from gymloop.spaces import ActionDesc, spaces_to_json
+        >>> obs, acts = spaces_to_json(gl.ObsSpace({"Head": ("x", "y")}), {"Move": ActionDesc("Move", "categorical", ("UP", "DOWN"))})
+        >>> obs, acts
+        ({'entities': {'Head': ['x', 'y']}, 'globals': []}, {'Move': {'kind': 'categorical', 'labels': ['UP', 'DOWN'], 'among': []}})
+    """
+    obs = {"entities": {k: list(v) for k, v in obs_space.entities.items()}, "globals": list(obs_space.globals)}
+    acts = {k: {"kind": a.kind, "labels": list(a.labels), "among": list(a.among)} for k, a in action_space.items()}
+    return obs, acts

@@ -18,7 +18,9 @@ holds for the same observation: the network trained on a trace (behaviour clonin
 **Replay.** :func:`replay` runs the game again with the recorded seed and choices and checks that
 every observation is bit-for-bit the recorded one (features, counts, masks, candidates, the action
 types asked, the score, each episode end); the first difference raises
-:class:`~gymloop.errors.TraceError` naming the step.
+:class:`~gymloop.errors.TraceError` naming the step. A trace names its game, but only a bundled
+game is found by that name: the loop of any other game is passed to :func:`replay` (a file never
+makes gymloop import or call anything).
 
 **Multi-agent games.** ``Recorder([agent_a, agent_b], game)`` records every seat in one trace; hand
 ``recorder.agents`` to the game. The decisions are stored in the order the game asked for them (a
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -65,7 +68,7 @@ from .batch import Batch, stack
 from .checkpoint import read_safetensors, write_safetensors
 from .errors import CheckpointError, ConfigError, InvalidObservationError, TraceError
 from .obs import Obs
-from .spaces import ActionDesc, ObsSpace, Spaces, declared_types
+from .spaces import ActionDesc, ObsSpace, Spaces, declared_types, spaces_to_json
 
 __all__ = ["TRACE_FORMAT_VERSION", "TRACE_SUFFIX", "Recorder", "Trace", "load_trace", "load_traces", "record_trace", "replay"]
 
@@ -153,7 +156,7 @@ class Trace:
             tensors[f"actions/{name}"] = self.actions[name]
             if a.kind == SELECT_ENTITY:
                 tensors[f"num_candidates/{name}"] = b.num_candidates[name]
-        obs, acts = _spaces_json(self.obs_space, self.action_space)
+        obs, acts = spaces_to_json(self.obs_space, self.action_space)
         doc = {
             "format_version": TRACE_FORMAT_VERSION,
             "library_version": __version__,
@@ -230,19 +233,40 @@ class _Where:
 
 
 # ---------------------------------------------------------------------- spaces
-def _spaces_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> tuple[dict, dict]:
-    obs = {"entities": {k: list(v) for k, v in obs_space.entities.items()}, "globals": list(obs_space.globals)}
-    acts = {k: {"kind": a.kind, "labels": list(a.labels), "among": list(a.among)} for k, a in action_space.items()}
-    return obs, acts
+def _names(x: Any, what: str, bad: Callable[[str], TraceError], nonempty: bool = False) -> tuple[str, ...]:
+    """A JSON list of distinct strings (a file's feature names, labels, ...), else ``bad``."""
+    if not isinstance(x, list) or not all(isinstance(v, str) for v in x):
+        raise bad(f"{what} must be a list of strings, got {x!r}")
+    if len(set(x)) != len(x):
+        raise bad(f"{what} must be distinct, got {x!r}")
+    if nonempty and not x:
+        raise bad(f"{what} must not be empty")
+    return tuple(x)
 
 
-def _spaces_from_json(obs: Any, acts: Any) -> _Space:
-    o = ObsSpace(entities={str(k): tuple(map(str, v)) for k, v in obs["entities"].items()}, globals=tuple(map(str, obs.get("globals", ()))))
+def _spaces_from_json(obs: Any, acts: Any, bad: Callable[[str], TraceError]) -> _Space:
+    """The spaces a trace file describes (the JSON of :func:`~gymloop.spaces.spaces_to_json`), checked."""
+    if not isinstance(obs, dict) or not isinstance(obs.get("entities"), dict):
+        raise bad(f"obs_space must be an object with an 'entities' object, got {obs!r}")
+    ents = {k: _names(v, f"the features of entity type {k!r}", bad) for k, v in obs["entities"].items()}
+    o = ObsSpace(entities=ents, globals=_names(obs.get("globals", []), "the global features", bad))
+    if not isinstance(acts, dict):
+        raise bad(f"action_space must be an object, got {acts!r}")
     a = {}
     for k, v in acts.items():
-        if v["kind"] not in (CATEGORICAL, SELECT_ENTITY):
-            raise ValueError(f"action type {k!r} has unknown kind {v['kind']!r}")
-        a[str(k)] = ActionDesc(str(k), v["kind"], tuple(map(str, v.get("labels", ()))), tuple(map(str, v.get("among", ()))))
+        if not isinstance(v, dict):
+            raise bad(f"action type {k!r} must be an object with kind, labels and among, got {v!r}")
+        kind = v.get("kind")
+        if kind not in (CATEGORICAL, SELECT_ENTITY):
+            raise bad(f"action type {k!r} has unknown kind {kind!r} (expected {CATEGORICAL!r} or {SELECT_ENTITY!r})")
+        labels = _names(v.get("labels", []), f"the labels of action type {k!r}", bad, nonempty=kind == CATEGORICAL)
+        among = _names(v.get("among", []), f"the candidate types of action type {k!r}", bad, nonempty=kind == SELECT_ENTITY)
+        if (among if kind == CATEGORICAL else labels):
+            raise bad(f"action type {k!r} is {kind}: it has {'labels' if kind == CATEGORICAL else 'candidate types'} only")
+        unknown = [t for t in among if t not in ents]
+        if unknown:
+            raise bad(f"action type {k!r} selects among {unknown}, which are not entity types of the trace")
+        a[k] = ActionDesc(k, kind, labels, among)
     return o, a
 
 
@@ -403,6 +427,12 @@ class _Featurizer:
         if new or self.ex is None:
             self.parts.append((ents, glob, list(types)))
             sp = Spaces.build(*merge_types(self.parts))
+            if self.space is not None and sp.globals_schema is not None and not self.space[0].globals:
+                g = sp.globals_schema.name
+                raise InvalidObservationError(
+                    f"this observation brings the globals {g!r}, but the earlier ones had none; give obs.globals(...) on "
+                    f"every observation from the first, or declare it with @gl.game(globals={g})"
+                )
             self.space = (sp.obs_space, sp.action_space)
             known.update(s.cls for s in sp.entity_schemas)
             known.update(s.key for s in sp.action_specs)
@@ -502,7 +532,8 @@ class Recorder:
         agent: the agent that plays, or a sequence of agents (one per seat of a multi-agent game).
         game: the game loop (its declared types fix the trace's spaces as they fix a VecEnv's), or
             a bundled game's name.
-        seed: the seed the game is run with (recorded for replay).
+        seed: the seed the game is run with (recorded for replay): the seed given to
+            :func:`gymloop.run`, else the trace does not replay (:func:`record_trace` does both).
 
     Example:
         >>> import gymloop as gl
@@ -659,17 +690,19 @@ def load_trace(path: str | os.PathLike) -> Trace:
         tensors, meta = read_safetensors(p, mmap=False)
     except CheckpointError as e:
         raise TraceError(f"not a readable trace file: {e}") from None
+    except (OverflowError, ValueError) as e:  # a header whose shapes overflow (the reader lets these through)
+        raise TraceError(f"{p}: not a readable trace file: malformed safetensors header ({e})") from None
     if _META_KEY not in meta:
         what = "a gymloop agent checkpoint (load it with gl.load)" if "gymloop" in meta else "a safetensors file"
         raise TraceError(f"{p}: {what}, not a gymloop trace (no {_META_KEY!r} metadata); record traces with gl.record_trace")
     try:
         doc = json.loads(meta[_META_KEY])
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:
         raise TraceError(f"{p}: the trace metadata is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise TraceError(f"{p}: the trace metadata must be a JSON object, got {type(doc).__name__}")
     v = doc.get("format_version")
-    if v != TRACE_FORMAT_VERSION:
+    if v != TRACE_FORMAT_VERSION or isinstance(v, bool):
         raise TraceError(
             f"{p}: unknown trace format version {v!r}; this gymloop reads version {TRACE_FORMAT_VERSION} "
             "(record the trace again, or use the gymloop version that wrote it)"
@@ -678,21 +711,33 @@ def load_trace(path: str | os.PathLike) -> Trace:
         return _from_file(p, doc, tensors)
     except TraceError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:  # a check _from_file lacks
         raise TraceError(f"{p}: malformed trace: {type(e).__name__}: {e}") from None
 
 
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
+    """Build a trace from a file's metadata and arrays, checking every field (only TraceError comes out)."""
+
     def bad(msg: str) -> TraceError:
         return TraceError(f"{p}: {msg}; the file is corrupt or was not written by gl.record_trace")
 
     for key in ("game", "seed", "agents", "obs_space", "action_space", "decisions", "asked", "episodes"):
         if key not in doc:
             raise bad(f"the trace metadata lacks {key!r}")
-    obs, acts = _spaces_from_json(doc["obs_space"], doc["action_space"])
-    N, A = doc["decisions"], doc["agents"]
-    if not isinstance(N, int) or N < 0 or not isinstance(A, int) or A < 1 or not isinstance(doc["seed"], int):
-        raise bad(f"decisions {N!r}, agents {A!r} and seed {doc['seed']!r} must be non-negative ints (agents >= 1)")
+    obs, acts = _spaces_from_json(doc["obs_space"], doc["action_space"], bad)
+    N, A, seed, game = doc["decisions"], doc["agents"], doc["seed"], doc["game"]
+    if not (_is_int(N) and N >= 0 and _is_int(A) and A >= 1 and _is_int(seed)):
+        raise bad(f"decisions {N!r}, agents {A!r} and seed {seed!r} must be ints (decisions >= 0, agents >= 1)")
+    if not isinstance(game, str) or not game:
+        raise bad(f"the game must be a name such as 'snake' or 'module:function', got {game!r}")
     used: set[str] = set()
 
     def get(name: str, dtype: str, shape: tuple[int | None, ...]) -> np.ndarray:
@@ -703,13 +748,16 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
         if a.dtype != np.dtype(dtype) or a.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, a.shape)):
             want = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
             raise bad(f"tensor {name!r} is {a.dtype} of shape {a.shape}, expected {np.dtype(dtype)} of shape {want}")
-        return np.array(a)
+        a = np.array(a)
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            raise bad(f"tensor {name!r} holds values that are not finite (a game's features and scores always are)")
+        return a
 
     ents, counts = {}, {}
     for n, feats in obs.entities.items():
         c = get(f"counts/{n}", "int64", (N,))
-        if (c < 0).any():
-            raise bad(f"counts/{n} has negative entries")
+        if (c < 0).any() or c.sum(dtype=np.float64) > 2**62:
+            raise bad(f"counts/{n} must be non-negative entity counts, got entries from {c.min()} to {c.max()}")
         counts[n] = c
         ents[n] = get(f"entities/{n}", "float32", (int(c.sum()), len(feats)))
     total = sum(counts.values()) if counts else np.zeros(N, dtype=np.int64)
@@ -719,24 +767,32 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
     if N and (agent.min() < 0 or agent.max() >= A):
         raise bad(f"seat indices must be in [0, {A})")
     asked = get("asked", "int64", (N,))
-    table = [(tuple(map(str, e["actions"])), bool(e["single"])) for e in doc["asked"]]
+    if not isinstance(doc["asked"], list):
+        raise bad(f"'asked' must be a list of requests, got {doc['asked']!r}")
+    table = []
+    for e in doc["asked"]:
+        if not isinstance(e, dict) or not isinstance(e.get("single"), bool):
+            raise bad(f"each request of 'asked' must be {{'actions': [names], 'single': bool}}, got {e!r}")
+        names = _names(e.get("actions"), "the action types of a request", bad, nonempty=True)
+        unknown = [n for n in names if n not in acts]
+        if unknown:
+            raise bad(f"a decision asked for the action types {unknown}, which are not in the action space {sorted(acts)}")
+        table.append((names, e["single"]))
     if N and (asked.min() < 0 or asked.max() >= len(table)):
         raise bad(f"asked indices must be in [0, {len(table)})")
-    for names, _ in table:
-        for n in names:
-            if n not in acts:
-                raise bad(f"a decision asked for action type {n!r}, which is not in the action space {sorted(acts)}")
     b = _empty_batch((obs, acts))
     b.num_slots = N
     b.entities, b.counts, b.globals = ents, counts, glob
     b.reward, b.terminated, b.truncated = np.zeros(N, dtype=np.float32), np.zeros(N, dtype=bool), np.zeros(N, dtype=bool)
     b.active = np.ones(N, dtype=bool)
     actions = {}
+    actors = {}  # per action type, actors per decision
     for n, a in acts.items():
         sl = get(f"actor_slot/{n}", "int64", (None,))
         m = sl.shape[0]
         if m and (sl.min() < 0 or sl.max() >= N or (np.diff(sl) < 0).any()):
             raise bad(f"actor_slot/{n} must be slot indices in [0, {N}) in ascending order")
+        actors[n] = np.bincount(sl, minlength=N)
         idx = get(f"actor_index/{n}", "int64", (m,))
         if m and ((idx < 0).any() or (idx >= total[sl]).any()):
             raise bad(f"actor_index/{n} points outside its slot's entities")
@@ -747,6 +803,9 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
                 raise bad(f"actions/{n} holds a choice outside [0, {a.n}) or one its mask forbids")
         else:
             nc = get(f"num_candidates/{n}", "int64", (m,))
+            want = sum(counts[t][sl] for t in a.among)
+            if not np.array_equal(nc, want):
+                raise bad(f"num_candidates/{n} must be each actor's number of {list(a.among)} entities")
             mask = get(f"masks/{n}", "bool", (int(nc.sum()) if m else 0,))
             if m and ((choice < 0).any() or (choice >= nc).any()):
                 raise bad(f"actions/{n} holds a candidate index outside its actor's candidates")
@@ -758,18 +817,37 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
     extra = sorted(set(tensors) - used)
     if extra:
         raise bad(f"unexpected tensors {extra[:5]}")
+    # every decision has actors for exactly the action types it asked, the same actors for each
+    for i, (names, single) in enumerate(table):
+        ks = np.flatnonzero(asked == i)
+        if not ks.size:
+            continue
+        n_act = actors[names[0]][ks]
+        if (n_act < 1).any() or (single and (n_act != 1).any()) or any((actors[n][ks] != n_act).any() for n in names[1:]):
+            raise bad(f"decisions that asked for {list(names)} must have {'one actor' if single else 'actors'} for each of them")
+        others = [n for n in acts if n not in names and actors[n][ks].any()]
+        if others:
+            raise bad(f"decisions that asked for {list(names)} have actors for {others} too")
+    if not isinstance(doc["episodes"], list):
+        raise bad(f"'episodes' must be a list of episode ends, got {doc['episodes']!r}")
     episodes, after = [], []
     for e in doc["episodes"]:
-        k = e["after"]
-        if not isinstance(k, int) or not 0 <= k <= N or (after and k < after[-1]):
+        keys = ("after", "agent", "score", "length", "truncated", "metrics")
+        if not isinstance(e, dict) or any(x not in e for x in keys):
+            raise bad(f"an episode end must be an object with the keys {list(keys)}, got {e!r}")
+        k, seat, sc, length, trunc, mets = (e[x] for x in keys)
+        if not _is_int(k) or not 0 <= k <= N or (after and k < after[-1]):
             raise bad(f"episode end 'after' values must be ascending decision counts in [0, {N}], got {k!r}")
-        if not 0 <= int(e["agent"]) < A:
-            raise bad(f"episode end of seat {e['agent']!r}, outside [0, {A})")
-        episodes.append(EpisodeResult(int(e["agent"]), float(e["score"]), int(e["length"]), bool(e["truncated"]),
-                                      {str(k2): float(v2) for k2, v2 in dict(e["metrics"]).items()}))
+        if not _is_int(seat) or not 0 <= seat < A:
+            raise bad(f"episode end of seat {seat!r}, outside [0, {A})")
+        if not _is_number(sc) or not _is_int(length) or length < 0 or not isinstance(trunc, bool):
+            raise bad(f"an episode end needs a finite score, a length >= 0 and truncated true/false, got {e!r}")
+        if not isinstance(mets, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in mets.values()):
+            raise bad(f"an episode end's metrics must map names to numbers, got {mets!r}")
+        episodes.append(EpisodeResult(seat, float(sc), length, trunc, {str(m): float(v) for m, v in mets.items()}))
         after.append(k)
     return Trace(
-        game=str(doc["game"]), seed=doc["seed"], num_agents=A, obs_space=obs, action_space=acts, batch=b,
+        game=game, seed=seed, num_agents=A, obs_space=obs, action_space=acts, batch=b,
         actions=actions, score=score, agent=agent, asked=asked, asked_table=table, episodes=episodes,
         episode_after=after, path=p,
     )
@@ -913,15 +991,18 @@ def replay(trace: Trace | str | os.PathLike, game: Callable[..., Any] | str | No
 
     Args:
         trace: a :class:`Trace` or the path of a trace file.
-        game: the game loop (or a bundled game's name); ``None`` resolves the trace's own ``game``.
+        game: the game loop (or a bundled game's name); ``None``: the trace's own ``game`` if it is a
+            bundled game. A trace of any other game needs its game loop here: nothing a file names is
+            imported or called (a trace file is data, never code).
         check: also check every replayed choice against the live masks (as :func:`gymloop.run` does).
 
     Returns:
         The :class:`~gymloop.RunResult` of the replayed run (its episodes equal ``trace.episodes``).
 
     Raises:
-        TraceError: the file is not a valid trace, or the replay observed something other than the
-            trace at some step (the message names the step, the episode and what differs).
+        TraceError: the file is not a valid trace, ``game`` is ``None`` for a trace of a game that
+            is not bundled, or the replay observed something other than the trace at some step (the
+            message names the step, the episode and what differs).
 
     Example:
         >>> import gymloop as gl
@@ -930,8 +1011,16 @@ def replay(trace: Trace | str | os.PathLike, game: Callable[..., Any] | str | No
         >>> gl.replay(trace, tactics).steps == trace.num_decisions
         True
     """
+    from .games import GAMES
+
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
-    fn = _game_fn(game or tr.game)
+    if game is None and tr.game not in GAMES:
+        raise TraceError(
+            f"{tr.path or 'the trace'} was recorded with the game {tr.game!r}, which is not a bundled game "
+            f"({sorted(GAMES)}); gymloop never imports or calls what a file names: pass the game loop, "
+            "gl.replay(trace, game)"
+        )
+    fn = _game_fn(tr.game if game is None else game)
     rp = _Replayer(tr, declared_types(fn))
     seats = [_ReplaySeat(rp, i) for i in range(tr.num_agents)]
     agent: Any = seats if tr.num_agents > 1 else seats[0]

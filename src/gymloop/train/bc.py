@@ -60,7 +60,8 @@ class BCConfig:
         minibatch_size: decisions per gradient step.
         max_grad_norm: gradient norm clipping.
         fit_value: fit the value head to the demonstrations' discounted returns at the end.
-        gamma: discount of those returns (PPO's ``ppo.gamma``).
+        gamma: discount of those returns: PPO's ``ppo.gamma`` when PPO goes on from the clone
+            (``gymloop train --demos`` passes it).
         seed: seed of the network initialization and the minibatch order.
         threads: PyTorch threads.
         net: network hyperparameters (as for PPO).
@@ -82,6 +83,10 @@ class BCConfig:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"bc.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"bc.seed must be an int, got {self.seed!r}")
+        if not isinstance(self.fit_value, bool):
+            raise ConfigError(f"bc.fit_value must be True or False, got {self.fit_value!r}")
         if not self.lr > 0 or not self.max_grad_norm > 0:
             raise ConfigError(f"bc.lr and bc.max_grad_norm must be positive, got {self.lr}, {self.max_grad_norm}")
         if not 0 < self.gamma <= 1:
@@ -96,9 +101,10 @@ class BCResult:
     Attributes:
         policy: the trained policy.
         traces: traces used; decisions: decisions (slots) trained on.
-        history: per epoch ``loss`` (mean negative log-likelihood of the recorded choices),
-            ``agreement`` (fraction of recorded choices that are the policy's most probable one)
-            and ``seconds``.
+        history: per epoch ``epoch``, ``loss`` (mean negative log-likelihood of the recorded
+            choices, every actor and action type weighted alike), ``agreement`` (fraction of
+            recorded choices that are the policy's most probable one) and ``seconds``.
+        seconds: wall time of the whole call.
         value_r2: the fraction of the returns' variance the fitted value head explains (NaN
             without ``fit_value``).
         path: the checkpoint written, or ``None``.
@@ -173,7 +179,8 @@ def train_bc(
             :class:`~gymloop.trace.Trace` objects or paths.
         cfg: hyperparameters (checked first).
         out_path: write the agent checkpoint there (``None``: nothing is written).
-        game_name: recorded in the checkpoint; a trace of another game is logged as a warning.
+        game_name: recorded in the checkpoint (``""``: the traces' game, when they agree on one); a
+            trace of another game is logged as a warning.
 
     Returns:
         A :class:`BCResult` with the policy and per-epoch loss and agreement.
@@ -190,6 +197,8 @@ def train_bc(
         for t in trs:
             if t.game != game_name:
                 log.warning("trace %s was recorded for game %r, not %r", t.path or "?", t.game, game_name)
+    elif len({t.game for t in trs}) == 1:
+        game_name = trs[0].game
     space = merge_spaces([(t.obs_space, t.action_space) for t in trs], [t.path or f"trace {i}" for i, t in enumerate(trs)])
     batch = join([relayout(t.batch, (t.obs_space, t.action_space), space) for t in trs])
     names = list(space[1])

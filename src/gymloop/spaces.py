@@ -13,7 +13,7 @@ from .actions import SELECT_ENTITY, ActionSpec, action_spec
 from .errors import SchemaError
 from .schema import EntitySchema, schema_of
 
-__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types"]
+__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json"]
 
 
 @dataclass(frozen=True)

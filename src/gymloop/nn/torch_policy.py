@@ -21,7 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..actions import CATEGORICAL
-from ..spaces import ActionDesc, ObsSpace
+from ..spaces import ActionDesc, ObsSpace, spaces_to_json
 from .config import NetConfig, RelposConfig
 from .inputs import Packed, pack
 
@@ -427,12 +427,6 @@ class Policy(nn.Module):
 
 
 # ---------------------------------------------------------------------- checkpoints
-def spaces_to_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> tuple[dict, dict]:
-    obs = {"entities": {k: list(v) for k, v in obs_space.entities.items()}, "globals": list(obs_space.globals)}
-    acts = {k: {"kind": a.kind, "labels": list(a.labels), "among": list(a.among)} for k, a in action_space.items()}
-    return obs, acts
-
-
 def spaces_from_json(obs: dict, acts: dict) -> tuple[ObsSpace, dict[str, ActionDesc]]:
     o = ObsSpace(entities={k: tuple(v) for k, v in obs["entities"].items()}, globals=tuple(obs.get("globals", ())))
     a = {k: ActionDesc(k, v["kind"], tuple(v.get("labels", ())), tuple(v.get("among", ()))) for k, v in acts.items()}

@@ -26,7 +26,8 @@ from ..batch import Batch, stack, take
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
 from ..errors import CheckpointError, ConfigError, TrainingError
 from ..nn.inputs import pack
-from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors, spaces_to_json
+from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
+from ..spaces import spaces_to_json
 from ..vector import VecEnv
 from .config import TrainConfig
 from .tensorboard import EventWriter

@@ -400,8 +400,17 @@ def test_play_errors(display, tmp_path):
         play("tactics")
     with pytest.raises(CheckpointError, match="does not exist"):
         play("snake", str(tmp_path / "missing.safetensors"))
-    with pytest.raises(CheckpointError, match="is a folder; expected a .safetensors file"):
-        play("snake", str(tmp_path))
+    with pytest.raises(CheckpointError, match="not a complete enn-trainer checkpoint folder.*opens with gl.library"):
+        play("snake", str(tmp_path))  # a folder without agent.safetensors
+
+
+def test_play_watches_a_training_run_folder(display, snake_ckpt, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "runs" / "snake"
+    run_dir.mkdir(parents=True)
+    shutil.copy(snake_ckpt, run_dir / "agent.safetensors")
+    assert play("snake", str(run_dir), fps=0, max_steps=3).steps == 3
 
 
 def test_play_without_a_display_says_what_to_do(monkeypatch):

@@ -54,9 +54,10 @@ def load_agent(source: Any, game: Callable[..., Any], seed: int | None = 0) -> A
         return RandomAgent(seed=seed)
     if isinstance(source, (str, os.PathLike)):
         p = os.fspath(source)
-        if os.path.isdir(p):
-            raise CheckpointError(f"agent checkpoint {p!r} is a folder; expected a .safetensors file in it, "
-                                  f"e.g. {os.path.join(p, 'agent.safetensors')}")
+        if os.path.isdir(p):  # a training run's folder or an enn-trainer checkpoint folder: gl.load decides
+            from ..neural import load
+
+            return load(p, seed=seed, game=game)
         if not os.path.isfile(p):
             raise CheckpointError(
                 f"agent checkpoint {p!r} does not exist; expected a .safetensors file written by `gymloop train` "

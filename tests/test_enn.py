@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -357,8 +358,25 @@ def test_entity_gym_inputs_are_checked():
         enn.forward(policy, [enn.EnnObservation(good.entities, [])])
     with pytest.raises(InvalidObservationError, match="unknown entity types"):
         enn.forward(policy, [enn.EnnObservation({"Wall": [[0.0]]}, [0.0])])
-    with pytest.raises(InvalidObservationError, match="actor index out of range"):
+    with pytest.raises(InvalidObservationError, match="actor index for action .move. out of range: 99; the observation has 4 entities"):
         enn.forward(policy, [enn.EnnObservation(good.entities, [0.0], {"move": [99]})])
+    bad = [
+        ({"actors": {"move": [0.5]}}, "must be a list of entity indices"),
+        ({"actors": {"move": [[0], [1, 2]]}}, "must be a list of entity indices"),
+        ({"actors": {"mvoe": [0]}}, r"actors given for \['mvoe'\], which are not among the network's actions \['move'\]"),
+        ({"actors": {"move": [0]}, "actees": {"move": [1]}}, r"actees given for \['move'\]"),
+        ({"actors": {"move": [0]}, "masks": {"move": [[True, False]]}}, r"mask of action 'move' has shape \(1, 2\); expected \(1, 4\)"),
+        ({"actors": {"move": [0]}, "masks": {"move": [[False] * 4]}}, "allows no choice to actor 0"),
+        ({"global_features": [math.nan]}, "global features must be finite"),
+        ({"entities": {"SnakeHead": [[1, 2, 3], [1, 2]]}}, "must be numbers in a rectangular array"),
+        ({"entities": {"SnakeHead": [[1, 2, math.inf]]}}, "features of entity type 'SnakeHead' must be finite"),
+    ]
+    for change, match in bad:
+        fields = {"entities": good.entities, "global_features": [0.0]} | change
+        with pytest.raises(InvalidObservationError, match=match):
+            enn.forward(policy, [enn.EnnObservation(**fields)])
+    out = enn.forward(policy, [enn.EnnObservation(good.entities, [0.0], {"move": [0]}, masks={"move": [[True, False, False, False]]})])
+    assert np.isfinite(out[0].logprobs["move"]).tolist() == [[True, False, False, False]]
     assert enn.forward(policy, []) == []
 
 
@@ -387,6 +405,10 @@ def test_corrupted_and_truncated_archives(tmp_path):
         gl.load(junk)
     with pytest.raises(CheckpointError, match="(?i)no such file"):
         gl.load(tmp_path / "missing.roguenet")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.roguenet")  # opening it would block
+        with pytest.raises(CheckpointError, match="not a regular file"):
+            gl.load(tmp_path / "pipe.roguenet")
 
 
 def test_archive_members(tmp_path):
@@ -404,6 +426,60 @@ def test_archive_members(tmp_path):
     write_tar(twice, files | {"x/config.ron": files["config.ron"]})
     with pytest.raises(CheckpointError, match="holds config.ron twice"):
         gl.load(twice)
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, linkname: str = "") -> tarfile.TarInfo:
+    ti = tarfile.TarInfo(name)
+    ti.type, ti.linkname = kind, linkname
+    return ti
+
+
+@pytest.mark.parametrize(
+    ("member", "match"),
+    [
+        (_member("evil", tarfile.SYMTYPE, "/etc/passwd"), "'evil' is a symbolic link"),
+        (_member("config.ron", tarfile.SYMTYPE, "../../config.ron"), "'config.ron' is a symbolic link"),
+        (_member("hard", tarfile.LNKTYPE, "state.ron"), "'hard' is a hard link"),
+        (_member("pipe", tarfile.FIFOTYPE), "'pipe' is a device or fifo"),
+        (_member("tty", tarfile.CHRTYPE), "'tty' is a device or fifo"),
+        (_member("sparse", tarfile.GNUTYPE_SPARSE), "'sparse' is a sparse file"),
+        (_member("../escape.txt"), r"name '\.\./escape\.txt' is absolute or leaves the archive"),
+        (_member("run/../../config.ron"), "leaves the archive"),
+        (_member("/etc/cron.d/job"), "is absolute"),
+        (_member("..\\windows.txt"), "leaves the archive"),
+    ],
+)
+def test_archive_members_no_checkpoint_holds_are_refused(tmp_path, member, match):
+    path = tmp_path / "x.roguenet"
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tf:
+        tf.addfile(member, io.BytesIO(b"") if member.isreg() else None)
+        for fn, data in _XOR.items():
+            ti = tarfile.TarInfo(fn)
+            ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+    with pytest.raises(CheckpointError, match=match):
+        gl.load(path)
+
+
+def test_archive_reading_is_bounded(tmp_path, monkeypatch):
+    pax = tmp_path / "pax.roguenet"  # a pax header record tarfile would read whole into memory
+    with tarfile.open(pax, "w", format=tarfile.PAX_FORMAT) as tf:
+        for fn, data in _XOR.items():
+            ti = tarfile.TarInfo(fn)
+            ti.size = len(data)
+            ti.pax_headers = {"comment": "x" * (2 * 1024 * 1024)} if fn == "state.ron" else {}
+            tf.addfile(ti, io.BytesIO(data))
+    with pytest.raises(CheckpointError, match="a tar header record larger than 1048576 bytes"):
+        gl.load(pax)
+    many = tmp_path / "many.roguenet"
+    write_tar(many, {f"junk/{i}": b"" for i in range(1100)} | _XOR)
+    with pytest.raises(CheckpointError, match="more than 1024 archive members"):
+        gl.load(many)
+    monkeypatch.setitem(enn._LIMITS, "state.ron", 100)
+    with pytest.raises(CheckpointError, match=r"archive member 'state\.ron' is larger than 100 bytes"):
+        enn.read_checkpoint(source("xor", "archive"))
+    with pytest.raises(CheckpointError, match=r"state\.ron: larger than 100 bytes"):
+        enn.read_checkpoint(source("xor", "folder"))
 
 
 def test_folder_missing_state_ron(tmp_path):
@@ -477,6 +553,72 @@ def test_weights_file_problems(tmp_path):
         gl.load(d)
 
 
+_pk = msgpack.packb
+_T = {b"__tensor__": "torch", b"dtype": "<f4", b"shape": [1], b"data": b"\0\0\0\0"}  # one encoded tensor
+
+
+def _raw_map(*items: bytes) -> bytes:
+    """A msgpack map of already-packed keys and values (which may repeat)."""
+    return bytes([0x80 | len(items) // 2]) + b"".join(items)
+
+
+@pytest.mark.parametrize(
+    ("blob", "match"),
+    [
+        (b"", "empty file"),
+        (_pk([1, 2]), "not a map, not a weights table"),
+        (_pk({"w": msgpack.ExtType(1, b"")}), "msgpack extension type 1; extension types are not read"),
+        (_pk({"w": msgpack.ExtType(1, b"code")}), "exceeds max_ext_len"),
+        (_pk({"w": msgpack.Timestamp(0)}), "exceeds max_ext_len"),
+        (_pk({1: _T}), "weight name 1 is not a string"),
+        (_pk({"w": {1: 2}}), "int is not allowed for map key"),
+        (_pk({"w": {(1, 2): 2}}), "not allowed for map key"),
+        (_raw_map(_pk("w"), _pk(_T), _pk("w"), _pk(_T)), "tensor 'w' appears twice"),
+        (_raw_map(_pk("w"), _raw_map(*(_pk(x) for kv in (list(_T.items()) + [(b"dtype", "<f8")]) for x in kv))), "duplicate keys"),
+        (_pk({"w": [[[[]]]]}), "nested maps or lists where"),
+        (_pk({"w": _T | {b"shape": [[1]]}}), "nested maps or lists where"),
+        (_pk({"w": _T}) + b"\xc0", "1 bytes after the weights table"),
+        (_pk({"w" * 70_000: _T}), "exceeds max_str_len"),
+        (_pk({"w": _T | {b"shape": [1] * 9}}), "exceeds max_array_len"),
+        (b"\xdf\xff\xff\xff\xff", "a weights table of 4294967295 entries"),
+        (_pk({"w": _T})[:-2], "truncated or corrupt"),
+        (_pk({"w": _T | {b"dtype": b"<f4", "dtype": "<f4"}}), "not a hyperstate-encoded tensor"),
+        (_pk({"w": _T | {b"dtype": ["<f4"], b"shape": 1}}), r"has dtype \['<f4'\]; only little-endian numeric dtypes"),
+    ],
+)
+def test_weights_are_unpacked_within_bounds(tmp_path, blob, match):
+    d = copy_ckpt(tmp_path)
+    (d / "state.agent.msgpack").write_bytes(blob)
+    with pytest.raises(CheckpointError, match=match):
+        enn.read_checkpoint(d)
+
+
+_mp_scalars = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=6) | st.binary(max_size=12)
+    | st.builds(msgpack.ExtType, st.integers(0, 127), st.binary(max_size=3))
+)
+_mp_tensors = st.fixed_dictionaries(
+    {b"__tensor__": st.sampled_from(["torch", "numpy", "pickle"]), b"dtype": st.sampled_from(["<f4", "<i8", "|b1", "|O", ">f4", "<V4"]),
+     b"shape": st.lists(st.integers(-1, 3), max_size=3), b"data": st.binary(max_size=40)},
+)
+_mp_values = st.recursive(
+    _mp_scalars | _mp_tensors,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=3) | st.binary(max_size=3) | st.integers(-(2**63), 2**64 - 1), inner, max_size=4),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=200)
+@given(st.dictionaries(st.text(max_size=8), _mp_values, max_size=4) | _mp_values)
+def test_msgpack_documents_read_or_raise_checkpoint_errors(doc):
+    try:
+        weights = enn._read_weights(msgpack.packb(doc, use_bin_type=True), "w.msgpack")
+    except CheckpointError:
+        return
+    assert isinstance(doc, dict) and all(isinstance(v, np.ndarray) for v in weights.values())
+
+
 def test_files_that_are_not_enn_agents(tmp_path):
     d = copy_ckpt(tmp_path)
     (d / "config.ron").write_text('Foo(a: 1)')
@@ -522,6 +664,37 @@ def test_unsupported_rogue_net_options_are_named(tmp_path, old, new, match):
     edit(d / "config.ron", old, new)
     with pytest.raises(CheckpointError, match=match):
         gl.load(d)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        ('"SnakeHead": Entity(\n', '"SnakeHead": Entity(\n                visible_to: [],\n', r"entity type 'SnakeHead' has fields \['visible_to'\]"),
+        ("obs_space: ObsSpace(\n", "obs_space: ObsSpace(\n        relative: true,\n", r"obs_space has fields \['relative'\]"),
+        ("CategoricalActionSpace(\n", "CategoricalActionSpace(\n            default: 0,\n", r"action 'move' has fields \['default'\]"),
+    ],
+)
+def test_unknown_fields_of_the_spaces_are_named(tmp_path, old, new, match):
+    d = copy_ckpt(tmp_path, "multisnake")
+    edit(d / "state.ron", old, new)
+    with pytest.raises(CheckpointError, match=match):
+        gl.load(d)
+
+
+def test_relpos_extent_is_checked_without_quadratic_work():
+    rp = enn.RonStruct("RelposEncodingConfig", {"extent": [1] * 3_000_000, "position_features": ["x", "y"]})
+    with pytest.raises(CheckpointError, match=r"implies more than 2\*\*24 relative positions"):
+        enn._read_relpos(rp, 4, "config.ron")  # the product of 3e6 factors would take minutes
+
+
+def test_a_separate_value_network_is_reported(tmp_path, caplog):
+    d = copy_ckpt(tmp_path)
+    edit(d / "config.ron", "vf_net: None,", "vf_net: Some(RogueNetConfig(d_model: 16)),")
+    with caplog.at_level(logging.WARNING, logger="gymloop.enn"):
+        policy = enn.load_policy(d)
+    assert "separate value network (vf_net), which is not imported" in caplog.text
+    assert policy.info["enn"]["separate_value_network"] is True
+    assert enn.load_policy(source("xor", "folder")).info["enn"]["separate_value_network"] is False
 
 
 def test_scale_one_written_as_an_integer_is_accepted(tmp_path):
@@ -570,11 +743,23 @@ def test_ron_parser():
         ("{[1]: 2}", "map keys must be"),
         ("'ab'", "one character"),
         ("", "unexpected end of text"),
+        ("1" * 5000, "a number literal of 5000 characters"),
+        ("-0x" + "f" * 300, "a number literal of 303 characters"),
+        ("{([1]): 2}", "map keys must be strings, numbers or tuples"),
+        ("{(1, A(b: 2)): 3}", "map keys must be strings, numbers or tuples"),
+        ("[Some]", "Some needs its value in parentheses"),
     ],
 )
 def test_ron_errors_name_line_and_column(text, match):
     with pytest.raises(CheckpointError, match=match):
         enn.parse_ron(text, "t.ron")
+
+
+def test_ron_input_size_is_bounded():
+    with pytest.raises(CheckpointError, match="4194305 characters of RON, more than the 4194304"):
+        enn.parse_ron(" " * (4 * 1024 * 1024) + "1", "t.ron")
+    with pytest.raises(CheckpointError, match="4194305 bytes of RON"):
+        enn.parse_ron(b"1" * (4 * 1024 * 1024 + 1), "t.ron")
 
 
 def _to_ron(v) -> str:
@@ -621,7 +806,11 @@ def test_ron_round_trip(v):
 
 
 @settings(max_examples=300)
-@given(st.text(alphabet=st.sampled_from(list('()[]{}:,"\'/*#r_ aZ09.-+e\\\n')), max_size=40) | st.text(max_size=40))
+@given(
+    st.text(alphabet=st.sampled_from(list('()[]{}:,"\'/*#r_ aZ09.-+e\\\n')), max_size=40)
+    | st.text(max_size=40)
+    | st.builds(str.__add__, st.sampled_from(["", "-", "0x", "[", "{1: "]), st.text("0123456789_.e", min_size=200, max_size=400))
+)
 def test_ron_parser_fuzz_raises_only_checkpoint_errors(text):
     try:
         enn.parse_ron(text)

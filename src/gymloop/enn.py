@@ -42,11 +42,20 @@ explicitly.
 supported: ``pooling``, ``translation``, and the relative-position options ``scale != 1``,
 ``per_entity_values``, ``exclude_entities``, key/value relpos projections, ``radial``,
 ``distance``, rotations and ``interpolate`` raise :class:`~gymloop.errors.CheckpointError` naming the
-option, as do unknown config versions or fields, unknown action-space kinds, a truncated or corrupt
-file, a file that is not an enn-trainer checkpoint, and weights whose names or shapes disagree with
-the config. Nothing from the files is executed: the RON text is read by a small strict parser
-below, the weights by ``msgpack`` (``pip install 'gymloop[enn]'``) into numpy arrays of a fixed set
-of numeric dtypes.
+option, as do unknown config versions, unknown fields of the network config or of the observation
+and action spaces (the training settings of ``config.ron`` are not read), unknown action-space
+kinds, a truncated or corrupt file, a file that is not an enn-trainer checkpoint, and weights whose
+names or shapes disagree with the config. A checkpoint trained with a separate value network
+(``vf_net``) loads with a logged warning: that network is not imported, so the agent acts as
+trained but its value head is untrained.
+
+**Nothing from the files is executed, and reading them is bounded.** The RON text is read by a
+small strict parser below (at most 4 MiB, 64 levels of nesting); the weights by ``msgpack``
+(``pip install 'gymloop[enn]'``) entry by entry, refusing extension types, non-string map keys,
+duplicate keys and any nesting beyond a tensor's fields, into numpy arrays of a fixed set of numeric
+dtypes. An archive is never extracted: its headers are read with each record bounded, and the three
+members' bytes are read in memory; links, devices, sparse files, absolute or ``..`` member names,
+more than 1024 members and over-large members are refused.
 
 Example:
     >>> from gymloop import enn
@@ -58,12 +67,14 @@ Example:
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import os
 import re
 import tarfile
 import weakref
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -106,9 +117,15 @@ CONFIG_VERSIONS = (0, 1, 2, 3, 4)
 GLOBAL_ENTITY = "__global__"
 """rogue-net's name of the global token (present with global categorical actions)."""
 _FILES = ("config.ron", "state.ron", "state.agent.msgpack")
-_MAX_RON = 16 * 1024 * 1024
-_MAX_MSGPACK = 4 * 1024 * 1024 * 1024
-_MAX_DEPTH = 64
+# Bounds on what a file may make the reader do (each refused with a CheckpointError naming it).
+_MAX_RON = 4 * 1024 * 1024  # characters of one RON file (enn-trainer's are a few KiB)
+_MAX_DEPTH = 64  # nesting of RON values
+_MAX_NUMBER = 256  # characters of one RON number literal
+_MAX_MSGPACK = 4 * 1024 * 1024 * 1024  # bytes of state.agent.msgpack
+_MAX_TENSORS = 1 << 16  # entries of the weights table
+_MAX_NAME = 1 << 16  # bytes of a tensor name or of a string field of a tensor
+_MAX_MEMBERS = 1024  # members of a .roguenet archive
+_MAX_TAR_HEADER = 1024 * 1024  # bytes of one tar header record (pax and GNU long-name headers included)
 _DTYPES = {"<f2", "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "|b1"}
 _F32 = np.float32
 
@@ -130,7 +147,13 @@ class GlobalToken:
 # ---------------------------------------------------------------------- RON
 class RonStruct(dict):
     """A RON struct: a ``dict`` of its fields (file order) with the struct's type ``name``
-    (``None`` for an anonymous ``(a: 1)`` struct)."""
+    (``None`` for an anonymous ``(a: 1)`` struct).
+
+    Example:
+        >>> v = RonStruct("Entity", {"features": ["x"]})
+        >>> v.name, v["features"], v
+        ('Entity', ['x'], Entity(features: ['x']))
+    """
 
     def __init__(self, name: str | None, fields: Mapping[str, Any]) -> None:
         super().__init__(fields)
@@ -264,7 +287,7 @@ class _Ron:
                 return None
             name = word.removeprefix("r#")
             if self.i < self.n and self.s[self.i] == "(":
-                if name == "Some":
+                if word == "Some":
                     self.i += 1
                     v = self.value()
                     if self.peek() == ",":
@@ -272,6 +295,8 @@ class _Ron:
                     self.expect(")")
                     return v
                 return self.paren(name)
+            if word == "Some":
+                raise self.error("Some needs its value in parentheses: Some(x)", self.i - 4)
             return RonStruct(name, {})  # a unit struct or unit enum variant
         finally:
             self.depth -= 1
@@ -350,8 +375,10 @@ class _Ron:
         while True:
             at = self.i
             k = self.value()
-            if isinstance(k, (dict, list)):
-                raise self.error("map keys must be strings, numbers or tuples", at)
+            try:
+                hash(k)
+            except TypeError:  # a list, map or struct, or a tuple holding one
+                raise self.error("map keys must be strings, numbers or tuples of them", at) from None
             self.expect(":")
             v = self.value()
             if k in out:
@@ -364,15 +391,20 @@ class _Ron:
         m = _NUMBER.match(self.s, self.i)
         if m is None or not m.group() or m.group() in "+-." or (m.end() < self.n and (self.s[m.end()].isalnum() or self.s[m.end()] == "_")):
             raise self.error("malformed number")
+        if m.end() - m.start() > _MAX_NUMBER:
+            raise self.error(f"a number literal of {m.end() - m.start()} characters (at most {_MAX_NUMBER} are read)")
         self.i = m.end()
         text = m.group().replace("_", "")
-        if m.group("radix"):
-            return int(text, 0)
-        if m.group("special"):
-            return float(text.replace("NaN", "nan"))
-        if any(c in text for c in ".eE"):
-            return float(text)
-        return int(text)
+        try:
+            if m.group("radix"):
+                return int(text, 0)
+            if m.group("special"):
+                return float(text.replace("NaN", "nan"))
+            if any(c in text for c in ".eE"):
+                return float(text)
+            return int(text)
+        except ValueError:  # pragma: no cover - the pattern admits only what int() and float() read
+            raise self.error("malformed number", m.start()) from None
 
     def _escape(self, j: int) -> tuple[str, int]:
         """The escape sequence at ``s[j] == '\\'``: its character and the index after it."""
@@ -454,13 +486,26 @@ def parse_ron(text: str | bytes, where: str = "<RON>") -> Any:
     :class:`RonStruct` of that name, lists ``list``, maps ``dict``, tuples ``tuple``. Comments and
     trailing commas are allowed; duplicate fields or keys, extensions and trailing text are not.
 
+    The work is bounded: at most 4 MiB of text, 64 levels of nesting and 256-character numbers.
+
+    Args:
+        text: the RON document (``bytes`` are decoded as UTF-8).
+        where: how error messages name the text (a file name).
+
     Raises:
-        CheckpointError: the text is not valid RON (the message gives line and column).
+        CheckpointError: the text is not valid RON (the message gives line and column), or exceeds
+            a bound above.
 
     Example:
         >>> parse_ron("State(step: 8192, agent: \\"<blob:msgpack>\\", vf: None)")["step"]
         8192
     """
+    if len(text) > _MAX_RON:
+        raise CheckpointError(
+            f"{where}: {len(text)} {'bytes' if isinstance(text, (bytes, bytearray)) else 'characters'} of RON, more "
+            f"than the {_MAX_RON} this reader accepts (enn-trainer's config.ron and state.ron are a few KiB); "
+            "not an enn-trainer file"
+        )
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
@@ -476,7 +521,15 @@ def parse_ron(text: str | bytes, where: str = "<RON>") -> Any:
 # ---------------------------------------------------------------------- reading the files
 def is_enn_checkpoint(path: str | os.PathLike) -> bool:
     """Whether ``gl.load`` treats ``path`` as an enn-trainer checkpoint: a folder, a ``.roguenet``
-    file, or a tar archive (by content) that is not a ``.safetensors`` file."""
+    file, or a tar archive (by content) that is not a ``.safetensors`` file.
+
+    Only the name, the kind of path and a tar file's header are looked at: whether the checkpoint
+    is complete and readable is for :func:`read_checkpoint` to say.
+
+    Example:
+        >>> is_enn_checkpoint("multisnake.roguenet"), is_enn_checkpoint("agent.safetensors")
+        (True, False)
+    """
     p = os.fspath(path)
     if os.path.isdir(p) or p.endswith(".roguenet"):
         return True
@@ -490,63 +543,117 @@ def is_enn_checkpoint(path: str | os.PathLike) -> bool:
     return len(head) == 263 and head[257:262] == b"ustar"
 
 
+_LIMITS = {"config.ron": _MAX_RON, "state.ron": _MAX_RON, "state.agent.msgpack": _MAX_MSGPACK}
+_ARCHIVE = "a .roguenet archive is an uncompressed tar holding config.ron, state.ron and state.agent.msgpack"
+
+
 def _read_sources(p: str) -> dict[str, tuple[str, bytes]]:
     """The three files of a checkpoint folder or archive: ``{file name: (where, bytes)}``."""
-    limits = {"config.ron": _MAX_RON, "state.ron": _MAX_RON, "state.agent.msgpack": _MAX_MSGPACK}
+    return _read_folder(p) if os.path.isdir(p) else _read_archive(p)
+
+
+def _read_folder(p: str) -> dict[str, tuple[str, bytes]]:
+    missing = [f for f in _FILES if not os.path.isfile(os.path.join(p, f))]
+    if missing:
+        have = ", ".join(sorted(os.listdir(p))[:10]) or "nothing"
+        raise CheckpointError(
+            f"{p}: not a complete enn-trainer checkpoint folder: it lacks {', '.join(missing)} (it holds {have}); "
+            "a checkpoint folder holds config.ron, state.ron and state.agent.msgpack (a folder of gymloop agents "
+            "opens with gl.library)"
+        )
     out: dict[str, tuple[str, bytes]] = {}
-    if os.path.isdir(p):
-        missing = [f for f in _FILES if not os.path.isfile(os.path.join(p, f))]
-        if missing:
-            have = ", ".join(sorted(os.listdir(p))[:10]) or "nothing"
+    for fn in _FILES:
+        fp = os.path.join(p, fn)
+        try:
+            with open(fp, "rb") as f:
+                data = f.read(_LIMITS[fn] + 1)  # bounded, whatever the size the file system reports
+        except OSError as e:
+            raise CheckpointError(f"cannot read {fp}: {e}") from None
+        if len(data) > _LIMITS[fn]:
+            raise CheckpointError(f"{fp}: larger than {_LIMITS[fn]} bytes; not an enn-trainer checkpoint file")
+        out[fn] = (fp, data)
+    return out
+
+
+class _HeaderReader:
+    """The archive file as :mod:`tarfile` sees it: a read over ``_MAX_TAR_HEADER`` bytes (which only a
+    pax or GNU long-name header's data asks for) is refused, so no header makes it read a file's worth."""
+
+    def __init__(self, f: Any, where: str) -> None:
+        self.f = f
+        self.where = where
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0 or n > _MAX_TAR_HEADER:
             raise CheckpointError(
-                f"{p}: not a complete enn-trainer checkpoint folder: it lacks {', '.join(missing)} (it holds {have}); "
-                "a checkpoint folder holds config.ron, state.ron and state.agent.msgpack (a folder of gymloop agents "
-                "opens with gl.library)"
+                f"{self.where}: a tar header record larger than {_MAX_TAR_HEADER} bytes; not a .roguenet archive ({_ARCHIVE})"
             )
-        for fn in _FILES:
-            fp = os.path.join(p, fn)
-            try:
-                if os.path.getsize(fp) > limits[fn]:
-                    raise CheckpointError(f"{fp}: larger than {limits[fn]} bytes; not an enn-trainer checkpoint file")
-                with open(fp, "rb") as f:
-                    out[fn] = (fp, f.read())
-            except OSError as e:
-                raise CheckpointError(f"cannot read {fp}: {e}") from None
-        return out
+        return self.f.read(n)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.f.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+
+def _check_member(m: tarfile.TarInfo, p: str) -> None:
+    """Refuse members no checkpoint archive holds: links, devices, sparse files, unsafe names."""
+    parts = PurePosixPath(m.name).parts
+    if m.name.startswith("/") or ".." in parts or "\\" in m.name:
+        raise CheckpointError(f"{p}: archive member name {m.name!r} is absolute or leaves the archive; not a .roguenet archive")
+    if m.isdir():
+        return
+    if not m.isfile() or m.issparse():
+        kind = ("a symbolic link" if m.issym() else "a hard link" if m.islnk() else "a sparse file" if m.issparse()
+                else "a device or fifo")
+        raise CheckpointError(f"{p}: archive member {m.name!r} is {kind}; {_ARCHIVE} (regular files only)")
+
+
+def _read_archive(p: str) -> dict[str, tuple[str, bytes]]:
+    """Read the three members in memory: nothing is extracted, only their bytes are read."""
+    if os.path.exists(p) and not os.path.isfile(p):  # a fifo or device would block or never end
+        raise CheckpointError(f"{p}: not a regular file; {_ARCHIVE}")
     try:
-        with tarfile.open(p, "r:") as tf:
-            members: dict[str, tarfile.TarInfo] = {}
-            for m in tf.getmembers():
-                base = PurePosixPath(m.name).name
-                if base not in _FILES:
-                    continue
-                if base in members:
-                    raise CheckpointError(f"{p}: the archive holds {base} twice")
-                if not m.isfile():
-                    raise CheckpointError(f"{p}: archive member {m.name!r} is not a regular file")
-                if m.size > limits[base]:
-                    raise CheckpointError(f"{p}: archive member {m.name!r} is larger than {limits[base]} bytes")
-                members[base] = m
-            missing = [f for f in _FILES if f not in members]
-            if missing:
-                raise CheckpointError(
-                    f"{p}: the archive lacks {', '.join(missing)}; a .roguenet archive holds config.ron, state.ron and "
-                    "state.agent.msgpack"
-                )
-            for fn in _FILES:
-                fobj = tf.extractfile(members[fn])
-                if fobj is None:  # pragma: no cover - regular files always have data
-                    raise CheckpointError(f"{p}: cannot read archive member {fn}")
-                data = fobj.read()
-                if len(data) != members[fn].size:
-                    raise CheckpointError(f"{p}: archive member {fn} is truncated ({len(data)} of {members[fn].size} bytes)")
-                out[fn] = (f"{p}[{fn}]", data)
-    except CheckpointError:
-        raise
+        f = open(p, "rb")
     except FileNotFoundError:
         raise CheckpointError(f"cannot read checkpoint {p}: no such file or folder") from None
-    except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise CheckpointError(f"{p}: not a readable .roguenet (tar) archive: corrupt or truncated ({e})") from None
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+    with f:
+        members: dict[str, tarfile.TarInfo] = {}
+        try:
+            with tarfile.open(fileobj=_HeaderReader(f, p), mode="r:") as tf:
+                for i, m in enumerate(tf):
+                    if i >= _MAX_MEMBERS:
+                        raise CheckpointError(f"{p}: more than {_MAX_MEMBERS} archive members; not a .roguenet archive ({_ARCHIVE})")
+                    _check_member(m, p)
+                    base = PurePosixPath(m.name).name
+                    if m.isdir() or base not in _FILES:
+                        continue
+                    if base in members:
+                        raise CheckpointError(f"{p}: the archive holds {base} twice ({members[base].name!r} and {m.name!r})")
+                    if m.size > _LIMITS[base]:
+                        raise CheckpointError(f"{p}: archive member {m.name!r} is larger than {_LIMITS[base]} bytes")
+                    members[base] = m
+        except CheckpointError:
+            raise
+        except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeError) as e:
+            raise CheckpointError(f"{p}: not a readable .roguenet (tar) archive: corrupt or truncated ({e}); {_ARCHIVE}") from None
+        missing = [fn for fn in _FILES if fn not in members]
+        if missing:
+            raise CheckpointError(f"{p}: the archive lacks {', '.join(missing)}; {_ARCHIVE}")
+        out: dict[str, tuple[str, bytes]] = {}
+        for fn in _FILES:
+            m = members[fn]
+            try:
+                f.seek(m.offset_data)
+                data = f.read(m.size)
+            except OSError as e:
+                raise CheckpointError(f"cannot read {p}[{fn}]: {e}") from None
+            if len(data) != m.size:
+                raise CheckpointError(f"{p}: archive member {fn} is truncated ({len(data)} of {m.size} bytes)")
+            out[fn] = (f"{p}[{fn}]", data)
     return out
 
 
@@ -560,20 +667,71 @@ def _msgpack() -> Any:
     return msgpack
 
 
+class _Refused(ValueError):
+    """What the msgpack hooks raise to stop the unpacker (turned into a CheckpointError)."""
+
+
 def _read_weights(data: bytes, where: str) -> dict[str, np.ndarray]:
-    """The ``state_dict`` of a hyperstate msgpack blob as numpy arrays (never unpickles)."""
+    """The ``state_dict`` of a hyperstate msgpack blob as numpy arrays (never unpickles).
+
+    The document is read entry by entry from its top-level map, each entry's key a string and its
+    value a tensor map holding one shape list: any other nesting, an extension type, a non-string
+    map key, a duplicate key or an over-long string stops the unpacker at once, so what it builds
+    stays within a small multiple of the file's size.
+    """
     msgpack = _msgpack()
+    budget = [0]  # maps and lists the entry being unpacked may still hold
+
+    def container() -> None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Refused("nested maps or lists where a weight name or a tensor's fields belong")
+
+    def pairs(items: list) -> dict:
+        container()
+        d = dict(items)
+        if len(d) != len(items):
+            raise _Refused("a map with duplicate keys")
+        return d
+
+    def array(items: list) -> list:
+        container()
+        return items
+
+    def ext(code: int, payload: bytes) -> Any:
+        raise _Refused(f"msgpack extension type {code}; extension types are not read")
+
+    if not data:
+        raise CheckpointError(f"{where}: empty file; not a valid msgpack document: truncated or corrupt")
+    if not (0x80 <= data[0] <= 0x8F or data[0] in (0xDE, 0xDF)):
+        raise CheckpointError(f"{where}: the msgpack document is not a map, not a weights table; not a rogue-net agent")
+    u = msgpack.Unpacker(
+        io.BytesIO(data), raw=False, strict_map_key=True, use_list=True, object_pairs_hook=pairs, list_hook=array,
+        ext_hook=ext, max_buffer_size=len(data), max_str_len=_MAX_NAME, max_bin_len=len(data), max_array_len=8,
+        max_map_len=8, max_ext_len=0,
+    )
+    out: dict[str, np.ndarray] = {}
     try:
-        doc = msgpack.unpackb(data, raw=False, strict_map_key=False, use_list=True)
+        n = u.read_map_header()
+        if n > _MAX_TENSORS:
+            raise CheckpointError(f"{where}: a weights table of {n} entries (at most {_MAX_TENSORS} are read); not a rogue-net agent")
+        for _ in range(n):
+            budget[0] = 0
+            name = u.unpack()
+            if not isinstance(name, str):
+                raise CheckpointError(f"{where}: weight name {_show(name)} is not a string; not a rogue-net agent")
+            if name in out:
+                raise CheckpointError(f"{where}: tensor {name!r} appears twice; corrupt")
+            budget[0] = 2  # the tensor's map and its shape list
+            out[name] = _tensor(u.unpack(), f"{where}: tensor {name!r}")
+        if u.tell() != len(data):
+            raise CheckpointError(f"{where}: {len(data) - u.tell()} bytes after the weights table; corrupt")
+    except CheckpointError:
+        raise
+    except msgpack.OutOfData:
+        raise CheckpointError(f"{where}: not a valid msgpack document: truncated or corrupt (it ends inside a value)") from None
     except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as e:
         raise CheckpointError(f"{where}: not a valid msgpack document: truncated or corrupt ({type(e).__name__}: {e})") from None
-    if not isinstance(doc, dict):
-        raise CheckpointError(f"{where}: the msgpack document is a {type(doc).__name__}, not a weights table; not a rogue-net agent")
-    out: dict[str, np.ndarray] = {}
-    for name, t in doc.items():
-        if not isinstance(name, str):
-            raise CheckpointError(f"{where}: weight name {name!r} is not a string; not a rogue-net agent")
-        out[name] = _tensor(t, f"{where}: tensor {name!r}")
     return out
 
 
@@ -581,15 +739,15 @@ def _tensor(t: Any, what: str) -> np.ndarray:
     if not isinstance(t, dict):
         raise CheckpointError(f"{what} is a {type(t).__name__}, not an encoded tensor; not a rogue-net agent")
     d = {k.decode("utf-8", "replace") if isinstance(k, bytes) else k: v for k, v in t.items()}
-    if d.get("__tensor__") not in ("torch", "numpy") or set(d) != {"__tensor__", "dtype", "shape", "data"}:
+    if len(d) != len(t) or d.get("__tensor__") not in ("torch", "numpy") or set(d) != {"__tensor__", "dtype", "shape", "data"}:
         raise CheckpointError(f"{what} is not a hyperstate-encoded tensor (fields {sorted(map(str, d))})")
     dt, shape, buf = d["dtype"], d["shape"], d["data"]
     if isinstance(dt, bytes):
         dt = dt.decode("ascii", "replace")
-    if dt not in _DTYPES:
-        raise CheckpointError(f"{what} has dtype {dt!r}; only little-endian numeric dtypes are read")
+    if not isinstance(dt, str) or dt not in _DTYPES:
+        raise CheckpointError(f"{what} has dtype {_show(dt)}; only little-endian numeric dtypes are read")
     if not isinstance(shape, list) or len(shape) > 8 or not all(type(s) is int and 0 <= s < 2**40 for s in shape):
-        raise CheckpointError(f"{what} has a malformed shape {shape!r}")
+        raise CheckpointError(f"{what} has a malformed shape {_show(shape)}")
     if not isinstance(buf, bytes):
         raise CheckpointError(f"{what} has no byte data")
     dtype = np.dtype(dt)
@@ -600,25 +758,42 @@ def _tensor(t: Any, what: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- config and spaces
+def _show(v: Any, n: int = 80) -> str:
+    """``repr(v)`` cut to ``n`` characters (values from a file may be long)."""
+    r = repr(v)
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
 def _struct(v: Any, where: str, what: str, name: str | None = None) -> RonStruct:
     if not isinstance(v, RonStruct) or (name is not None and v.name not in (None, name)):
-        got = f"a {v.name} struct" if isinstance(v, RonStruct) else repr(v)[:60]
+        got = f"a {v.name} struct" if isinstance(v, RonStruct) else _show(v)
         raise CheckpointError(f"{where}: {what} must be {'a ' + name if name else 'a struct'}, got {got}")
     return v
 
 
 def _int(v: Any, where: str, what: str, lo: int = 1) -> int:
     if type(v) is not int or v < lo:
-        raise CheckpointError(f"{where}: {what} must be an integer >= {lo}, got {v!r}")
+        raise CheckpointError(f"{where}: {what} must be an integer >= {lo}, got {_show(v)}")
     return v
 
 
 def _names(v: Any, where: str, what: str) -> list[str]:
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise CheckpointError(f"{where}: {what} must be a list of strings, got {repr(v)[:80]}")
+        raise CheckpointError(f"{where}: {what} must be a list of strings, got {_show(v)}")
     if len(set(v)) != len(v):
-        raise CheckpointError(f"{where}: {what} has duplicate names: {v}")
+        dup = sorted(k for k, c in Counter(v).items() if c > 1)
+        raise CheckpointError(f"{where}: {what} has duplicate names: {_show(dup)}")
     return list(v)
+
+
+def _known_fields(v: RonStruct, known: set[str], where: str, what: str, newer: str = "entity-gym") -> None:
+    """Refuse fields this importer does not know (they could change what the network computes)."""
+    unknown = sorted(set(v) - known)
+    if unknown:
+        raise CheckpointError(
+            f"{where}: {what} has fields {_show(unknown)} that this importer does not know (it reads "
+            f"{', '.join(sorted(known)) or 'none'}); written by a newer {newer}?"
+        )
 
 
 _NET_FIELDS = {"embd_pdrop", "resid_pdrop", "attn_pdrop", "n_layer", "n_head", "d_model", "pooling", "relpos_encoding", "d_qk", "translation"}
@@ -638,8 +813,9 @@ class _Net:
     relpos: RelposConfig | None
 
 
-def _read_config(cfg: Any, where: str) -> tuple[_Net, int, dict[str, Any]]:
-    """The network settings, format version and env description of a ``TrainConfig``."""
+def _read_config(cfg: Any, where: str) -> tuple[_Net, int, dict[str, Any], bool]:
+    """The network settings, format version, env description of a ``TrainConfig`` and whether it
+    trained a separate value network."""
     if not isinstance(cfg, RonStruct) or cfg.name not in (None, "TrainConfig"):
         what = f"a {cfg.name} struct" if isinstance(cfg, RonStruct) else type(cfg).__name__
         raise CheckpointError(f"{where}: holds {what}, not an enn-trainer TrainConfig; not an enn-trainer checkpoint")
@@ -648,15 +824,13 @@ def _read_config(cfg: Any, where: str) -> tuple[_Net, int, dict[str, Any]]:
     version = cfg["version"]
     if type(version) is not int or version not in CONFIG_VERSIONS:
         raise CheckpointError(
-            f"{where}: unknown TrainConfig format version {version!r}; this gymloop reads versions "
+            f"{where}: unknown TrainConfig format version {_show(version)}; this gymloop reads versions "
             f"{CONFIG_VERSIONS[0]} to {CONFIG_VERSIONS[-1]} (enn-trainer up to 0.1.16)"
         )
     if "net" not in cfg:
         raise CheckpointError(f"{where}: the TrainConfig has no 'net' (the RogueNetConfig)")
     net = _struct(cfg["net"], where, "net", "RogueNetConfig")
-    unknown = sorted(set(net) - _NET_FIELDS)
-    if unknown:
-        raise CheckpointError(f"{where}: net has fields {unknown} that this importer does not know (a newer enn-trainer?)")
+    _known_fields(net, _NET_FIELDS, where, "net", "rogue-net")
     old = version <= 1  # enn-trainer's upgrade rules: n_layer 1 -> 2, d_model 64 -> 32 at version 2
     d_model = _int(net.get("d_model", 64 if old else 32), where, "net.d_model")
     n_layer = _int(net.get("n_layer", 1 if old else 2), where, "net.n_layer", 0)
@@ -665,7 +839,7 @@ def _read_config(cfg: Any, where: str) -> tuple[_Net, int, dict[str, Any]]:
     if d_model % n_head:
         raise CheckpointError(f"{where}: net.n_head={n_head} does not divide net.d_model={d_model}")
     if net.get("pooling") is not None:
-        raise CheckpointError(f"{where}: net.pooling={net['pooling']!r} (pooling instead of attention) is not supported")
+        raise CheckpointError(f"{where}: net.pooling={_show(net['pooling'])} (pooling instead of attention) is not supported")
     if net.get("translation") is not None:
         raise CheckpointError(f"{where}: net.translation (positions translated to one entity's frame) is not supported")
     rp = net.get("relpos_encoding")
@@ -674,26 +848,33 @@ def _read_config(cfg: Any, where: str) -> tuple[_Net, int, dict[str, Any]]:
     env_d: dict[str, Any] = {}
     if isinstance(env, RonStruct):
         env_d = {k: env[k] for k in ("id", "kwargs") if isinstance(env.get(k), str)}
-    if cfg.get("vf_net") is not None:
+    separate_vf = cfg.get("vf_net") is not None
+    if separate_vf:
+        # enn-trainer then trains the value network (state.value_function.msgpack) and leaves the policy
+        # network's value head at its zero initialisation. Acting is unaffected, so this is no error.
         logger.warning(
-            "%s: trained with a separate value network (vf_net); the imported value is the policy network's own "
-            "value head, not that network's", where,
+            "%s: trained with a separate value network (vf_net), which is not imported: the agent acts as trained, "
+            "but its value output is the policy network's untrained value head (info['enn']['separate_value_network'])",
+            where,
         )
-    return _Net(d_model, n_layer, n_head, d_qk, relpos), version, env_d
+    return _Net(d_model, n_layer, n_head, d_qk, relpos), version, env_d, separate_vf
 
 
 def _read_relpos(rp: RonStruct, version: int, where: str) -> RelposConfig:
-    unknown = sorted(set(rp) - _RELPOS_FIELDS)
-    if unknown:
-        raise CheckpointError(f"{where}: net.relpos_encoding has fields {unknown} that this importer does not know")
+    _known_fields(rp, _RELPOS_FIELDS, where, "net.relpos_encoding", "rogue-net")
     for k in ("extent", "position_features"):
         if k not in rp:
             raise CheckpointError(f"{where}: net.relpos_encoding lacks {k!r}")
     extent = rp["extent"]
     if not isinstance(extent, list) or not extent or not all(type(e) is int and e >= 1 for e in extent):
-        raise CheckpointError(f"{where}: net.relpos_encoding.extent must be a list of integers >= 1, got {extent!r}")
-    if math.prod(2 * e + 1 for e in extent) > 2**24:
-        raise CheckpointError(f"{where}: net.relpos_encoding.extent {extent} implies more than 2**24 relative positions; corrupt?")
+        raise CheckpointError(f"{where}: net.relpos_encoding.extent must be a list of integers >= 1, got {_show(extent)}")
+    npos = 1
+    for e in extent:  # stops early: the product of a long list of big extents costs quadratic time
+        npos *= 2 * e + 1
+        if npos > 2**24:
+            raise CheckpointError(
+                f"{where}: net.relpos_encoding.extent {_show(extent)} implies more than 2**24 relative positions; corrupt?"
+            )
     pf = _names(rp["position_features"], where, "net.relpos_encoding.position_features")
     supported: dict[str, Any] = {
         "scale": 1.0, "per_entity_values": False, "exclude_entities": [], "value_relpos_projection": False,
@@ -704,14 +885,14 @@ def _read_relpos(rp: RonStruct, version: int, where: str) -> RelposConfig:
     value = {k: rp.get(k, True if k == "per_entity_values" and version == 0 else ok) for k, ok in supported.items()}
     unsupported = [k for k, ok in supported.items() if value[k] != ok or (type(value[k]) is bool) != (type(ok) is bool)]
     if unsupported:
-        shown = ", ".join(f"{k}={value[k]!r}" for k in unsupported)
+        shown = ", ".join(f"{k}={_show(value[k])}" for k in unsupported)
         raise CheckpointError(
             f"{where}: relative-position option(s) {shown} not supported; only grid relative positions (scale 1, shared "
             "values, no projections, rotations or interpolation) import"
         )
     gate = rp.get("value_gate", "relu")
     if gate not in (None, "relu", "gelu", "sigmoid", "linear"):
-        raise CheckpointError(f"{where}: net.relpos_encoding.value_gate {gate!r} is not one of relu, gelu, sigmoid, linear, None")
+        raise CheckpointError(f"{where}: net.relpos_encoding.value_gate {_show(gate)} is not one of relu, gelu, sigmoid, linear, None")
     if len(extent) != len(pf):
         raise CheckpointError(f"{where}: net.relpos_encoding has {len(extent)} extents for {len(pf)} position features")
     return RelposConfig(position_features=pf, extent=list(extent), value_gate=gate)
@@ -729,12 +910,13 @@ def _read_state(st: Any, where: str) -> tuple[dict[str, list[str]], list[str], d
         if k not in st:
             raise CheckpointError(f"{where}: the State has no {k!r}; not an enn-trainer agent checkpoint")
     if st["agent"] != "<blob:msgpack>":
-        raise CheckpointError(f"{where}: the State's agent is {st['agent']!r}, not a '<blob:msgpack>' reference")
+        raise CheckpointError(f"{where}: the State's agent is {_show(st['agent'])}, not a '<blob:msgpack>' reference")
     obs = _struct(st["obs_space"], where, "obs_space", "ObsSpace")
+    _known_fields(obs, {"global_features", "entities"}, where, "obs_space")
     glob = _names(obs.get("global_features", []), where, "obs_space.global_features")
-    ents_raw = obs.get("entities")
-    if not isinstance(ents_raw, dict):
-        raise CheckpointError(f"{where}: obs_space.entities must be a map of entity types")
+    ents_raw = obs.get("entities", {})
+    if not isinstance(ents_raw, dict) or isinstance(ents_raw, RonStruct):
+        raise CheckpointError(f"{where}: obs_space.entities must be a map of entity types, got {_show(ents_raw)}")
     ents: dict[str, list[str]] = {}
     for name, e in ents_raw.items():
         if not isinstance(name, str) or not name:
@@ -742,20 +924,22 @@ def _read_state(st: Any, where: str) -> tuple[dict[str, list[str]], list[str], d
         if name == GLOBAL_ENTITY:
             raise CheckpointError(f"{where}: entity type name {GLOBAL_ENTITY!r} is reserved for rogue-net's global token")
         e = _struct(e, where, f"obs_space.entities[{name!r}]", "Entity")
+        _known_fields(e, {"features"}, where, f"entity type {name!r}")
         ents[name] = _names(e.get("features", []), where, f"features of entity type {name!r}")
     acts_raw = st["action_space"]
-    if not isinstance(acts_raw, dict):
-        raise CheckpointError(f"{where}: action_space must be a map of action types")
+    if not isinstance(acts_raw, dict) or isinstance(acts_raw, RonStruct):
+        raise CheckpointError(f"{where}: action_space must be a map of action types, got {_show(acts_raw)}")
     acts: dict[str, tuple[str, list[str]]] = {}
     for name, a in acts_raw.items():
         if not isinstance(name, str) or not name:
             raise CheckpointError(f"{where}: action name {name!r} must be a non-empty string")
         if not isinstance(a, RonStruct) or a.name not in _ACTION_KINDS:
-            what = a.name if isinstance(a, RonStruct) else repr(a)[:40]
+            what = a.name if isinstance(a, RonStruct) else _show(a, 40)
             raise CheckpointError(
                 f"{where}: action {name!r} has unknown action space {what}; supported: {', '.join(_ACTION_KINDS)}"
             )
         kind = _ACTION_KINDS[a.name]
+        _known_fields(a, set() if kind == "select" else {"index_to_label"}, where, f"action {name!r}")
         labels: list[str] = []
         if kind != "select":
             labels = _names(a.get("index_to_label"), where, f"labels of action {name!r}")
@@ -905,21 +1089,29 @@ def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] 
     Args:
         path: a checkpoint folder (``config.ron``, ``state.ron``, ``state.agent.msgpack``) or a
             ``.roguenet`` tar archive of those files.
-        among: per select-entity action, the entity types it selects among (default: all).
+        among: per select-entity action, the entity types it selects among (default: the types
+            the game's ``gl.SelectEntity`` names when the agent plays; enn-trainer records none).
 
     Returns:
         ``(tensors, info)`` as :class:`~gymloop.nn.numpy_policy.NumpyPolicy` and
         :func:`gymloop.checkpoint.write_agent` take them. ``info["enn"]`` records the source: the
-        config version, the environment id, the global categorical actions.
+        config version, the environment id, the global categorical actions, and
+        ``separate_value_network`` (trained with ``vf_net``: the value head is untrained, and a
+        warning is logged).
 
     Raises:
         CheckpointError: see the module docstring.
         ConfigError: ``among`` names an action or entity type the checkpoint does not have.
+
+    Example:
+        >>> tensors, info = read_checkpoint("xor.roguenet")  # doctest: +SKIP
+        >>> info["obs_space"], info["enn"]["global_actions"]  # doctest: +SKIP
+        ({'entities': {'Input': ['is_set'], '__global__': []}, 'globals': ['negate']}, ['output'])
     """
     p = os.fspath(path)
     src = _read_sources(p)
     (cw, ctext), (sw, stext), (ww, wdata) = (src[f] for f in _FILES)
-    net, version, env = _read_config(parse_ron(ctext, cw), cw)
+    net, version, env, separate_vf = _read_config(parse_ron(ctext, cw), cw)
     ents, glob, acts, step = _read_state(parse_ron(stext, sw), sw)
     if net.relpos is not None:
         types = dict(ents)
@@ -958,7 +1150,10 @@ def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] 
         "arch": "rogue-net",
         "step": step,
         "library_version": __version__,
-        "enn": {"source": p, "config_version": version, "env": env, "global_actions": global_actions},
+        "enn": {
+            "source": p, "config_version": version, "env": env, "global_actions": global_actions,
+            "separate_value_network": separate_vf,
+        },
     }
     _apply_among(info, among, True, p)
     return tensors, info
@@ -995,11 +1190,17 @@ def load_policy(path: str | os.PathLike, among: Mapping[str, Sequence[str]] | No
 
     Args:
         path: a checkpoint folder or ``.roguenet`` archive.
-        among: per select-entity action, the entity types it selects among (default: all).
+        among: per select-entity action, the entity types it selects among (default: the types
+            the game's ``gl.SelectEntity`` names when the agent plays; enn-trainer records none).
 
     Raises:
         CheckpointError: see the module docstring.
         ConfigError: ``among`` names an action or entity type the checkpoint does not have.
+
+    Example:
+        >>> policy = load_policy("cherrypick.roguenet", among={"Pick Cherry": ["Cherry"]})  # doctest: +SKIP
+        >>> policy.entity_names, policy.action_space["Pick Cherry"]["among"]  # doctest: +SKIP
+        (['Cherry', 'Player'], ('Cherry',))
     """
     return _load_policy(os.fspath(path), among, True)
 
@@ -1033,7 +1234,8 @@ def load(
         greedy: always take the most probable choice.
         game: a game declared with ``@gl.game(...)``: its select-entity actions give the candidate
             entity types (unless ``among`` is given), and the game is checked against the agent.
-        among: per select-entity action, the entity types it selects among (default: all).
+        among: per select-entity action, the entity types it selects among (default: the types
+            the game's ``gl.SelectEntity`` names when the agent plays; enn-trainer records none).
 
     Raises:
         CheckpointError: see the module docstring; or the game lacks what the agent needs.
@@ -1060,10 +1262,23 @@ def convert(path: str | os.PathLike, out: str | os.PathLike, among: Mapping[str,
     """Write an enn-trainer checkpoint as a gymloop agent checkpoint (``.safetensors``).
 
     The result loads with ``gl.load(out)`` and, for training on, with torch
-    (:func:`gymloop.nn.torch_policy.policy_from_file`).
+    (:func:`gymloop.nn.torch_policy.policy_from_file`); its metadata keeps ``info["enn"]`` (see
+    :func:`read_checkpoint`).
+
+    Args:
+        path: a checkpoint folder or ``.roguenet`` archive.
+        out: the gymloop checkpoint to write.
+        among: per select-entity action, the entity types it selects among (default: the types
+            the game's ``gl.SelectEntity`` names when the agent plays).
 
     Raises:
         CheckpointError: see the module docstring.
+        ConfigError: ``among`` names an action or entity type the checkpoint does not have.
+
+    Example:
+        >>> convert("multisnake.roguenet", "multisnake.safetensors")  # doctest: +SKIP
+        >>> gl.load("multisnake.safetensors").policy.info["enn"]["env"]["id"]  # doctest: +SKIP
+        'MultiSnake'
     """
     from .checkpoint import write_agent
 
@@ -1078,7 +1293,8 @@ class EnnObservation:
     """One observation laid out as entity-gym's ``batch_obs`` gives it to rogue-net.
 
     Entities are indexed through all types in the checkpoint's observation-space order (rows in
-    order); the ``__global__`` token, when the network has one, comes last.
+    order); the ``__global__`` token, when the network has one, comes last. entity-gym's
+    ``visible`` masks are not supported: leave entities the policy must not see out.
 
     Attributes:
         entities: per entity type, ``(n, n_features)`` raw features (columns in the checkpoint's
@@ -1087,6 +1303,11 @@ class EnnObservation:
         actors: per action, the entity indices of its actors (missing: no actors).
         actees: per select-entity action, the entity indices of the selectable entities.
         masks: per categorical action, ``(n_actors, n_choices)`` bool or ``None`` (all allowed).
+
+    Example:
+        >>> o = EnnObservation({"Input": [[1.0], [0.0]]}, global_features=[1.0], actors={"output": [2]})
+        >>> len(o.entities["Input"]), o.actors["output"]  # the __global__ token is entity 2
+        (2, [2])
     """
 
     entities: Mapping[str, Any]
@@ -1110,24 +1331,68 @@ class EnnOutput:
     value: float
 
 
+def _obs_floats(x: Any, what: str) -> np.ndarray:
+    try:
+        a = np.asarray(x, dtype=_F32)
+    except (TypeError, ValueError) as e:
+        raise InvalidObservationError(f"{what} must be numbers in a rectangular array, got {_show(x, 60)} ({e})") from None
+    if not np.isfinite(a).all():
+        raise InvalidObservationError(f"{what} must be finite, got {_show(a[~np.isfinite(a)][:3].tolist(), 60)}")
+    return a
+
+
+def _obs_indices(x: Any, n: int, what: str) -> np.ndarray:
+    """Entity indices ``x`` of an observation with ``n`` entities, as an int64 array."""
+    try:
+        a = np.asarray(x if x is not None else ())
+    except (TypeError, ValueError):
+        a = np.asarray([None])  # refused below, with the value shown
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise InvalidObservationError(f"{what} must be a list of entity indices (integers), got {_show(x, 60)}")
+    bad = a[(a < 0) | (a >= n)]
+    if bad.size:
+        raise InvalidObservationError(
+            f"{what} out of range: {int(bad[0])}; the observation has {n} entities (indices 0 to {n - 1}, all types in "
+            "the checkpoint's order, the global token last)"
+        )
+    return a.astype(np.int64)
+
+
 def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
     """The network inputs of entity-gym style observations (slot ``s`` = observation ``s``).
 
     Usable with :meth:`NumpyPolicy.forward` and, for a converted checkpoint, the torch policy.
 
+    Args:
+        policy: the policy of an imported (or converted) checkpoint.
+        observations: one :class:`EnnObservation` per batch slot.
+
     Raises:
-        InvalidObservationError: features of the wrong shape or not finite, indices out of range.
+        InvalidObservationError: features of the wrong shape or not finite, unknown entity types or
+            actions, indices out of range, masks of the wrong shape or allowing no choice.
     """
     names = policy.entity_names
     ng = len(policy.global_features)
     S = len(observations)
+    acts = policy.action_space
     rows: list[list[np.ndarray]] = []
     globs = []
     for s, o in enumerate(observations):
         unknown = [k for k in o.entities if k not in policy.entity_features or k == GLOBAL_ENTITY]
         if unknown:
             raise InvalidObservationError(f"observation {s}: unknown entity types {unknown}; the network has {names}")
-        g = np.asarray(o.global_features, dtype=_F32).reshape(-1)
+        for what, given, kinds, desc in (
+            ("actors", o.actors, (CATEGORICAL, SELECT_ENTITY), "actions"),
+            ("actees", o.actees, (SELECT_ENTITY,), "select-entity actions"),
+            ("masks", {k: v for k, v in o.masks.items() if v is not None}, (CATEGORICAL,), "categorical actions"),
+        ):
+            unknown = [k for k in given if k not in acts or acts[k]["kind"] not in kinds]
+            if unknown:
+                have = [k for k, v in acts.items() if v["kind"] in kinds]
+                raise InvalidObservationError(f"observation {s}: {what} given for {unknown}, which are not among the network's {desc} {have}")
+        g = _obs_floats(o.global_features, f"observation {s}: global features").reshape(-1)
         if g.shape != (ng,):
             raise InvalidObservationError(f"observation {s}: {g.size} global features, the network has {ng} {list(policy.global_features)}")
         globs.append(g)
@@ -1138,13 +1403,11 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
                 per.append(np.zeros((1, 0), dtype=_F32))
                 continue
             x = o.entities.get(n)
-            a = np.zeros((0, nf), dtype=_F32) if x is None else np.asarray(x, dtype=_F32)
+            a = np.zeros((0, nf), dtype=_F32) if x is None else _obs_floats(x, f"observation {s}: features of entity type {n!r}")
             if a.shape == (0,):  # [] : no entity of this type
                 a = np.zeros((0, nf), dtype=_F32)
             if a.ndim != 2 or a.shape[1] != nf:
                 raise InvalidObservationError(f"observation {s}: entity type {n!r} needs (n, {nf}) features, got shape {a.shape}")
-            if not np.isfinite(a).all():
-                raise InvalidObservationError(f"observation {s}: entity type {n!r} has non-finite features")
             per.append(a)
         rows.append(per)
     T = len(names)
@@ -1168,21 +1431,31 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
     for name, a in policy.action_space.items():
         actors, masks, cand, ncand = [], [], [], []
         for s, o in enumerate(observations):
-            act = np.asarray(o.actors.get(name, ()), dtype=np.int64).reshape(-1)
-            if act.size and (act.min() < 0 or act.max() >= totals[s]):
-                raise InvalidObservationError(f"observation {s}: actor index out of range for action {name!r} ({totals[s]} entities)")
+            act = _obs_indices(o.actors.get(name), int(totals[s]), f"observation {s}: actor index for action {name!r}")
             actors.append(act + s * L)
             if a["kind"] == CATEGORICAL:
                 m = o.masks.get(name)
                 k = len(a["labels"])
-                m = np.ones((act.size, k), dtype=bool) if m is None else np.asarray(m, dtype=bool).reshape(act.size, k)
+                if m is None:
+                    m = np.ones((act.size, k), dtype=bool)
+                else:
+                    m = np.asarray(m, dtype=bool)
+                    if m.size != act.size * k:
+                        raise InvalidObservationError(
+                            f"observation {s}: the mask of action {name!r} has shape {m.shape}; expected ({act.size}, {k}): "
+                            "one row per actor, one column per choice"
+                        )
+                    m = m.reshape(act.size, k)
+                    if not m.any(axis=1).all():
+                        raise InvalidObservationError(
+                            f"observation {s}: the mask of action {name!r} allows no choice to actor "
+                            f"{int(act[~m.any(axis=1)][0])}; give it at least one, or leave it out of the actors"
+                        )
                 masks.append(m)
             else:
-                ae = np.asarray(o.actees.get(name, ()), dtype=np.int64).reshape(-1)
+                ae = _obs_indices(o.actees.get(name), int(totals[s]), f"observation {s}: actee index for action {name!r}")
                 if act.size and ae.size == 0:
                     raise InvalidObservationError(f"observation {s}: select-entity action {name!r} has actors but no actees")
-                if ae.size and (ae.min() < 0 or ae.max() >= totals[s]):
-                    raise InvalidObservationError(f"observation {s}: actee index out of range for action {name!r}")
                 cand.append(np.tile(ae + s * L, act.size))
                 ncand += [ae.size] * act.size
                 masks.append(np.ones(act.size * ae.size, dtype=bool))
@@ -1204,8 +1477,15 @@ def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list
     What ``RogueNet.get_action_and_auxiliary`` computes in ``eval()`` mode: per action the
     normalised log-probabilities, and the value head.
 
+    Args:
+        policy: the policy of an imported (or converted) checkpoint (:func:`load_policy`).
+        observations: the observations, run as one batch.
+
+    Returns:
+        One :class:`EnnOutput` per observation, in order.
+
     Raises:
-        InvalidObservationError: features of the wrong shape or not finite, indices out of range.
+        InvalidObservationError: as :func:`pack` says.
 
     Example:
         >>> policy = load_policy("xor/checkpoint")  # doctest: +SKIP
@@ -1216,18 +1496,16 @@ def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list
     obs = list(observations)
     if not obs:
         return []
-    res = policy.forward(pack(policy, obs), value=True)
+    p = pack(policy, obs)
+    res = policy.forward(p, value=True)
     outs = [EnnOutput({}, float(v)) for v in res.value]
     for name, a in policy.action_space.items():
         lp = res.logp[name]
-        o = 0
-        for s, ob in enumerate(obs):
-            n = len(ob.actors.get(name, ()))
-            if a["kind"] == CATEGORICAL:
-                outs[s].logprobs[name] = lp[o : o + n]
-                o += n
-            else:
-                k = len(ob.actees.get(name, ())) if n else 0
-                outs[s].logprobs[name] = lp[o : o + n * k].reshape(n, k)
-                o += n * k
+        slot = p.actors[name] // p.L
+        n = np.bincount(slot, minlength=len(obs))  # actors per observation
+        width = n if a["kind"] == CATEGORICAL else np.bincount(slot, weights=p.n_cand[name], minlength=len(obs)).astype(np.int64)
+        end = np.cumsum(width)
+        for s in range(len(obs)):
+            part = lp[end[s] - width[s] : end[s]]
+            outs[s].logprobs[name] = part if a["kind"] == CATEGORICAL else part.reshape(n[s], -1 if n[s] else 0)
     return outs

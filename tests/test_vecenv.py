@@ -1355,3 +1355,58 @@ def test_bad_game_arguments():
         gl.VecEnv(3, num_envs=1)
     with pytest.raises(gl.ConfigError, match=r"agents_per_game applies to game loops"):
         gl.VecEnv(Guess, num_envs=1, agents_per_game=2)
+
+
+def test_chained_resumption_with_act_all_returns_and_a_raise():
+    """Games resumed as a chain: some ask through act_all, some return (restart), one raises."""
+    from enum import Enum as _Enum
+
+    class Pick(_Enum):
+        A = 0
+        B = 1
+        C = 2
+
+    @dataclass
+    class Who:
+        env: int
+
+    got: dict[int, list[str]] = {}
+
+    def game(agent, seed):
+        env = seed % 1000  # the test passes env indices through the seed below
+        t = 0
+        while True:
+            obs = gl.Obs(score=t).actor(Who(env))
+            if env % 3 == 1:
+                (m,) = gl.act_all([(agent, obs, Pick)])
+            else:
+                m = agent.act(obs, Pick)
+            got.setdefault(env, []).append(m.name)
+            t += 1
+            if env % 3 == 2 and t % 4 == 0:
+                return  # restarted with a fresh seed
+            if env == 4 and t == 6:
+                raise ValueError("env 4 fails at its 6th decision")
+
+    import gymloop.runtime.executor as ex_mod
+
+    orig = ex_mod.derive_seed
+    ex_mod.derive_seed = lambda seed, env, restart, gen=0: env  # seed == env index, for the test
+    try:
+        env = gl.VecEnv(game, num_envs=6, seed=0)
+        b = env.reset()
+        sent = []
+        for i in range(5):
+            n = b.actor_index["Pick"].shape[0]
+            a = np.array([(i + s) % 3 for s in range(n)], dtype=np.int64)
+            sent.append(a)
+            b = env.step({"Pick": a})
+        with pytest.raises(gl.GameError, match="env 4 fails at its 6th decision") as info:
+            env.step({"Pick": np.zeros(b.actor_index["Pick"].shape[0], dtype=np.int64)})
+        assert info.value.env_index == 4
+        env.close()
+    finally:
+        ex_mod.derive_seed = orig
+    names = ["A", "B", "C"]
+    for e in range(6):
+        assert got[e][:5] == [names[(i + e) % 3] for i in range(5)], (e, got[e])

@@ -1,5 +1,5 @@
-"""The ``gymloop`` command: ``gymloop bench``, ``gymloop check GAME``, ``gymloop run GAME``,
-``gymloop play GAME``, ``gymloop record GAME --out FILE``.
+"""The ``gymloop`` command: ``bench``, ``check GAME``, ``train GAME``, ``library list|pack PATH``,
+``run GAME``, ``play GAME``, ``record GAME --out FILE``.
 
 Each subcommand calls the same public functions the tests call.
 """

@@ -320,3 +320,24 @@ def test_snake_truncation_carries_the_final_observation(monkeypatch, workers):
     finally:
         env.close()
         low.close()
+
+
+def test_evaluate_is_not_biased_toward_short_episodes():
+    """Half the episodes last 1 decision, half 20: the mean length is ~10.5, not the ~1-3 one gets
+    by counting the first endings among many parallel copies."""
+    import random
+
+    from train_games import Arm, Player
+
+    def coin_length(agent, seed):
+        rng = random.Random(seed)
+        while True:
+            length = 1 if rng.random() < 0.5 else 20
+            for _ in range(length):
+                agent.act(gl.Obs(score=0).actor(Player(1.0)), Arm)
+            agent.game_over(gl.Obs(score=0))
+
+    r = evaluate(coin_length, None, episodes=64, num_envs=64)
+    assert 7.5 < r["episode_length"] < 13.5, r
+    with pytest.raises(gl.ConfigError, match="episodes >= 1"):
+        evaluate(coin_length, None, episodes=0)

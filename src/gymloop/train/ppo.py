@@ -563,17 +563,27 @@ def evaluate(game: Callable[..., Any], policy: Policy | None = None, episodes: i
              greedy: bool = False, agents_per_game: int = 1, max_steps: int = 1_000_000) -> dict[str, float]:
     """Mean end-of-episode metrics of a policy (``None``: uniformly random legal actions).
 
-    Runs ``num_envs`` copies until ``episodes`` episodes have ended and returns the mean of every
-    metric reported at their ends (``episode_return``, ``episode_length`` and the game's own).
+    Every slot plays the same number of episodes, ``ceil(episodes / slots)``, and only those count
+    (with ``min(num_envs, ...)`` copies so that no slot plays more than it must). Taking the first
+    ``episodes`` to *end* instead would favour short episodes: with 64 copies, the first 50 endings
+    are the 50 quickest deaths. Returns the mean of every metric reported at those episodes' ends
+    (``episode_return``, ``episode_length`` and the game's own).
+
+    Raises:
+        ConfigError: ``episodes`` or ``num_envs`` is below 1.
     """
+    if episodes < 1 or num_envs < 1:
+        raise ConfigError(f"evaluate needs episodes >= 1 and num_envs >= 1, got {episodes} and {num_envs}")
+    num_envs = min(num_envs, math.ceil(episodes / agents_per_game))
     env = VecEnv(game, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game)
     gen = torch.Generator().manual_seed(seed)
+    per_slot = math.ceil(episodes / env.num_slots)
+    counted = np.zeros(env.num_slots, dtype=np.int64)
     sums: dict[str, list[float]] = {}
     try:
         b = env.reset()
-        done = 0
         steps = 0
-        while done < episodes and steps < max_steps:
+        while (counted < per_slot).any() and steps < max_steps:
             if policy is None:
                 actions = env.sample_actions()
             else:
@@ -582,10 +592,15 @@ def evaluate(game: Callable[..., Any], policy: Policy | None = None, episodes: i
                 actions = {k: v.numpy() for k, v in out.actions.items()}
             b = env.step(actions)
             steps += env.num_slots
+            ends = b.metrics.get("episode_return")
+            if ends is None:
+                continue
+            ended = ~np.isnan(ends)
+            take = ended & (counted < per_slot)
             for name, arr in b.metrics.items():
-                vals = arr[~np.isnan(arr)]
-                sums.setdefault(name, []).extend(vals.tolist())
-            done = len(sums.get("episode_return", []))
+                vals = arr[take]
+                sums.setdefault(name, []).extend(vals[~np.isnan(vals)].tolist())
+            counted += ended
     finally:
         env.close()
-    return {k: float(np.mean(v[:episodes])) for k, v in sums.items() if v}
+    return {k: float(np.mean(v)) for k, v in sums.items() if v}

@@ -689,3 +689,31 @@ def test_cli_train_from_demos(tmp_path, capsys):
     # PPO's configuration is checked before the cloning, not after it
     assert main(["train", "snake", "--demos", str(d), "--steps", "512", "--set", "ppo.minibatch_size=3", "--out", str(out2)]) == 2
     assert "must divide the rollout size" in capsys.readouterr().err
+
+
+def test_recording_keeps_a_shared_policy_batched_under_act_all(tmp_path):
+    pytest.importorskip("torch")
+    from gymloop.games.duel import duel
+    from gymloop.neural import random_checkpoint
+
+    path = tmp_path / "duel.safetensors"
+    random_checkpoint(path, duel, seed=0, agents_per_game=2)
+    a = gl.load(path, seed=1)
+    b = a.fork(seed=2)
+    calls = []
+    orig = a.policy.logits
+
+    def spy(*args, **kw):
+        calls.append(1)
+        return orig(*args, **kw)
+
+    a.policy.logits = spy
+    try:
+        rec = gl.Recorder([a, b], duel, seed=3)
+        result = gl.run(duel, rec.agents, seed=3, max_steps=40)
+    finally:
+        del a.policy.logits
+    trace = rec.trace()
+    assert trace.num_decisions == result.steps == 40
+    assert len(calls) == 20  # one forward pass per frame serves both seats
+    gl.replay(trace, duel)  # and the recording is still exact

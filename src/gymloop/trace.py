@@ -509,6 +509,33 @@ class _Seat:
         self.ep_len += 1
         return res
 
+    @property
+    def _act_group(self) -> Any:
+        """Seats whose inner agents can be asked together stay batched under ``gl.act_all``."""
+        inner = getattr(self.inner, "_act_group", None)
+        if inner is None:
+            return None
+        return self.rec._groups.setdefault(inner, object())  # one token per inner group (act_all compares by identity)
+
+    def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
+        """``gl.act_all`` over seats: one batched call to the inner agents, each answer recorded."""
+        rec = self.rec
+        if not all(isinstance(r[0], _Seat) and r[0].rec is rec for r in requests):
+            return [r[0].act(r[1], *r[2:]) for r in requests]  # mixed with other agents: one by one
+        feats = []
+        for r in requests:
+            if len(r) < 3:
+                raise ConfigError("act_all needs (agent, gl.Obs, action_type, ...) requests")
+            feats.append(rec._feat.one(r[1], tuple(r[2:])))
+        inner = [(r[0].inner, r[1], *r[2:]) for r in requests]
+        answers = inner[0][0]._act_all(inner)
+        for r, (b, space), res in zip(requests, feats, answers):
+            seat, obs, types = r[0], r[1], tuple(r[2:])
+            check_action(obs, types, res)
+            rec._add(seat.index, obs, types, res, b, space)
+            seat.ep_len += 1
+        return answers
+
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         self.inner.game_over(obs, truncated)
         r = self.rec
@@ -558,6 +585,7 @@ class Recorder:
         self._seats = [_Seat(self, i, a) for i, a in enumerate(inners)]
         self._fn = fn
         self._feat = _Featurizer(declared_types(fn))
+        self._groups: dict[Any, object] = {}  # inner act_all group -> this recorder's token for it
         self._chunks: list[tuple[Batch, _Space]] = []  # decisions so far, stacked in chunks of one space
         self._recent: list[Batch] = []  # the latest decisions, one batch each, all of _recent_space
         self._recent_space: _Space | None = None

@@ -36,6 +36,7 @@ _F32 = np.float32
 _LN_EPS = 1e-5
 _MASKED = np.float32(-1e9)  # the attention logit of padding, as in the torch policy
 _NEG_INF = np.float32(-np.inf)
+_F32_MAX = float(np.finfo(np.float32).max)
 
 # erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), fitted for z in [0, 6] (Chebyshev
 # interpolation of log(erfc(z) / t) + z^2, converted to a power series in t). The maximum absolute
@@ -461,6 +462,24 @@ class NumpyPolicy:
                 raise CheckpointError(f"{path}: tensor {k!r} has dtype {t.dtype}; expected numbers")
             if t.dtype.kind == "f" and not np.isfinite(t).all():
                 raise CheckpointError(f"{path}: tensor {k!r} contains NaN or infinite values; the checkpoint is corrupt")
+            if t.size and (t.dtype.kind in "iu" or t.dtype.itemsize > 4) and np.abs(t).max() > _F32_MAX and not k.endswith(".count"):
+                raise CheckpointError(f"{path}: tensor {k!r} holds values beyond float32's range; the checkpoint is corrupt")
+        for name in ents:
+            if f"norms.{name}.count" in tensors:
+                c = np.asarray(tensors[f"norms.{name}.count"], dtype=np.float64)
+                if c.size != 1 or not np.isfinite(c).all() or float(c.reshape(-1)[0]) < 0 or (np.asarray(tensors[f"norms.{name}.squares_sum"]) < 0).any():
+                    raise CheckpointError(
+                        f"{path}: the normalization statistics of entity type {name!r} are impossible (a negative count or "
+                        "sum of squares); the checkpoint is corrupt"
+                    )
+        try:
+            with np.errstate(over="raise", invalid="raise"):
+                self._build(tensors, info, path, ents, glob, acts, cfg, rp)
+        except FloatingPointError as e:
+            raise CheckpointError(f"{path}: the weights overflow float32 when prepared ({e}); the checkpoint is corrupt") from None
+
+    def _build(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str, ents: dict, glob: tuple, acts: dict,
+               cfg: NetConfig, rp: RelposConfig | None) -> None:
         self.path = path
         self.info = dict(info)
         self.cfg = cfg

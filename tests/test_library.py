@@ -252,3 +252,22 @@ def test_enn_trainer_checkpoints_in_a_folder_library_and_packed(tmp_path):
             np.testing.assert_array_equal(x, y)
     assert packed.info("xor")["action_space"] == lib.info("xor")["action_space"]
     assert "__global__" in packed.info("xor")["obs_space"]["entities"]  # xor's global action token
+
+
+def test_pack_refuses_what_is_not_a_folder_of_agents(tmp_path, agents_dir, archive):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for src, match in [
+        (archive, "is a file; expected a folder of agent checkpoints"),
+        (agents_dir / "easy.safetensors", "is a file; expected a folder"),
+        (tmp_path / "nowhere", "is no such folder"),
+        (empty, "holds no agent checkpoints"),
+    ]:
+        with pytest.raises(CheckpointError, match=match):
+            pack_library(tmp_path / "out.safetensors", src)
+    with pytest.raises(CheckpointError, match="no agents given"):
+        pack_library(tmp_path / "out.safetensors", {})
+    (tmp_path / "metrics.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(CheckpointError, match="agent 'b': .*metrics.csv: not an agent checkpoint"):
+        pack_library(tmp_path / "out.safetensors", {"b": tmp_path / "metrics.csv"})
+    assert not (tmp_path / "out.safetensors").exists()

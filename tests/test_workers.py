@@ -133,3 +133,25 @@ def test_actions_outgrowing_shared_memory_are_handled():
     for x, y in zip(a, b):
         assert _same(x, y)
     assert a[-1].reward.max() > 0
+
+
+def test_unguarded_script_gets_an_error_naming_the_main_guard(tmp_path):
+    """A script that builds a workers VecEnv at top level (no __main__ guard): the worker re-imports
+    it; both sides say what to do, and no shared memory is leaked."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text(
+        "import gymloop as gl\n"
+        "from gymloop.games.snake import snake\n"
+        "def g(agent, seed):\n"
+        "    return snake(agent, seed)\n"
+        "env = gl.VecEnv(g, num_envs=4, workers=2)\n"
+        "env.reset()\n"
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode != 0
+    assert 'guard the script\'s top level with `if __name__ == "__main__":`' in r.stderr
+    assert "died while starting" in r.stderr
+    assert "leaked shared_memory" not in r.stderr

@@ -57,6 +57,8 @@ def _make_agent(spec: str | None, game: str, seed: int) -> object:
         return getattr(importlib.import_module(mod), cls)(seed=seed)
     from .neural import load
 
+    if not os.path.exists(spec) and os.sep not in spec and "." not in spec:
+        raise ConfigError(f"--agent {spec!r}: no such checkpoint; give 'random', 'scripted' or the path of an agent checkpoint")
     return load(spec, seed=seed)
 
 
@@ -91,6 +93,27 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_keys(obj: object, prefix: str = "") -> list[str]:
+    import dataclasses
+
+    keys = []
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        v = getattr(obj, f.name)
+        if dataclasses.is_dataclass(v):
+            keys += _config_keys(v, f"{prefix}{f.name}.")
+        else:
+            keys.append(f"{prefix}{f.name}")
+    return keys
+
+
+def _suggest_field(cfg: object, key: str) -> str:
+    import difflib
+
+    keys = _config_keys(cfg)
+    close = difflib.get_close_matches(key, keys, n=3) or [k for k in keys if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
 def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
     """Apply ``section.field=value`` overrides (e.g. ``ppo.lr=1e-3``, ``net.d_model=64``)."""
     from .errors import ConfigError
@@ -107,7 +130,7 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
             obj = getattr(obj, p)
         field = parts[-1]
         if not hasattr(obj, field):
-            raise ConfigError(f"unknown config field {key!r}; see gymloop.train.TrainConfig")
+            raise ConfigError(f"unknown config field {key!r}{_suggest_field(cfg, key)}; see gymloop.train.TrainConfig")
         old = getattr(obj, field)
         try:
             if isinstance(old, bool):
@@ -330,6 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import GymloopError
 
     args = build_parser().parse_args(argv)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `module:function` games next to the user, as `python -m` would find them
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if getattr(args, "agents", 1) is None:
         args.agents = 2 if args.game == "duel" else 1

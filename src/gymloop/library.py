@@ -187,24 +187,40 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
         CheckpointError: a checkpoint is unreadable or is not an agent, or a name is empty.
     """
     if isinstance(agents, (str, os.PathLike)):
-        files = _scan_folder(os.fspath(agents))
+        src = os.fspath(agents)
+        if not os.path.isdir(src):
+            what = "a file" if os.path.isfile(src) else "no such folder"
+            raise CheckpointError(
+                f"pack_library: {src!r} is {what}; expected a folder of agent checkpoints (or a mapping from agent "
+                "name to checkpoint path)"
+            )
+        files = _scan_folder(src)
+        if not files:
+            raise CheckpointError(f"pack_library: the folder {src!r} holds no agent checkpoints (*.safetensors agents, enn-trainer checkpoints)")
     else:
         files = {str(k): os.fspath(v) for k, v in agents.items()}
     tensors: dict[str, np.ndarray] = {}
     infos: dict[str, Any] = {}
+    if not files:
+        raise CheckpointError("pack_library: no agents given; pass a folder of checkpoints or {name: checkpoint path}")
     for i, name in enumerate(sorted(files)):
         if not name:
             raise CheckpointError("pack_library: agent names must be non-empty")
         path = files[name]
-        if path.endswith(_SUFFIX):
-            af = read_agent(path)
-            weights, info = af.tensors, af.info
-        else:  # an enn-trainer checkpoint
-            from .enn import read_checkpoint
+        try:
+            if path.endswith(_SUFFIX):
+                af = read_agent(path)
+                weights, info = af.tensors, af.info
+            else:  # an enn-trainer checkpoint
+                from .enn import is_enn_checkpoint, read_checkpoint
 
-            weights, info = read_checkpoint(path)
-            info = {**info, "format_version": FORMAT_VERSION}
-        NumpyPolicy(weights, info, path)  # refuse a checkpoint whose weights do not fit its metadata
+                if not is_enn_checkpoint(path):
+                    raise CheckpointError(f"{path}: not an agent checkpoint (a .safetensors agent or an enn-trainer checkpoint)")
+                weights, info = read_checkpoint(path)
+                info = {**info, "format_version": FORMAT_VERSION}
+            NumpyPolicy(weights, info, path)  # refuse a checkpoint whose weights do not fit its metadata
+        except CheckpointError as e:
+            raise CheckpointError(f"pack_library: agent {name!r}: {e}") from None
         aid = f"a{i}"
         infos[name] = {"id": aid, "info": info}
         for k, v in weights.items():

@@ -27,12 +27,19 @@ def get_game(name: str) -> Callable[..., Any]:
 
     target = GAMES.get(name, name)
     if ":" not in target:
-        raise ConfigError(f"unknown game {name!r}; bundled games are {sorted(GAMES)}, or give module:function")
+        import difflib
+
+        close = difflib.get_close_matches(name, list(GAMES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown game {name!r}{hint}; bundled games are {sorted(GAMES)}, or give module:function")
     mod, _, fn = target.partition(":")
     try:
         m = importlib.import_module(mod)
     except ImportError as e:
-        raise ConfigError(f"cannot import module {mod!r} for game {name!r}: {e}") from e
+        raise ConfigError(
+            f"cannot import module {mod!r} for game {name!r}: {e}; the module must be importable from the "
+            "current folder or PYTHONPATH (e.g. run from the folder that holds it)"
+        ) from e
     try:
         return getattr(m, fn)
     except AttributeError:

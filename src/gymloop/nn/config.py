@@ -72,7 +72,8 @@ class NetConfig:
         if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1 or self.mlp_ratio < 1:
             raise ConfigError(f"network sizes must be positive, got {self}")
         if self.d_model % self.n_head:
-            raise ConfigError(f"n_head={self.n_head} must divide d_model={self.d_model}; e.g. use n_head=2 or "
+            heads = max(h for h in range(1, self.n_head + 1) if self.d_model % h == 0)
+            raise ConfigError(f"n_head={self.n_head} must divide d_model={self.d_model}; e.g. use n_head={heads} or "
                               f"d_model={self.n_head * (self.d_model // self.n_head + 1)}")
         if isinstance(self.relpos, RelposConfig):
             self.relpos.check()

@@ -244,18 +244,29 @@ class _Worker:
             daemon=True,
             name=f"gymloop-worker-{env_lo}",
         )
+        self.heard = False  # has the worker sent anything yet?
         self.proc.start()
         child.close()
 
     def recv(self) -> bytes:
         try:
-            return self.conn.recv_bytes()
+            data = self.conn.recv_bytes()
         except (EOFError, OSError):
             self.proc.join(timeout=1)
+            if not self.heard:  # it died before its first message: it could not even start
+                raise GymloopError(
+                    f"worker process for game copies from {self.env_lo} died while starting (exit code "
+                    f"{self.proc.exitcode}); its traceback is on stderr. Workers are started fresh (spawn) and "
+                    "import the game by reference: define the game at module level, and in a script run the "
+                    "VecEnv under `if __name__ == \"__main__\":` so that workers importing the script do not "
+                    "run it again"
+                ) from None
             raise GymloopError(
                 f"worker process for game copies from {self.env_lo} died (exit code {self.proc.exitcode}); "
-                "a game may have crashed the interpreter or run out of memory"
+                "a game may have crashed the interpreter or run out of memory; its traceback, if any, is on stderr"
             ) from None
+        self.heard = True
+        return data
 
     def new_segment(self, size: int) -> shared_memory.SharedMemory:
         shm = shared_memory.SharedMemory(create=True, size=size)
@@ -314,6 +325,11 @@ class ProcessBackend:
     ) -> None:
         from .local import make_executor
 
+        if getattr(mp.current_process(), "_inheriting", False):
+            raise ConfigError(
+                "a VecEnv with workers was created while a worker process was importing the main script: guard the "
+                "script's top level with `if __name__ == \"__main__\":` (workers are started fresh and import it)"
+            )
         try:
             ctx = mp.get_context(start_method)
         except ValueError as e:

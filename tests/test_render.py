@@ -734,3 +734,20 @@ def test_gif_warns_about_frame_rates_viewers_ignore(tmp_path, caplog):
     assert "under 20 ms" in caplog.text
     with pytest.raises(ConfigError, match=r"no frames to write to .*none was added"):
         write_video(tmp_path / "none.gif", [])
+
+
+def test_waiting_for_the_first_key_says_so_in_the_title(display):
+    pygame.display.set_mode((64, 64))
+    pygame.display.set_caption("gymloop: snake")
+    kb = KeyboardAgent(wait=True)
+    seen = []
+
+    def pump():
+        seen.append(pygame.display.get_caption()[0])
+        press(pygame.K_LEFT)
+        return kb._pump()
+
+    move = kb._wait_for_move(["UP", "DOWN", "LEFT", "RIGHT"], pump)
+    assert move == "LEFT"
+    assert seen and "press a direction key to start" in seen[0]
+    assert pygame.display.get_caption()[0] == "gymloop: snake"  # restored

@@ -301,8 +301,12 @@ class Walker2:
 
 def test_a_changed_game_fails_replay_naming_the_difference():
     trace = gl.record_trace(snake, gl.RandomAgent(seed=0), seed=1, max_steps=5)
+
+    def changed_game(agent, seed):  # not a bundled game: replay runs it and finds the difference
+        return tactics(agent, seed)
+
     with pytest.raises(gl.TraceError, match=r"step 0 .*the game asked for \['Order', 'Target'\] \(a list of actors\), the trace for \['Move'\]"):
-        gl.replay(trace, tactics)
+        gl.replay(trace, changed_game)
 
     def walker_v2(agent, seed):  # the walker has gained a feature since the recording
         while True:
@@ -717,3 +721,13 @@ def test_recording_keeps_a_shared_policy_batched_under_act_all(tmp_path):
     assert trace.num_decisions == result.steps == 40
     assert len(calls) == 20  # one forward pass per frame serves both seats
     gl.replay(trace, duel)  # and the recording is still exact
+
+
+def test_replay_with_another_bundled_game_and_a_short_repr():
+    from gymloop.games.duel import duel
+
+    trace = gl.record_trace(snake, gl.RandomAgent(0), seed=1, max_steps=5)
+    with pytest.raises(gl.TraceError, match="recorded with the game 'snake', not 'duel'"):
+        gl.replay(trace, duel)
+    r = repr(trace)
+    assert r.startswith("Trace(game='snake', seed=1, agents=1, decisions=5") and len(r) < 200

@@ -29,7 +29,7 @@ from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, declared_types, game
 from .trace import Recorder, Trace, load_trace, record_trace, replay
 from .vector import VecEnv
-from .check import check
+from .check import CheckError, check
 
 __version__ = "0.1.0"
 
@@ -38,6 +38,7 @@ __all__ = [
     "AgentLibrary",
     "ActionDesc",
     "Batch",
+    "CheckError",
     "CheckpointError",
     "ConfigError",
     "EntitySchema",

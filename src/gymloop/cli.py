@@ -291,12 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
     t.add_argument("game", help="bundled game name (snake, tactics, duel) or module:function")
     t.add_argument("--steps", type=int, default=None,
-                   help="environment steps of PPO (default 3,000,000, about 3 minutes for snake on 2 cores; with --demos 0)")
+                   help="environment steps of PPO, rounded up to whole rollouts (default 3,000,000, about 4 minutes for snake on 2 cores; "
+                        "with --demos 0)")
     t.add_argument("--demos", metavar="DIR",
                    help="first clone the agents of the trace files in DIR (behaviour cloning; see gymloop run --trace-dir), "
                         "then go on with PPO if --steps > 0; bc.* config fields (bc.epochs=...) with --set")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--out", default="runs/latest", help="output folder")
+    t.add_argument("--out", default="runs/latest", help="output folder (default runs/latest; an earlier run there is replaced)")
     t.add_argument("--workers", type=int, default=0, help="processes stepping games (0: the trainer's process)")
     t.add_argument("--num-envs", type=int, default=None)
     t.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")

@@ -149,7 +149,8 @@ class _Runtime:
         self.ents: dict[type, _EntBind | None] = {}
         self.acts: dict[Any, _ActBind] = {}
         self.globs: dict[type, np.ndarray | None] = {}
-        self.where = policy.path
+        game = policy.info.get("game")
+        self.where = f"{policy.path} (trained on {game!r})" if isinstance(game, str) and game else policy.path
 
     # ------------------------------------------------------------------ binding
     def bind_entity(self, cls: type) -> _EntBind | None:
@@ -696,4 +697,4 @@ def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, agents_
         for _ in range(8):
             b = env.step(env.sample_actions())
             pol.update_norms(pol.pack(b))
-    write_agent(path, policy_tensors(pol), policy_info(pol, step=0))
+    write_agent(path, policy_tensors(pol), policy_info(pol, step=0, game=getattr(game, "__name__", "")))

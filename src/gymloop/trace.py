@@ -130,6 +130,11 @@ class Trace:
     path: str | None = None
     _where: Any = field(default=None, init=False, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        where = f", path={self.path!r}" if self.path else ""
+        return (f"Trace(game={self.game!r}, seed={self.seed}, agents={self.num_agents}, decisions={self.num_decisions}, "
+                f"episodes={len(self.episodes)}{where})")
+
     @property
     def num_decisions(self) -> int:
         """Decisions recorded (all seats together)."""
@@ -1049,6 +1054,12 @@ def replay(trace: Trace | str | os.PathLike, game: Callable[..., Any] | str | No
             "gl.replay(trace, game)"
         )
     fn = _game_fn(tr.game if game is None else game)
+    given = _game_name(fn)
+    if tr.game in GAMES and given in GAMES and given != tr.game:
+        raise TraceError(
+            f"{tr.path or 'the trace'} was recorded with the game {tr.game!r}, not {given!r}; replay it with its "
+            f"own game: gl.replay(trace) or gl.replay(trace, {tr.game!r})"
+        )
     rp = _Replayer(tr, declared_types(fn))
     seats = [_ReplaySeat(rp, i) for i in range(tr.num_agents)]
     agent: Any = seats if tr.num_agents > 1 else seats[0]

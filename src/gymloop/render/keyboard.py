@@ -256,6 +256,16 @@ class KeyboardAgent:
             raise ConfigError("KeyboardAgent(wait=True) needs a pygame window to read keys from; play through "
                               "gymloop.render.play / Viewer, or pass wait=False")
         log.info("waiting for a key (%s)", ", ".join(names))
+        caption = pg.display.get_caption()[0] if pg.display.get_surface() is not None else None
+        if caption is not None:
+            pg.display.set_caption(f"{caption}  - press a direction key to start")
+        try:
+            return self._wait_loop(names, pump)
+        finally:
+            if caption is not None:
+                pg.display.set_caption(caption)
+
+    def _wait_loop(self, names: list[str], pump: Callable[[], bool]) -> str | None:
         while True:
             if not pump():
                 return None

@@ -1,8 +1,9 @@
 """PPO training for gymloop games (needs the ``train`` extra: PyTorch)."""
 
+from ..nn.config import NetConfig, RelposConfig
 from .config import PPOConfig, TrainConfig
 
-__all__ = ["TrainConfig", "PPOConfig", "train", "Trainer"]
+__all__ = ["NetConfig", "PPOConfig", "RelposConfig", "TrainConfig", "Trainer", "train"]
 
 
 def __getattr__(name: str):  # import torch only when the trainer is used

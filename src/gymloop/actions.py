@@ -134,6 +134,23 @@ def action_spec(key: Any) -> "ActionSpec":
 
     Raises:
         SchemaError: if ``key`` is not an Enum, a dataclass of Enums or a :class:`SelectEntity`.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from enum import Enum
+        >>> class Dir(Enum):
+        ...     LEFT = 0
+        ...     RIGHT = 1
+        >>> class Thrust(Enum):
+        ...     OFF = 0
+        ...     FULL = 1
+        >>> @dataclass(frozen=True)
+        ... class Steer:
+        ...     dir: Dir
+        ...     thrust: Thrust
+        >>> spec = action_spec(Steer)
+        >>> spec.kind, spec.n, spec.labels[1]
+        ('categorical', 4, 'dir=LEFT,thrust=FULL')
     """
     try:
         s = _cache.get(key)

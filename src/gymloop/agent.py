@@ -39,6 +39,17 @@ class Agent(Protocol):
     or a list of values in actor order (``obs.actors(xs)``); with several action types it returns a
     tuple with one such entry per type. ``game_over(obs, truncated=False)`` ends an episode:
     ``truncated=True`` for a time limit, ``False`` for a real end (death, win).
+
+    Example (a scripted agent is any object with these two methods):
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import Move, snake
+        >>> class AlwaysUp:
+        ...     def act(self, obs, *action_types):
+        ...         return Move.UP
+        ...     def game_over(self, obs, truncated=False):
+        ...         pass
+        >>> gl.run(snake, AlwaysUp(), seed=0, max_episodes=1).episodes[0].length > 0
+        True
     """
 
     def act(self, obs: Obs, *action_types: Any) -> Any: ...

@@ -142,6 +142,13 @@ def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_
     Raises:
         CheckError: a property does not hold; the message names it.
         GymloopError: a more specific error raised by the game's observations.
+
+    Example:
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> report = gl.check(snake, steps=50)
+        >>> report.entity_types, report.action_types
+        (['Body', 'Food', 'Head'], ['Move'])
     """
     from .vector import VecEnv
 

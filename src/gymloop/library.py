@@ -168,6 +168,17 @@ def library(path: str | os.PathLike) -> AgentLibrary:
 
     Raises:
         CheckpointError: the path does not exist, or the archive is not a valid agent library.
+
+    Example:
+        >>> import os, tempfile
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> from gymloop.neural import random_checkpoint
+        >>> d = tempfile.mkdtemp()
+        >>> random_checkpoint(os.path.join(d, "rookie.safetensors"), snake)
+        >>> lib = gl.library(d)
+        >>> lib.names(), type(lib.load("rookie", seed=0)).__name__
+        (['rookie'], 'NeuralAgent')
     """
     return AgentLibrary(path)
 

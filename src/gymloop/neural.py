@@ -76,6 +76,20 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
         CheckpointError: the file is missing, truncated, corrupt, not a gymloop agent, of an
             unknown format version, its weights disagree with its metadata, or (with ``game``) the
             game lacks something the checkpoint needs.
+
+    Example:
+        >>> import os, tempfile
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> from gymloop.neural import random_checkpoint
+        >>> path = os.path.join(tempfile.mkdtemp(), "agent.safetensors")
+        >>> random_checkpoint(path, snake)                  # (gymloop train writes real ones)
+        >>> greedy = gl.load(path, greedy=True)              # the most probable choice, every time
+        >>> a, b = gl.load(path, seed=1), gl.load(path, seed=1)
+        >>> gl.run(snake, a, seed=3, max_steps=30).steps == gl.run(snake, b, seed=3, max_steps=30).steps == 30
+        True
+        >>> a.policy is b.policy                           # one network for agents of one file
+        True
     """
     p = os.fspath(path)
     from . import enn
@@ -546,6 +560,18 @@ class NeuralAgent:
         policy: the network (``NumpyPolicy.from_file(path)``); usually made by :func:`load`.
         seed: seed of the sampling generator (``None``: fresh entropy).
         greedy: take the most probable choice instead of sampling.
+
+    Example:
+        >>> import os, tempfile
+        >>> import gymloop as gl
+        >>> from gymloop.games.duel import duel
+        >>> from gymloop.neural import random_checkpoint
+        >>> path = os.path.join(tempfile.mkdtemp(), "duel.safetensors")
+        >>> random_checkpoint(path, duel, agents_per_game=2)
+        >>> red = gl.load(path, seed=0)
+        >>> blue = red.fork(seed=1)                          # same network, own generator
+        >>> len(gl.run(duel, [red, blue], seed=0, max_episodes=2).episodes)
+        2
 
     Attributes:
         policy: the shared :class:`~gymloop.nn.numpy_policy.NumpyPolicy`.

@@ -50,6 +50,18 @@ class Obs:
     Args:
         score: the game's score; the reward of a decision is the change of score until the next
             one (or until ``game_over``).
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> import gymloop as gl
+        >>> @dataclass
+        ... class Unit:
+        ...     x: int
+        ...     hp: float
+        >>> units = [Unit(0, 1.0), Unit(3, 0.5)]
+        >>> obs = gl.Obs(score=2).entities(units[1]).actor(units[0]).metric("alive", 2)
+        >>> obs.score, obs.entities_of(Unit) == units   # the actor first, then the other entities
+        (2, True)
     """
 
     __slots__ = ("score", "_chunks", "_actors", "_masks", "_globals", "_metrics", "_single")

@@ -204,6 +204,16 @@ def schema_of(cls: type) -> EntitySchema:
     Raises:
         SchemaError: if ``cls`` is neither a dataclass nor declared with :func:`entity`, or one of
             its features has an unsupported type.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Unit:
+        ...     pos: tuple[int, int]
+        ...     hp: float
+        ...     alive: bool
+        >>> schema_of(Unit).name, schema_of(Unit).features
+        ('Unit', ('pos.0', 'pos.1', 'hp', 'alive'))
     """
     if not isinstance(cls, type):
         raise SchemaError(f"entity types are classes, got {cls!r} of type {type(cls).__name__}; pass the class itself")

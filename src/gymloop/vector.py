@@ -72,6 +72,15 @@ class VecEnv:
     Attributes:
         num_envs: number of game copies.
         num_slots: ``num_envs * agents_per_game``.
+
+    Example:
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> with gl.VecEnv(snake, num_envs=8, seed=0) as env:
+        ...     batch = env.reset()
+        ...     batch = env.step(env.sample_actions())       # {"Move": one choice per actor}
+        >>> batch.num_slots, batch.counts["Head"].tolist() == [1] * 8, batch.reward.shape
+        (8, True, (8,))
     """
 
     def __init__(

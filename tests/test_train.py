@@ -70,7 +70,7 @@ def test_checkpoint_files_metrics_and_resume(tmp_path):
     # resume continues the step count and the metrics file
     cfg2 = tiny(4096)
     r2 = Trainer(tg.two_types, cfg2, out_dir=out, resume=True).train()
-    assert r2.steps == 4096
+    assert r2.steps == 4096 and r2.first_step == 2048  # (the CLI's rate counts this run's steps only)
     with open(os.path.join(out, "metrics.csv")) as f:
         steps = [int(float(r["step"])) for r in csv.DictReader(f)]
     assert steps == sorted(steps) and steps[-1] == 4096 and 2048 in steps

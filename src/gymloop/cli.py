@@ -204,7 +204,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
     result = trainer.train()
     after = evaluate(game, trainer.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1) if args.eval_episodes else None
-    print(f"trained {args.game}: {result.steps:,} steps in {result.seconds:.0f} s ({result.steps / max(result.seconds, 1e-9):,.0f} steps/s)"
+    done = result.steps - result.first_step
+    since = f" (from step {result.first_step:,}: {done:,} in this run)" if result.first_step else ""
+    print(f"trained {args.game}: {result.steps:,} steps{since} in {result.seconds:.0f} s ({done / max(result.seconds, 1e-9):,.0f} steps/s)"
           + (" (interrupted)" if result.interrupted else ""))
     if after is not None:
         _print_scores(before, after, "trained agent")

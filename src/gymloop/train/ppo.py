@@ -50,6 +50,7 @@ class TrainResult:
     interrupted: bool
     out_dir: str | None
     history: list[dict[str, float]] = field(default_factory=list)
+    first_step: int = 0  # the step this run started from (> 0 when resumed)
 
     @property
     def final_score(self) -> float:
@@ -429,6 +430,7 @@ class Trainer:
             exists = self.resume and os.path.exists(csv_path)
             csv_f = open(csv_path, "a" if exists else "w", newline="")
         t_start = time.time()
+        first_step = self.step
         interrupted = False
         good_state = None
         try:
@@ -494,7 +496,7 @@ class Trainer:
                 plot_curve(os.path.join(self.out_dir, "metrics.csv"), os.path.join(self.out_dir, "curve.png"))
             except Exception as e:  # a missing plotting library must not lose the trained agent
                 log.warning("could not draw the learning curve: %s", e)
-        return TrainResult(self.step, self.update, time.time() - t_start, interrupted, self.out_dir, history)
+        return TrainResult(self.step, self.update, time.time() - t_start, interrupted, self.out_dir, history, first_step)
 
     def _write_csv(self, f: Any, info: dict[str, float]) -> None:
         if not hasattr(self, "_csv_fields"):

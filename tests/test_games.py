@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 import numpy as np
+import pytest
 
 import gymloop as gl
 from gymloop.games import duel as duel_mod
@@ -357,3 +358,19 @@ def test_run_with_zero_episodes_or_steps_takes_no_decision():
     assert r.steps == 0 and r.episodes == [] and r.stopped == "max_episodes"
     r = gl.run(snake, gl.RandomAgent(0), seed=0, max_steps=0)
     assert r.steps == 0 and r.stopped == "max_steps"
+
+
+def test_a_game_that_declares_its_agents_refuses_another_number_up_front():
+    from gymloop.games.duel import duel
+    from gymloop.spaces import declared_agents
+
+    assert declared_agents(duel) == 2
+    with pytest.raises(gl.ConfigError, match=r"game 'duel' takes 2 agent\(s\) .*got 1; pass a list of 2 agents"):
+        gl.run(duel, gl.RandomAgent(0))
+    with pytest.raises(gl.ConfigError, match=r"got 3; pass a list of 2 agents"):
+        gl.run(duel, [gl.RandomAgent(i) for i in range(3)])
+    with pytest.raises(gl.ConfigError, match=r"got 1; use agents_per_game=2"):
+        gl.VecEnv(duel, num_envs=2)
+    with pytest.raises(gl.ConfigError, match=r"agents=\.\.\.\) must be a positive int, got 0"):
+        gl.game(agents=0)
+    assert len(gl.run(duel, [gl.RandomAgent(0), gl.RandomAgent(1)], seed=0, max_episodes=2).episodes) == 2

@@ -27,6 +27,7 @@ import greenlet
 from .actions import CATEGORICAL, action_spec
 from .errors import ConfigError, InvalidActionError, InvalidObservationError
 from .obs import Obs
+from .spaces import check_agents
 
 __all__ = ["Agent", "RandomAgent", "run", "act_all", "RunResult", "EpisodeResult"]
 
@@ -303,8 +304,9 @@ def run(
     for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
         if v is not None and (not isinstance(v, int) or v < 0):
             raise ConfigError(f"{name} must be a non-negative int or None, got {v!r}")
-    st = _RunState(max_steps, max_episodes, check)
     multi = isinstance(agent, (list, tuple))
+    check_agents(game, len(agent) if multi else 1, "run")
+    st = _RunState(max_steps, max_episodes, check)
     wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
     if multi:
         wrapped = tuple(wrapped)  # the same shape a VecEnv passes

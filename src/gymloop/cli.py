@@ -359,9 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `module:function` games next to the user, as `python -m` would find them
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if getattr(args, "agents", 1) is None:
-        args.agents = 2 if args.game == "duel" else 1
     try:
+        if getattr(args, "agents", 1) is None:  # what the game declares (gl.game(agents=N)), else 1
+            from .games import get_game
+            from .spaces import declared_agents
+
+            args.agents = declared_agents(get_game(args.game)) or 1
         return args.fn(args)
     except GymloopError as e:
         print(f"gymloop: error: {e}", file=sys.stderr)

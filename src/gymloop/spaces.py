@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .actions import SELECT_ENTITY, ActionSpec, action_spec
-from .errors import SchemaError
+from .errors import ConfigError, SchemaError
 from .schema import EntitySchema, schema_of
 
 __all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json"]
@@ -111,6 +111,7 @@ class Spaces:
 
 
 _GAME_ATTR = "__gymloop_declared__"
+_AGENTS_ATTR = "__gymloop_agents__"
 
 
 def game(
@@ -119,12 +120,14 @@ def game(
     entities: Iterable[type] = (),
     actions: Iterable[Any] = (),
     globals: type | None = None,
+    agents: int | None = None,
 ) -> Any:
-    """Declare the entity, action and globals types a game loop uses.
+    """Declare the entity, action and globals types a game loop uses (and how many agents it takes).
 
     A :class:`~gymloop.VecEnv` fixes its spaces at the first ``reset``; types that only appear
     later in an episode (a body segment, a bullet) must be declared, here or with
-    ``VecEnv(..., entity_types=[...])``.
+    ``VecEnv(..., entity_types=[...])``. ``agents=N`` says the game loop takes N agents
+    (``game(agents, seed)``); ``gl.run`` and ``gl.VecEnv`` then refuse another number up front.
 
     Example:
         >>> from dataclasses import dataclass
@@ -143,6 +146,9 @@ def game(
         [<class 'gymloop.spaces.Bullet'>]
     """
 
+    if agents is not None and (not isinstance(agents, int) or isinstance(agents, bool) or agents < 1):
+        raise ConfigError(f"gl.game(agents=...) must be a positive int, got {agents!r}")
+
     def apply(f: Any) -> Any:
         for c in entities:
             schema_of(c)
@@ -151,6 +157,8 @@ def game(
         if globals is not None:
             schema_of(globals)
         setattr(f, _GAME_ATTR, (list(entities), globals, list(actions)))
+        if agents is not None:
+            setattr(f, _AGENTS_ATTR, agents)
         return f
 
     return apply(fn) if fn is not None else apply
@@ -159,6 +167,21 @@ def game(
 def declared_types(fn: Any) -> tuple[list[type], type | None, list[Any]] | None:
     """The types declared on a game loop with :func:`game`, or ``None``."""
     return getattr(fn, _GAME_ATTR, None)
+
+
+def declared_agents(fn: Any) -> int | None:
+    """The number of agents a game loop declared with ``gl.game(agents=N)``, or ``None``."""
+    return getattr(fn, _AGENTS_ATTR, None)
+
+
+def check_agents(fn: Any, given: int, how: str) -> None:
+    """Raise :class:`ConfigError` when ``given`` agents differ from what ``fn`` declared."""
+    n = declared_agents(fn)
+    if n is not None and n != given:
+        name = getattr(fn, "__name__", fn)
+        fix = (f"pass a list of {n} agents" if how == "run" else f"use agents_per_game={n}") if n > 1 else (
+            "pass one agent" if how == "run" else "use agents_per_game=1")
+        raise ConfigError(f"game {name!r} takes {n} agent(s) (declared with gl.game(agents={n})), got {given}; {fix}")
 
 
 def spaces_to_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -24,7 +24,7 @@ import numpy as np
 from .actions import CATEGORICAL
 from .batch import Batch
 from .errors import ConfigError, EnvStateError, InvalidActionError
-from .spaces import ActionDesc, ObsSpace, Spaces, declared_types
+from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
 
 __all__ = ["VecEnv"]
 
@@ -111,6 +111,7 @@ class VecEnv:
         self.workers = int(workers)
         self.seed = int(seed)
         self.agents_per_game = int(agents_per_game)
+        check_agents(game, self.agents_per_game, "vecenv")
         self.num_slots = self.num_envs * self.agents_per_game
         self.checked = checked
         self.start_method = start_method

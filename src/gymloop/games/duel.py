@@ -229,7 +229,7 @@ class DuelGame:
             self.winner = None if done[0] and done[1] else (0 if done[0] else 1)
 
 
-@declare_game(entities=[Head, Body, Food, OpponentHead, OpponentBody], actions=[Move], globals=DuelStatus)
+@declare_game(entities=[Head, Body, Food, OpponentHead, OpponentBody], actions=[Move], globals=DuelStatus, agents=2)
 def duel(agents: Any, seed: int) -> None:
     """The duel game loop for a pair of agents; runs forever (episodes restart in place) until closed."""
     a, b = agents

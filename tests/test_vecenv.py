@@ -1410,3 +1410,47 @@ def test_chained_resumption_with_act_all_returns_and_a_raise():
     names = ["A", "B", "C"]
     for e in range(6):
         assert got[e][:5] == [names[(i + e) % 3] for i in range(5)], (e, got[e])
+
+
+def test_keyboard_interrupt_inside_a_game_leaves_no_stale_chain():
+    """Ctrl-C arrives while some game runs; after reset every game gets its own actions again."""
+    from enum import Enum as _Enum
+
+    class Go(_Enum):
+        A = 0
+        B = 1
+
+    @dataclass
+    class Me:
+        env: int
+
+    state = {"interrupt": False}
+    got: dict[int, list[str]] = {}
+
+    def game(agent, seed):
+        env = seed % 1000
+        while True:
+            m = agent.act(gl.Obs().actor(Me(env)), Go)
+            got.setdefault(env, []).append(m.name)
+            if state["interrupt"] and env == 1:
+                state["interrupt"] = False
+                raise KeyboardInterrupt
+
+    import gymloop.runtime.executor as ex_mod
+
+    orig = ex_mod.derive_seed
+    ex_mod.derive_seed = lambda seed, env, restart, gen=0: env
+    try:
+        with gl.VecEnv(game, num_envs=4) as env:
+            env.reset()
+            state["interrupt"] = True
+            with pytest.raises(KeyboardInterrupt):
+                env.step({"Go": np.zeros(4, dtype=np.int64)})
+            got.clear()
+            env.reset()
+            assert env._state.backend.ex.chain is None
+            env.step({"Go": np.array([0, 1, 0, 1])})
+            env.step({"Go": np.array([1, 1, 0, 0])})
+    finally:
+        ex_mod.derive_seed = orig
+    assert {e: got[e] for e in range(4)} == {0: ["A", "B"], 1: ["B", "B"], 2: ["A", "A"], 3: ["B", "A"]}

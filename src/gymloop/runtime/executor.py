@@ -398,12 +398,12 @@ class Executor:
                 try:
                     r = gls[chain[pos][0]].switch(chain[pos][1])
                 except Exception as e:
-                    self.chain = None
                     pos = self.pos
                     self._record_error(chain[pos][0], e)
                     pos += 1
                     continue
-                self.chain = None
+                finally:  # (also on KeyboardInterrupt: a later restart must not follow a stale chain)
+                    self.chain = None
                 pos = self.pos
                 if r is _ASKED and pos == last:
                     break

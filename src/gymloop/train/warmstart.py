@@ -47,7 +47,6 @@ from ..actions import CATEGORICAL
 from ..checkpoint import AgentFile
 from ..errors import CheckpointError
 from ..nn.config import NetConfig
-from ..nn.inputs import pack
 from ..nn.torch_policy import Policy, policy_from_file
 from ..spaces import ActionDesc, ObsSpace
 
@@ -138,7 +137,7 @@ def warm_start(
     d_sd = dst.state_dict()
     old_g = list(src.obs_space.globals)
     new_g = list(obs_space.globals)
-    done: set[str] = set()
+    first_feats = dst.pack(first_batch).feats if first_batch is not None else {}  # seeds new columns' statistics
 
     for name, feats in obs_space.entities.items():
         if name not in src.obs_space.entities:
@@ -149,7 +148,6 @@ def warm_start(
         if not new_cols:  # featureless in both (removals were refused)
             k = f"featureless.{name}"
             d_sd[k] = s_sd[k].clone()
-            done.add(k)
             continue
         idx = [new_cols.index(c) for c in old_cols]
         added = [c for c in new_cols if c not in old_cols]
@@ -172,17 +170,15 @@ def warm_start(
         ss = torch.zeros_like(d_sd[f"{nm}.squares_sum"])
         mean[idx] = s_sd[f"{nm}.mean"]
         ss[idx] = s_sd[f"{nm}.squares_sum"]
-        if added and first_batch is not None and count > 1:
-            x = _features(first_batch, dst, name)
-            if x is not None and x.shape[0] > 1:
-                cols = [new_cols.index(c) for c in added]
-                sub = torch.from_numpy(x[:, cols].astype(np.float64))
-                mean[cols] = sub.mean(0)
-                ss[cols] = sub.var(0) * (count - 1)  # the same sd under the old sample count
+        x = first_feats.get(name)
+        if added and count > 1 and x is not None and x.shape[0] > 1:
+            cols = [new_cols.index(c) for c in added]
+            sub = torch.from_numpy(np.asarray(x)[:, cols].astype(np.float64))
+            mean[cols] = sub.mean(0)
+            ss[cols] = sub.var(0) * (count - 1)  # the same sd under the old sample count
         d_sd[f"{nm}.count"] = s_sd[f"{nm}.count"].clone()
         d_sd[f"{nm}.mean"] = mean
         d_sd[f"{nm}.squares_sum"] = ss
-        done |= {f"{pre}.0.weight", f"{pre}.0.bias", f"{pre}.2.weight", f"{pre}.2.bias", f"{nm}.count", f"{nm}.mean", f"{nm}.squares_sum"}
     report.dropped_entity_types = [n for n in src.obs_space.entities if n not in obs_space.entities]
 
     for name, a in action_space.items():
@@ -200,16 +196,14 @@ def warm_start(
             b[idx] = ob
             d_sd[f"heads.{name}.weight"] = w
             d_sd[f"heads.{name}.bias"] = b
-            done |= {f"heads.{name}.weight", f"heads.{name}.bias"}
             if added:
                 report.new_labels[name] = added
         else:
             for k in (f"qproj.{name}.weight", f"qproj.{name}.bias", f"kproj.{name}.weight", f"kproj.{name}.bias"):
                 d_sd[k] = s_sd[k].clone()
-                done.add(k)
 
     for k, v in d_sd.items():  # everything else (blocks, readout, relpos, value head) has the same shape
-        if k in done or k.startswith(("embeds.", "norms.", "featureless.", "heads.", "qproj.", "kproj.")):
+        if k.startswith(("embeds.", "norms.", "featureless.", "heads.", "qproj.", "kproj.")):  # handled above
             continue
         sv = s_sd.get(k)
         if sv is None or tuple(sv.shape) != tuple(v.shape):
@@ -257,9 +251,3 @@ def _check_removals(src: Policy, obs_space: ObsSpace, action_space: dict[str, Ac
             f"{where}: cannot warm-start: the game no longer has " + "; ".join(problems)
             + " that the checkpoint was trained with; restore them in the game or train from scratch"
         )
-
-
-def _features(batch: Any, policy: Policy, name: str) -> np.ndarray | None:
-    p = pack(batch, policy.entity_names, policy.position_idx)
-    x = p.feats.get(name)
-    return None if x is None or x.shape[0] == 0 else np.asarray(x)

@@ -23,9 +23,10 @@ and ``finally`` when the run ends in any way (returned, raised, or closed at its
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 import hypothesis
 

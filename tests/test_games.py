@@ -12,7 +12,7 @@ from gymloop.games import duel as duel_mod
 from gymloop.games import tactics as tac
 from gymloop.games.duel import DuelGame, OpponentBody, OpponentHead, duel
 from gymloop.games.snake import Body, Food, Head, Move
-from gymloop.games.tactics import Dir, Enemy, EnemyKind, Order, Stance, Target, TacticsGame, Unit, tactics
+from gymloop.games.tactics import Dir, Enemy, EnemyKind, Order, Stance, TacticsGame, Target, Unit, tactics
 
 ALL_ORDERS = [Order(m, s) for m in Dir for s in Stance]
 

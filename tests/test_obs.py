@@ -6,9 +6,9 @@ from enum import Enum
 
 import numpy as np
 import pytest
-from conftest import Move, Unit, events, make_game
 
 import gymloop as gl
+from conftest import Move, Unit, events, make_game
 
 
 @dataclass
@@ -103,7 +103,7 @@ def test_entities_accepts_single_objects_lists_tuples_generators_and_mixed_types
         gl.Obs()
         .entities(f1)
         .entities([f2, e1])
-        .entities((f for f in [f3]))
+        .entities(f for f in [f3])
         .entities((e2,))
         .entities(g)
         .entities([])

@@ -230,7 +230,7 @@ def test_undeclared_plain_class_is_rejected():
         (str, "unsupported feature type"),
         (list, "unsupported feature type"),
         (list[int], "unsupported feature type"),
-        (Optional[int], "unsupported feature type"),
+        (Optional[int], "unsupported feature type"),  # noqa: UP045 - the typing spelling on purpose
         (int | None, "unsupported feature type"),
         (dict, "unsupported feature type"),
         (tuple[int, ...], "has no fixed length"),

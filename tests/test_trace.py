@@ -428,7 +428,7 @@ def test_any_truncation_or_corruption_is_a_trace_error_or_a_valid_trace(good_fil
 
 def test_a_header_whose_shapes_overflow_is_a_trace_error(tmp_path):
     for shape in ("[1e999]", "[100000000000000000000000000000]", "[4294967296,4294967296,4294967296]"):
-        h = ('{"x":{"dtype":"F32","shape":%s,"data_offsets":[0,0]}}' % shape).encode()
+        h = ('{"x":{"dtype":"F32","shape":%s,"data_offsets":[0,0]}}' % shape).encode()  # noqa: UP031
         h += b" " * (-len(h) % 8)
         p = tmp_path / f"h{TRACE_SUFFIX}"
         p.write_bytes(len(h).to_bytes(8, "little") + h)

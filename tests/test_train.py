@@ -253,8 +253,8 @@ def test_gae_bootstraps_through_truncation_not_termination():
 
 
 def test_policy_handles_absent_entity_and_action_types():
-    from gymloop.games.tactics import tactics
     from gymloop.batch import take
+    from gymloop.games.tactics import tactics
     from gymloop.nn.torch_policy import Policy
 
     env = gl.VecEnv(tactics, num_envs=4, seed=0)

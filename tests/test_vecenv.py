@@ -9,12 +9,12 @@ from enum import Enum
 
 import numpy as np
 import pytest
-from conftest import Move, Unit, events, make_game, start_seeds
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import gymloop as gl
+from conftest import Move, Unit, events, make_game, start_seeds
 
 
 @dataclass
@@ -1235,7 +1235,7 @@ def test_step_and_spaces_before_reset(closing):
     with pytest.raises(gl.EnvStateError, match=r"sample_actions\(\) before reset\(\)"):
         env.sample_actions()
     with pytest.raises(gl.EnvStateError, match=r"the spaces are fixed by the first reset\(\)"):
-        env.obs_space
+        env.obs_space  # noqa: B018 - the property raises
 
 
 def test_step_and_reset_after_close():

@@ -9,7 +9,8 @@ from __future__ import annotations
 from .actions import SelectEntity, action_spec
 from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
 from .batch import Batch
-from .env import EnvObservation, Environment
+from .check import CheckError, check
+from .env import Environment, EnvObservation
 from .errors import (
     CheckpointError,
     ConfigError,
@@ -22,14 +23,13 @@ from .errors import (
     TraceError,
     TrainingError,
 )
-from .neural import NeuralAgent, load
 from .library import AgentLibrary, library, pack_library
+from .neural import NeuralAgent, load
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, declared_types, game
 from .trace import Recorder, Trace, load_trace, record_trace, replay
 from .vector import VecEnv
-from .check import CheckError, check
 
 __version__ = "0.1.0"
 

@@ -19,8 +19,9 @@ The protocol is two methods. A scripted agent is a small class:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import greenlet
 
@@ -181,7 +182,7 @@ class _Stop(Exception):
 class _RunAgent:
     """Wraps a user's agent in :func:`run`: counts, checks actions, stops at limits."""
 
-    def __init__(self, inner: Any, index: int, state: "_RunState") -> None:
+    def __init__(self, inner: Any, index: int, state: _RunState) -> None:
         self.inner = inner
         self.index = index
         self.state = state

@@ -62,9 +62,9 @@ class Batch:
     active: np.ndarray
     metrics: dict[str, np.ndarray] = field(default_factory=dict)
     candidate_types: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
-    final: "Batch | None" = field(default=None, repr=False)
+    final: Batch | None = field(default=None, repr=False)
 
-    def no_final(self) -> "Batch":
+    def no_final(self) -> Batch:
         """An empty ``final`` for this batch's slots (what :meth:`concat` fills gaps with)."""
         n = self.num_slots
         z = np.zeros(0, dtype=np.int64)
@@ -126,7 +126,7 @@ class Batch:
         return out
 
     @staticmethod
-    def concat(parts: list["Batch"], copy: bool = False) -> "Batch":
+    def concat(parts: list[Batch], copy: bool = False) -> Batch:
         """Join the batches of consecutive slot ranges (their ``actor_slot`` already global).
 
         With ``copy=True`` the result never shares memory with the parts.

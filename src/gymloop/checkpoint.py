@@ -23,7 +23,8 @@ import json
 import math
 import os
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -10,7 +10,7 @@ import argparse
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main"]
 

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,11 +53,11 @@ from .spaces import declared_types
 __all__ = ["NeuralAgent", "load"]
 
 _F32 = np.float32
-_loaded: "weakref.WeakValueDictionary[tuple, NumpyPolicy]" = weakref.WeakValueDictionary()
-_runtimes: "weakref.WeakKeyDictionary[NumpyPolicy, _Runtime]" = weakref.WeakKeyDictionary()
+_loaded: weakref.WeakValueDictionary[tuple, NumpyPolicy] = weakref.WeakValueDictionary()
+_runtimes: weakref.WeakKeyDictionary[NumpyPolicy, _Runtime] = weakref.WeakKeyDictionary()
 
 
-def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None) -> "NeuralAgent":
+def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None) -> NeuralAgent:
     """Load a trained agent from a checkpoint (numpy only; torch is never imported).
 
     Loading the same unchanged file twice shares one policy, so ``gl.act_all`` batches the agents.
@@ -589,7 +590,7 @@ class NeuralAgent:
     def info(self) -> dict[str, Any]:
         return self.policy.info
 
-    def fork(self, seed: int | None = None, greedy: bool | None = None) -> "NeuralAgent":
+    def fork(self, seed: int | None = None, greedy: bool | None = None) -> NeuralAgent:
         """Another agent sharing this one's policy (its own generator), e.g. for self-play."""
         return NeuralAgent(self.policy, seed=seed, greedy=self.greedy if greedy is None else greedy)
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ class Obs:
         self._single = False
 
     # ------------------------------------------------------------------ building
-    def entities(self, objs: Any) -> "Obs":
+    def entities(self, objs: Any) -> Obs:
         """Observe entities: one object, or an iterable of objects (of one or several types)."""
         if type(objs) in _SEQ:
             if objs:
@@ -95,7 +96,7 @@ class Obs:
                 self._chunks.append(objs)
         return self
 
-    def actor(self, x: Any, masks: Mapping[Any, Any] | None = None) -> "Obs":
+    def actor(self, x: Any, masks: Mapping[Any, Any] | None = None) -> Obs:
         """Observe ``x`` as the single actor: ``act`` then returns one action per action type.
 
         Args:
@@ -112,7 +113,7 @@ class Obs:
             self._masks = {k: [v] for k, v in masks.items()}
         return self
 
-    def actors(self, xs: Iterable[Any], masks: Mapping[Any, Any] | None = None) -> "Obs":
+    def actors(self, xs: Iterable[Any], masks: Mapping[Any, Any] | None = None) -> Obs:
         """Observe several actors: ``act`` then returns a list per action type, in actor order.
 
         Args:
@@ -141,12 +142,12 @@ class Obs:
             self._masks = m
         return self
 
-    def globals(self, g: Any) -> "Obs":
+    def globals(self, g: Any) -> Obs:
         """Observe global (non-entity) features: a dataclass instance, featurized like an entity."""
         self._globals = g
         return self
 
-    def metric(self, name: str, value: float) -> "Obs":
+    def metric(self, name: str, value: float) -> Obs:
         """Report a custom metric (e.g. at ``game_over``); it appears in ``batch.metrics[name]``."""
         if self._metrics is None:
             self._metrics = {}

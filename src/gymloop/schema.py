@@ -28,8 +28,9 @@ import dataclasses
 import enum
 import numbers
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -40,7 +41,7 @@ __all__ = ["entity", "EntitySchema", "schema_of"]
 T = TypeVar("T", bound=type)
 
 _DECL_ATTR = "__gymloop_entity__"
-_cache: dict[type, "EntitySchema"] = {}
+_cache: dict[type, EntitySchema] = {}
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ sent between processes. :class:`Spaces` adds the compiled schemas a running exec
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .actions import SELECT_ENTITY, ActionSpec, action_spec
 from .errors import ConfigError, SchemaError
@@ -64,7 +65,7 @@ class Spaces:
     action_index: dict[Any, int] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, entity_classes: Iterable[type], globals_class: type | None, action_keys: Iterable[Any]) -> "Spaces":
+    def build(cls, entity_classes: Iterable[type], globals_class: type | None, action_keys: Iterable[Any]) -> Spaces:
         specs = {}
         for k in action_keys:
             s = action_spec(k)

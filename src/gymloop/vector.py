@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -230,7 +231,7 @@ class VecEnv:
         """
         self._finalizer()
 
-    def __enter__(self) -> "VecEnv":
+    def __enter__(self) -> VecEnv:
         return self
 
     def __exit__(self, *exc: Any) -> None:

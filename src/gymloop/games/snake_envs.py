@@ -36,11 +36,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from ..env import EnvObservation, Environment
+from ..env import Environment, EnvObservation
 from ..errors import ConfigError, EnvStateError, InvalidActionError
 from ..spaces import ActionDesc, ObsSpace
 from . import snake as _snake

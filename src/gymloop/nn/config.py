@@ -104,7 +104,7 @@ class NetConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "NetConfig":
+    def from_dict(cls, d: dict) -> NetConfig:
         d = dict(d)
         d.setdefault("readout", False)  # files written before the readout option used full blocks
         r = d.get("relpos")

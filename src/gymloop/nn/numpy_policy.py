@@ -20,8 +20,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -543,7 +544,7 @@ class NumpyPolicy:
             self._one = _OneObs(self.embeds, [len(ents[n]) for n in self.entity_names], ng, d, pidx)
 
     @classmethod
-    def from_file(cls, path: Any) -> "NumpyPolicy":
+    def from_file(cls, path: Any) -> NumpyPolicy:
         """Read a checkpoint written by :func:`gymloop.checkpoint.write_agent`."""
         from ..checkpoint import read_agent
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import greenlet
 import numpy as np
@@ -77,7 +78,7 @@ class TrainingAgent:
 
     __slots__ = ("_ex", "_slot", "_pobs", "_ptypes")
 
-    def __init__(self, ex: "Executor", slot: int) -> None:
+    def __init__(self, ex: Executor, slot: int) -> None:
         self._ex = ex
         self._slot = slot
         self._pobs = ex.pobs  # the executor only ever updates these lists in place
@@ -110,7 +111,7 @@ class TrainingAgent:
         self._ex.game_over(self._slot, obs, truncated)
 
     @property
-    def _act_group(self) -> "Executor":
+    def _act_group(self) -> Executor:
         """Agents of one executor can be asked together (see ``gl.act_all``)."""
         return self._ex
 
@@ -210,7 +211,7 @@ class Executor:
 
     def _start(self, k: int) -> None:
         """Start (or restart) game ``k``; it runs until it asks for its first decision."""
-        for attempt in range(2):
+        for _attempt in range(2):
             env = self.env_lo + k
             seed = derive_seed(self.seed, env, self.restarts[k], self.generation)
             self.restarts[k] += 1
@@ -886,7 +887,7 @@ class Executor:
                         masks[spec.name][start : start + len(cands)] = mask_vector(raw, spec, len(cands), cands)
                 except InvalidObservationError as e:
                     raise InvalidObservationError(f"slot {self.slot_lo + s}, actor {i}: {e}") from None
-        for s, a, pos, obs in masked:
+        for s, _a, _pos, obs in masked:
             unknown = [k for k in obs._masks if k not in self.ptypes[s]]
             if unknown:
                 raise InvalidObservationError(

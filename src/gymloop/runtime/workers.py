@@ -21,8 +21,8 @@ import gc
 import logging
 import multiprocessing as mp
 import os
-import time
 import pickle
+import time
 import traceback
 from multiprocessing import shared_memory
 from typing import Any

@@ -127,7 +127,7 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         d = dict(d)
         d["ppo"] = PPOConfig(**d.get("ppo", {}))
         d["net"] = NetConfig.from_dict(d.get("net", {}))

@@ -963,7 +963,7 @@ def test_bad_masks_inside_a_vecenv_name_the_slot(closing):
 
 def test_observation_without_actor(closing):
     env = closing(make_game(build_obs=lambda st: gl.Obs().entities(Unit(0, 0))), num_envs=1)
-    with pytest.raises(gl.InvalidObservationError, match=r"the observation of slot 0 has no actor"):
+    with pytest.raises(gl.InvalidObservationError, match=r"slot 0: the observation has no actor, but action type\(s\) \[.Move.\] take one choice per actor"):
         env.reset()
 
 

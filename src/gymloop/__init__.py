@@ -6,7 +6,7 @@ random, scripted, trained or human agent, or as thousands of copies in a :class:
 
 from __future__ import annotations
 
-from .actions import SelectEntity, action_spec
+from .actions import SelectEntity, action_spec, global_decision
 from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
 from .batch import Batch
 from .check import CheckError, check
@@ -27,7 +27,7 @@ from .library import AgentLibrary, library, pack_library
 from .neural import NeuralAgent, load
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of
-from .spaces import ActionDesc, ObsSpace, declared_types, game
+from .spaces import ActionDesc, ObsSpace, Spaces, declared_types, game
 from .trace import Recorder, Trace, load_trace, record_trace, replay
 from .vector import VecEnv
 
@@ -58,6 +58,7 @@ __all__ = [
     "RunResult",
     "SchemaError",
     "SelectEntity",
+    "Spaces",
     "Trace",
     "TraceError",
     "TrainingError",
@@ -67,6 +68,7 @@ __all__ = [
     "check",
     "declared_types",
     "game",
+    "global_decision",
     "library",
     "load",
     "load_trace",

@@ -4,7 +4,11 @@
 * a dataclass whose fields are all Enums is a composite action: the product of its fields,
   with labels such as ``"dir=UP,thrust=FULL"``;
 * ``gl.SelectEntity("Target", among=Enemy)`` asks the agent to pick one of the observed entities
-  of the given type(s); ``act`` returns the chosen game object itself.
+  of the given type(s); ``act`` returns the chosen game object itself;
+* an Enum (or composite) decorated with ``@gl.global_decision`` is one choice for the whole
+  observation, tied to no actor entity: ``agent.act(obs, Mode)`` returns one ``Mode``.
+
+Each action type has a kind (:mod:`gymloop.kinds`) that owns what differs between kinds.
 
 Example:
     >>> import enum, dataclasses
@@ -27,16 +31,45 @@ import dataclasses
 import enum
 import itertools
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SchemaError
+from .kinds import CATEGORICAL, GLOBAL, SELECT_ENTITY, ActionKind, kind_named
 from .schema import schema_of
 
-__all__ = ["SelectEntity", "ActionSpec", "action_spec", "CATEGORICAL", "SELECT_ENTITY"]
+__all__ = ["SelectEntity", "ActionDesc", "ActionSpec", "action_spec", "global_decision", "CATEGORICAL", "SELECT_ENTITY", "GLOBAL"]
 
-CATEGORICAL = "categorical"
-SELECT_ENTITY = "select_entity"
+_GLOBAL_ATTR = "__gymloop_global_decision__"
+
+
+def global_decision(cls: Any) -> Any:
+    """Mark an Enum (or a composite dataclass of Enums) as a global decision: one choice per observation.
+
+    A global decision is tied to no actor entity: ``agent.act(obs, Mode)`` returns one ``Mode``
+    whether the observation has actors or not, and may be asked together with actor-bound action
+    types (``mode, move = agent.act(obs, Mode, Move)``). Its mask is given with
+    ``obs.mask(Mode, allowed)``. The network answers it from a summary of the whole observation.
+
+    Example:
+        >>> from enum import Enum
+        >>> import gymloop as gl
+        >>> @gl.global_decision
+        ... class Mode(Enum):
+        ...     ATTACK = 0
+        ...     DEFEND = 1
+        >>> gl.action_spec(Mode).kind
+        'global_categorical'
+        >>> gl.RandomAgent(seed=0).act(gl.Obs().mask(Mode, [Mode.DEFEND]), Mode)
+        <Mode.DEFEND: 1>
+    """
+    if not (isinstance(cls, type) and (issubclass(cls, enum.Enum) or dataclasses.is_dataclass(cls))):
+        raise SchemaError(f"@gl.global_decision applies to an Enum or a dataclass of Enums, got {cls!r}")
+    if cls in _cache:
+        raise SchemaError(f"@gl.global_decision on {cls.__qualname__}: apply it where the class is defined, before any use")
+    setattr(cls, _GLOBAL_ATTR, True)
+    action_spec(cls)  # validates it now
+    return cls
 
 
 class SelectEntity:
@@ -94,15 +127,15 @@ class ActionSpec:
         key: the object the game passes to ``act`` (Enum class, composite dataclass or
             :class:`SelectEntity`).
         name: the action type name.
-        kind: ``"categorical"`` or ``"select_entity"``.
-        labels: the choice labels of a categorical action (empty for select-entity).
+        kind: the :class:`~gymloop.kinds.ActionKind` (it compares equal to its tag, e.g. ``"categorical"``).
+        labels: the choice labels of a categorical or global action (empty for select-entity).
         values: the Python value returned for each choice index (categorical only).
         among: the entity classes a select-entity action chooses from.
     """
 
     key: Any
     name: str
-    kind: str
+    kind: ActionKind
     labels: tuple[str, ...] = ()
     values: tuple[Any, ...] = ()
     among: tuple[type, ...] = ()
@@ -113,6 +146,15 @@ class ActionSpec:
     def n(self) -> int:
         """Number of choices of a categorical action (0 for select-entity)."""
         return len(self.labels)
+
+    @property
+    def desc(self) -> "ActionDesc":
+        """The names-only :class:`ActionDesc` of this action type."""
+        d = self.__dict__.get("_desc")
+        if d is None:
+            d = ActionDesc(self.name, self.kind, self.labels, tuple(schema_of(c).name for c in self.among))
+            object.__setattr__(self, "_desc", d)
+        return d
 
     def index_of(self, value: Any) -> int:
         """Choice index of a categorical value (an Enum member or a composite instance)."""
@@ -126,10 +168,64 @@ class ActionSpec:
             ) from None
 
 
+@dataclass(frozen=True)
+class ActionDesc:
+    """One action type of an action space (names only).
+
+    Attributes:
+        name: action type name.
+        kind: its :class:`~gymloop.kinds.ActionKind` (a tag string is accepted and converted:
+            ``"categorical"``, ``"select_entity"`` or ``"global_categorical"``); it compares equal to
+            its tag.
+        labels: choice labels (categorical and global kinds).
+        among: entity type names a select-entity action chooses from.
+        among_any: the candidate types are not recorded (an imported enn-trainer agent); they come
+            from the game when the agent is bound to one.
+
+    Raises:
+        SchemaError: for an unknown kind, or labels / candidate types that do not fit it.
+
+    Example:
+        >>> import gymloop as gl
+        >>> d = gl.ActionDesc("Move", "categorical", ("UP", "DOWN"))
+        >>> d.kind == "categorical", d.n, d.kind.actor_bound
+        (True, 2, True)
+    """
+
+    name: str
+    kind: ActionKind
+    labels: tuple[str, ...] = ()
+    among: tuple[str, ...] = ()
+    among_any: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        k = kind_named(self.kind, f"action type {self.name!r}")
+        object.__setattr__(self, "kind", k)
+        object.__setattr__(self, "labels", tuple(self.labels))
+        object.__setattr__(self, "among", tuple(self.among))
+        if not (self.among_any and k.selects_entities and not self.among):
+            k.check_desc(self.name, self.labels, self.among)
+
+    @property
+    def n(self) -> int:
+        """Number of choices of a categorical action."""
+        return len(self.labels)
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``categorical with labels ['UP', 'DOWN']``."""
+        return self.kind.describe(self.labels, self.among)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind.tag, "labels": list(self.labels), "among": list(self.among)}
+        if self.among_any:
+            d["among_any"] = True
+        return d
+
+
 _cache: dict[Any, ActionSpec] = {}
 
 
-def action_spec(key: Any) -> "ActionSpec":
+def action_spec(key: Any) -> ActionSpec:
     """The :class:`ActionSpec` of an action type (cached).
 
     Raises:
@@ -167,7 +263,7 @@ def action_spec(key: Any) -> "ActionSpec":
         s = ActionSpec(
             key=key,
             name=key.__name__,
-            kind=CATEGORICAL,
+            kind=GLOBAL if key.__dict__.get(_GLOBAL_ATTR) else CATEGORICAL,
             labels=tuple(m.name for m in members),
             values=tuple(members),
             index={m: i for i, m in enumerate(members)},
@@ -199,7 +295,8 @@ def action_spec(key: Any) -> "ActionSpec":
             values.append(key(**dict(zip(names, combo))))
             index[combo] = i
         s = ActionSpec(
-            key=key, name=key.__name__, kind=CATEGORICAL, labels=tuple(labels), values=tuple(values),
+            key=key, name=key.__name__, kind=GLOBAL if key.__dict__.get(_GLOBAL_ATTR) else CATEGORICAL,
+            labels=tuple(labels), values=tuple(values),
             index=index, fields=names,
         )
     else:

@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import greenlet
 
-from .actions import CATEGORICAL, action_spec
+from .actions import ActionSpec, action_spec
 from .errors import ConfigError, InvalidActionError, InvalidObservationError
 from .obs import Obs
 from .spaces import check_agents
@@ -59,10 +59,26 @@ class Agent(Protocol):
     def game_over(self, obs: Obs, truncated: bool = False) -> None: ...
 
 
-def pack_result(obs: Obs, per_type: list[list[Any]]) -> Any:
-    """Shape per-type lists of per-actor choices into what ``act`` returns."""
+def no_actor_message(specs: Sequence[ActionSpec]) -> str:
+    """Why an observation without actors cannot answer the actor-bound types among ``specs``."""
+    bound = [s.name for s in specs if s.kind.actor_bound]
+    return (
+        f"the observation has no actor, but action type(s) {bound} take one choice per actor; add actors with "
+        "obs.actor(x) or obs.actors(xs), or make the type a global decision (one choice per observation) with "
+        "@gl.global_decision"
+    )
+
+
+def pack_result(obs: Obs, per_type: list[list[Any]], action_types: Sequence[Any] | None = None) -> Any:
+    """Shape per-type lists of per-actor choices into what ``act`` returns.
+
+    A single actor's choice comes alone, several actors' as a list; a global decision (one choice
+    per observation; ``action_types`` tells which) always comes alone.
+    """
     if obs._single:
         vals = [lst[0] for lst in per_type]
+    elif action_types is not None:
+        vals = [lst if action_spec(t).kind.actor_bound else lst[0] for t, lst in zip(action_types, per_type)]
     else:
         vals = per_type
     return vals[0] if len(vals) == 1 else tuple(vals)
@@ -96,17 +112,18 @@ class RandomAgent:
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
         n = len(obs._actors)
-        if n == 0:
-            raise InvalidObservationError("the observation has no actor; add one with obs.actor(x) or obs.actors(xs)")
+        specs = [action_spec(t) for t in action_types]
+        if n == 0 and any(s.kind.actor_bound for s in specs):
+            raise InvalidObservationError(no_actor_message(specs))
         per_type: list[list[Any]] = []
         choice = self._rng.choice
-        for t in action_types:
-            spec = action_spec(t)
-            if obs._masks is None and spec.kind == CATEGORICAL:
-                per_type.append([choice(spec.values) for _ in range(n)])
+        for t, spec in zip(action_types, specs):
+            rows = n if spec.kind.actor_bound else 1
+            if obs._masks is None and not spec.kind.selects_entities:
+                per_type.append([choice(spec.values) for _ in range(rows)])
                 continue
             out = []
-            for i in range(n):
+            for i in range(rows):
                 legal = obs.legal(i, t)
                 if not legal:
                     raise InvalidObservationError(
@@ -115,7 +132,7 @@ class RandomAgent:
                     )
                 out.append(choice(legal))
             per_type.append(out)
-        return pack_result(obs, per_type)
+        return pack_result(obs, per_type, action_types)
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         pass
@@ -253,7 +270,7 @@ def check_action(obs: Obs, action_types: Sequence[Any], res: Any) -> None:
         )
     for t, vals in zip(action_types, per_type):
         spec = action_spec(t)
-        if obs._single:
+        if obs._single or not spec.kind.actor_bound:
             vals = [vals]
         elif not isinstance(vals, list) or len(vals) != len(obs._actors):
             raise InvalidActionError(
@@ -261,10 +278,10 @@ def check_action(obs: Obs, action_types: Sequence[Any], res: Any) -> None:
             )
         for i, v in enumerate(vals):
             legal = obs.legal(i, t)
-            if spec.kind == CATEGORICAL:
-                ok = any(v == lv for lv in legal)
-            else:
+            if spec.kind.selects_entities:
                 ok = any(v is lv for lv in legal)
+            else:
+                ok = any(v == lv for lv in legal)
             if not ok:
                 raise InvalidActionError(
                     f"action type {spec.name!r}, actor {i}: {v!r} is not a legal choice; legal choices are {legal!r}"

@@ -757,8 +757,8 @@ def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] 
     real = [n for n in ents]
     action_space = {
         # enn-trainer does not record the candidate types: any type the game offers (among_any)
-        k: {"kind": SELECT_ENTITY, "labels": [], "among": list(real), "among_any": True} if kind == "select"
-        else {"kind": CATEGORICAL, "labels": list(labels), "among": []}
+        k: {"kind": SELECT_ENTITY.tag, "labels": [], "among": list(real), "among_any": True} if kind == "select"
+        else {"kind": CATEGORICAL.tag, "labels": list(labels), "among": []}
         for k, (kind, labels) in acts.items()
     }
     if any(a["kind"] == SELECT_ENTITY for a in action_space.values()) and not real:

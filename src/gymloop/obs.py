@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .actions import CATEGORICAL, ActionSpec, action_spec
+from .actions import ActionSpec, action_spec
 from .errors import InvalidObservationError
 
 __all__ = ["Obs"]
@@ -110,7 +110,7 @@ class Obs:
         self._actors = (x,)
         self._single = True
         if masks:
-            self._masks = {k: [v] for k, v in masks.items()}
+            self._add_masks({k: [v] for k, v in masks.items()})
         return self
 
     def actors(self, xs: Iterable[Any], masks: Mapping[Any, Any] | None = None) -> Obs:
@@ -139,8 +139,57 @@ class Obs:
                         f"{len(v)} entries but there are {len(xs)} actors; give one mask (or None) per actor"
                     )
                 m[k] = v
-            self._masks = m
+            self._add_masks(m)
         return self
+
+    def mask(self, action_type: Any, allowed: Any) -> Obs:
+        """Mask a global decision (``@gl.global_decision``): one mask for the whole observation.
+
+        Args:
+            action_type: the global decision's type.
+            allowed: a sequence of booleans (one per choice) or a collection of the allowed values.
+
+        Example:
+            >>> from enum import Enum
+            >>> import gymloop as gl
+            >>> @gl.global_decision
+            ... class Phase(Enum):
+            ...     BUILD = 0
+            ...     FIGHT = 1
+            >>> gl.Obs().mask(Phase, [False, True]).legal(None, Phase)
+            [<Phase.FIGHT: 1>]
+        """
+        spec = action_spec(action_type)
+        if spec.kind.actor_bound:
+            raise InvalidObservationError(
+                f"Obs.mask is for global decisions, and action type {spec.name!r} is {spec.kind.tag} (one choice per "
+                f"actor); give its masks with obs.actor(x, masks={{{spec.name}: ...}}) or obs.actors(xs, masks=...)"
+            )
+        if isinstance(allowed, np.ndarray) and allowed.ndim != 1:
+            raise InvalidObservationError(
+                f"the mask of global decision {spec.name!r} must be one-dimensional ({spec.n} booleans, one per choice), "
+                f"got an array of shape {allowed.shape}; a global decision has one mask per observation, not one per actor"
+            )
+        if self._masks is None:
+            self._masks = {}
+        self._masks[action_type] = [allowed]
+        return self
+
+    def _add_masks(self, m: dict[Any, list[Any]]) -> None:
+        for k in m:
+            try:
+                spec = action_spec(k)
+            except Exception:
+                continue  # not an action type: reported when the decision is taken
+            if not spec.kind.actor_bound:
+                raise InvalidObservationError(
+                    f"action type {spec.name!r} is a global decision (one choice per observation, not per actor): give its "
+                    f"mask with obs.mask({spec.name}, allowed), not in the actors' masks"
+                )
+        if self._masks is None:
+            self._masks = m
+        else:
+            self._masks.update(m)
 
     def globals(self, g: Any) -> Obs:
         """Observe global (non-entity) features: a dataclass instance, featurized like an entity."""
@@ -207,23 +256,29 @@ class Obs:
         raise InvalidObservationError(f"{actor!r} is not an actor of this observation")
 
     def mask_of(self, actor: Any, action_type: Any) -> np.ndarray:
-        """Boolean mask of the choices of ``actor`` (an actor object or its index) for an action type."""
+        """Boolean mask of the choices of ``actor`` (an actor object or its index) for an action type.
+
+        A global decision has one mask for the observation: ``actor`` is ignored (pass ``None``).
+        """
         spec = action_spec(action_type)
+        if not spec.kind.actor_bound:
+            raw = None if self._masks is None else self._masks.get(action_type, [None])[0]
+            return mask_vector(raw, spec, spec.n, None)
         i = self._actor_pos(actor)
         raw = None if self._masks is None else self._masks.get(action_type, [None] * len(self._actors))[i]
-        if spec.kind == CATEGORICAL:
-            return mask_vector(raw, spec, spec.n, None)
-        cands = self.entities_of(spec.among)
-        return mask_vector(raw, spec, len(cands), cands)
+        if spec.kind.selects_entities:
+            cands = self.entities_of(spec.among)
+            return mask_vector(raw, spec, len(cands), cands)
+        return mask_vector(raw, spec, spec.n, None)
 
     def legal(self, actor: Any, action_type: Any) -> list[Any]:
         """The legal values for ``actor`` and an action type (members, instances or objects)."""
         spec = action_spec(action_type)
         m = self.mask_of(actor, action_type)
-        if spec.kind == CATEGORICAL:
-            return [v for v, ok in zip(spec.values, m) if ok]
-        cands = self.entities_of(spec.among)
-        return [c for c, ok in zip(cands, m) if ok]
+        if spec.kind.selects_entities:
+            cands = self.entities_of(spec.among)
+            return [c for c, ok in zip(cands, m) if ok]
+        return [v for v, ok in zip(spec.values, m) if ok]
 
     def __repr__(self) -> str:
         n = sum(len(c) for c in self._chunks) + len(self._actors)

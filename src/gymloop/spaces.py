@@ -1,42 +1,25 @@
 """Observation and action spaces: the fixed set of entity types, features and action types.
 
-Spaces are plain data (names only), so they can be compared, printed, saved in checkpoints and
-sent between processes. :class:`Spaces` adds the compiled schemas a running executor needs.
+:class:`Spaces` is the one value that describes them everywhere: the executors, both runtimes, the
+process pipe, the torch and numpy policies, checkpoints, agent libraries and traces. Its names-only
+part (:class:`ObsSpace` and :class:`ActionDesc` per action type) is plain data that compares, prints
+and round-trips through JSON (:meth:`Spaces.to_json` / :meth:`Spaces.from_json`, validated once
+there); a game loop's spaces also carry the compiled schemas and action specs its executor needs
+(:meth:`Spaces.build`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from .actions import SELECT_ENTITY, ActionSpec, action_spec
-from .errors import ConfigError, SchemaError
+from .actions import ActionDesc, ActionSpec, action_spec
+from .errors import ConfigError, GymloopError, SchemaError
+from .kinds import kind_named
 from .schema import EntitySchema, schema_of
 
-__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json"]
-
-
-@dataclass(frozen=True)
-class ActionDesc:
-    """One action type of an action space.
-
-    Attributes:
-        name: action type name.
-        kind: ``"categorical"`` or ``"select_entity"``.
-        labels: choice labels (categorical).
-        among: entity type names a select-entity action chooses from.
-    """
-
-    name: str
-    kind: str
-    labels: tuple[str, ...] = ()
-    among: tuple[str, ...] = ()
-
-    @property
-    def n(self) -> int:
-        """Number of choices of a categorical action."""
-        return len(self.labels)
+__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json", "spaces_from_json"]
 
 
 @dataclass(frozen=True)
@@ -54,19 +37,75 @@ class ObsSpace:
     globals: tuple[str, ...] = ()
 
 
-@dataclass
+def _names(x: Any, what: str, error: type[GymloopError], where: str) -> tuple[str, ...]:
+    if isinstance(x, tuple):
+        x = list(x)
+    if not isinstance(x, list) or not all(isinstance(v, str) for v in x):
+        raise error(f"{where}{what} must be a list of strings, got {x!r}")
+    if len(set(x)) != len(x):
+        raise error(f"{where}{what} must be distinct, got {x!r}")
+    return tuple(x)
+
+
 class Spaces:
-    """Compiled spaces: schemas and action specs in canonical (name-sorted) order."""
+    """The observation and action spaces: one value for every layer (see the module docstring).
 
-    entity_schemas: list[EntitySchema]
-    globals_schema: EntitySchema | None
-    action_specs: list[ActionSpec]
-    entity_index: dict[type, int] = field(default_factory=dict)
-    action_index: dict[Any, int] = field(default_factory=dict)
+    Attributes:
+        obs: the :class:`ObsSpace`.
+        actions: :class:`ActionDesc` by name, in the order batches and networks use.
+        entity_schemas, globals_schema, action_specs, entity_index, action_index: the compiled
+            schemas of a game loop (:meth:`build`); empty for spaces made from names only.
 
+    Example:
+        >>> import gymloop as gl
+        >>> sp = gl.Spaces.from_json({"entities": {"Head": ["x", "y"]}, "globals": []},
+        ...                          {"Move": {"kind": "categorical", "labels": ["UP", "DOWN"]}})
+        >>> sp.entity_names, sp.actions["Move"].n
+        (['Head'], 2)
+        >>> gl.Spaces.from_json(*sp.to_json()) == sp
+        True
+    """
+
+    def __init__(
+        self,
+        obs: ObsSpace,
+        actions: Mapping[str, ActionDesc],
+        entity_schemas: list[EntitySchema] | None = None,
+        globals_schema: EntitySchema | None = None,
+        action_specs: list[ActionSpec] | None = None,
+        error: type[GymloopError] = SchemaError,
+        where: str = "",
+    ) -> None:
+        if not isinstance(obs, ObsSpace):
+            raise error(f"{where}the observation space must be a gl.ObsSpace, got {obs!r}")
+        if not isinstance(actions, Mapping):
+            raise error(f"{where}the action space must be a dict of gl.ActionDesc by name, got {actions!r}")
+        ents = {}
+        for k, v in obs.entities.items():
+            if not isinstance(k, str) or not k:
+                raise error(f"{where}entity type names must be non-empty strings, got {k!r}")
+            ents[k] = _names(v, f"the features of entity type {k!r}", error, where)
+        self.obs = ObsSpace(entities=ents, globals=_names(obs.globals, "the global features", error, where))
+        acts: dict[str, ActionDesc] = {}
+        for name, d in actions.items():
+            if not isinstance(d, ActionDesc) or d.name != name:
+                raise error(f"{where}action type {name!r} must be a gl.ActionDesc named {name!r}, got {d!r}")
+            unknown = [t for t in d.among if t not in ents]
+            if unknown:
+                raise error(f"{where}action type {name!r} selects among {unknown}, which are not entity types of the observation space")
+            acts[name] = d
+        self.actions = acts
+        self.entity_schemas = entity_schemas or []
+        self.globals_schema = globals_schema
+        self.action_specs = action_specs or []
+        self.entity_index: dict[type, int] = {s.cls: i for i, s in enumerate(self.entity_schemas)}
+        self.action_index: dict[Any, int] = {s.key: i for i, s in enumerate(self.action_specs)}
+
+    # ------------------------------------------------------------------ construction
     @classmethod
     def build(cls, entity_classes: Iterable[type], globals_class: type | None, action_keys: Iterable[Any]) -> Spaces:
-        specs = {}
+        """The compiled spaces of a game loop's classes (canonical, name-sorted order)."""
+        specs: dict[str, ActionSpec] = {}
         for k in action_keys:
             s = action_spec(k)
             if s.name in specs and specs[s.name].key != k:
@@ -74,8 +113,7 @@ class Spaces:
             specs[s.name] = s
         classes = set(entity_classes)
         for s in specs.values():
-            if s.kind == SELECT_ENTITY:
-                classes.update(s.among)
+            classes.update(s.among)
         schemas: dict[str, EntitySchema] = {}
         for c in classes:
             sc = schema_of(c)
@@ -88,27 +126,71 @@ class Spaces:
         ent = [schemas[n] for n in sorted(schemas)]
         acts = [specs[n] for n in sorted(specs)]
         g = schema_of(globals_class) if globals_class is not None else None
-        return cls(
-            entity_schemas=ent,
-            globals_schema=g,
-            action_specs=acts,
-            entity_index={s.cls: i for i, s in enumerate(ent)},
-            action_index={s.key: i for i, s in enumerate(acts)},
-        )
+        obs = ObsSpace(entities={s.name: s.features for s in ent}, globals=g.features if g else ())
+        return cls(obs, {s.name: s.desc for s in acts}, ent, g, acts)
 
+    @classmethod
+    def from_json(cls, obs: Any, acts: Any, error: type[GymloopError] = SchemaError, where: str = "") -> Spaces:
+        """Spaces from their JSON form (:meth:`to_json`), validated; problems raise ``error`` prefixed by ``where``."""
+        if not isinstance(obs, Mapping) or not isinstance(obs.get("entities"), Mapping):
+            raise error(f"{where}obs_space must be an object with an 'entities' object, got {obs!r}")
+        ents = {k: _names(v, f"the features of entity type {k!r}", error, where) for k, v in obs["entities"].items()}
+        o = ObsSpace(entities=ents, globals=_names(obs.get("globals", []), "the global features", error, where))
+        if not isinstance(acts, Mapping):
+            raise error(f"{where}action_space must be an object, got {acts!r}")
+        a: dict[str, ActionDesc] = {}
+        for k, v in acts.items():
+            if not isinstance(v, Mapping):
+                raise error(f"{where}action type {k!r} must be an object with kind, labels and among, got {v!r}")
+            unknown_keys = set(v) - {"kind", "labels", "among", "among_any"}
+            if unknown_keys:
+                raise error(f"{where}action type {k!r} has unknown fields {sorted(unknown_keys)}")
+            try:
+                a[str(k)] = ActionDesc(
+                    str(k), kind_named(v.get("kind"), f"action type {k!r}"),
+                    _names(v.get("labels", []), f"the labels of action type {k!r}", error, where),
+                    _names(v.get("among", []), f"the candidate types of action type {k!r}", error, where),
+                    among_any=bool(v.get("among_any", False)),
+                )
+            except SchemaError as e:
+                if error is SchemaError:
+                    raise
+                raise error(f"{where}{e}") from None
+        return cls(o, a, error=error, where=where)
+
+    def to_json(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(obs_space, action_space)`` as JSON objects (what checkpoints and traces store)."""
+        return spaces_to_json(self.obs, self.actions)
+
+    # ------------------------------------------------------------------ views
     @property
     def obs_space(self) -> ObsSpace:
-        return ObsSpace(
-            entities={s.name: s.features for s in self.entity_schemas},
-            globals=self.globals_schema.features if self.globals_schema else (),
-        )
+        return self.obs
 
     @property
     def action_space(self) -> dict[str, ActionDesc]:
-        return {
-            s.name: ActionDesc(s.name, s.kind, s.labels, tuple(schema_of(c).name for c in s.among))
-            for s in self.action_specs
-        }
+        return dict(self.actions)
+
+    @property
+    def entity_names(self) -> list[str]:
+        return list(self.obs.entities)
+
+    @property
+    def action_names(self) -> list[str]:
+        return list(self.actions)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether this holds a game loop's classes (:meth:`build`), not only names."""
+        return bool(self.action_specs) or bool(self.entity_schemas)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Spaces) and other.obs == self.obs and list(other.actions.items()) == list(self.actions.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Spaces(entities={self.entity_names}, globals={list(self.obs.globals)}, actions={self.action_names})"
 
 
 _GAME_ATTR = "__gymloop_declared__"
@@ -196,5 +278,10 @@ def spaces_to_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> 
         ({'entities': {'Head': ['x', 'y']}, 'globals': []}, {'Move': {'kind': 'categorical', 'labels': ['UP', 'DOWN'], 'among': []}})
     """
     obs = {"entities": {k: list(v) for k, v in obs_space.entities.items()}, "globals": list(obs_space.globals)}
-    acts = {k: {"kind": a.kind, "labels": list(a.labels), "among": list(a.among)} for k, a in action_space.items()}
+    acts = {k: a.to_json() for k, a in action_space.items()}
     return obs, acts
+
+
+def spaces_from_json(obs: Any, acts: Any, error: type[GymloopError] = SchemaError, where: str = "") -> Spaces:
+    """The :class:`Spaces` of a JSON observation and action space (see :meth:`Spaces.from_json`)."""
+    return Spaces.from_json(obs, acts, error, where)

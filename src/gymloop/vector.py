@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from .actions import CATEGORICAL
 from .batch import Batch
 from .errors import ConfigError, EnvStateError, InvalidActionError
 from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
@@ -243,11 +242,11 @@ class VecEnv:
 
     # ------------------------------------------------------------------ actions
     def _convert(self, actions: Mapping[str, Any]) -> list[np.ndarray]:
-        return [np.asarray(actions[s.name], dtype=np.int64) for s in self._spaces.action_specs]
+        return [np.asarray(actions[n], dtype=np.int64) for n in self._spaces.actions]
 
     def _validate(self, actions: Mapping[str, Any]) -> list[np.ndarray]:
         b = self._batch
-        specs = self._spaces.action_specs
+        specs = list(self._spaces.actions.values())
         if not isinstance(actions, Mapping):
             raise InvalidActionError(
                 f"step expects a dict from action type name to an int array, got {type(actions).__name__}"
@@ -282,27 +281,9 @@ class VecEnv:
             if arr.shape != (n_act,):
                 raise InvalidActionError(f"actions for {name!r} must have shape ({n_act},) (one per actor), got {arr.shape}")
             arr = arr.astype(np.int64, copy=False)
-            if spec.kind == CATEGORICAL:
-                bad = (arr < 0) | (arr >= spec.n)
-                if bad.any():
-                    self._bad(name, int(np.flatnonzero(bad)[0]), arr, f"out of range [0, {spec.n})")
-                m = b.masks[name]
-                if n_act and not m[np.arange(n_act), arr].all():
-                    j = int(np.flatnonzero(~m[np.arange(n_act), arr])[0])
-                    self._bad(name, j, arr, f"masked out (legal: {[spec.labels[i] for i in np.flatnonzero(m[j])]})")
-            else:
-                nc = b.num_candidates[name]
-                bad = (arr < 0) | (arr >= nc)
-                if bad.any():
-                    j = int(np.flatnonzero(bad)[0])
-                    self._bad(name, j, arr, f"out of range [0, {int(nc[j])}) (the actor's candidate count)")
-                if n_act:
-                    start = np.cumsum(nc) - nc
-                    ok = b.masks[name][start + arr]
-                    if not ok.all():
-                        j = int(np.flatnonzero(~ok)[0])
-                        legal = np.flatnonzero(b.masks[name][start[j] : start[j] + nc[j]]).tolist()
-                        self._bad(name, j, arr, f"masked out (legal candidate indices: {legal})")
+            bad = spec.kind.check_actions(b, name, spec.n, spec.labels, arr)
+            if bad is not None:
+                self._bad(name, bad[0], arr, bad[1])
             out.append(arr)
         return out
 
@@ -322,35 +303,8 @@ class VecEnv:
 
 
 def sample_legal(b: Batch, spaces: Spaces, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Uniform random legal actions for every actor of a batch."""
-    out: dict[str, np.ndarray] = {}
-    for spec in spaces.action_specs:
-        name = spec.name
-        m = b.masks[name]
-        if spec.kind == CATEGORICAL:
-            n_act = m.shape[0]
-            if n_act == 0:
-                out[name] = np.zeros(0, dtype=np.int64)
-            elif m.all():
-                out[name] = rng.integers(0, spec.n, size=n_act, dtype=np.int64)
-            else:
-                r = rng.random(m.shape)
-                r[~m] = -1.0
-                out[name] = r.argmax(axis=1).astype(np.int64)
-        else:
-            nc = b.num_candidates[name]
-            if nc.size == 0:
-                out[name] = np.zeros(0, dtype=np.int64)
-                continue
-            r = rng.random(m.shape[0])
-            r[~m] = -1.0
-            start = np.cumsum(nc) - nc
-            seg = np.repeat(np.arange(nc.size), nc)
-            # sort by (segment, -r): the first entry of each segment is its maximum
-            order = np.lexsort((-r, seg))
-            first = order[start]
-            out[name] = (first - start).astype(np.int64)
-    return out
+    """Uniform random legal actions for every actor of a batch (each kind samples its own)."""
+    return {d.name: d.kind.sample(b, d.name, d.n, rng) for d in spaces.actions.values()}
 
 
 def _is_environment(game: Any) -> bool:

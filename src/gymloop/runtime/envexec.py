@@ -4,50 +4,29 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..actions import CATEGORICAL, SELECT_ENTITY
 from ..batch import Batch
 from ..errors import GameError, InvalidObservationError, SchemaError
-from ..spaces import ActionDesc, ObsSpace
+from ..spaces import ActionDesc, ObsSpace, Spaces
 from .executor import derive_seed
 
 log = logging.getLogger("gymloop.executor")
 
 
-class EnvSpaces:
-    """Spaces of a low-level environment (names only; no classes)."""
-
-    def __init__(self, obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> None:
-        if not isinstance(obs_space, ObsSpace):
-            raise SchemaError(f"Environment.obs_space() must return a gl.ObsSpace, got {obs_space!r}")
-        self.obs = ObsSpace(entities={k: tuple(obs_space.entities[k]) for k in obs_space.entities}, globals=tuple(obs_space.globals))
-        self.actions = {}
-        for name, d in action_space.items():
-            if not isinstance(d, ActionDesc) or d.kind not in (CATEGORICAL, SELECT_ENTITY):
-                raise SchemaError(f"action_space()[{name!r}] must be a gl.ActionDesc of kind categorical or select_entity, got {d!r}")
-            for a in d.among:
-                if a not in self.obs.entities:
-                    raise SchemaError(f"select-entity action {name!r} chooses among unknown entity type {a!r}")
-            self.actions[name] = d
-        self.entity_names = list(self.obs.entities)
-        self.action_names = list(self.actions)
-
-    # the VecEnv reads these like the compiled Spaces of a game loop
-    @property
-    def obs_space(self) -> ObsSpace:
-        return self.obs
-
-    @property
-    def action_space(self) -> dict[str, ActionDesc]:
-        return dict(self.actions)
-
-    @property
-    def action_specs(self) -> list[ActionDesc]:
-        return [self.actions[n] for n in self.action_names]
+def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
+    """The :class:`Spaces` a low-level environment declares (names only), validated."""
+    if not isinstance(obs_space, ObsSpace):
+        raise SchemaError(f"Environment.obs_space() must return a gl.ObsSpace, got {obs_space!r}")
+    if not isinstance(action_space, Mapping):
+        raise SchemaError(f"Environment.action_space() must return a dict of gl.ActionDesc by name, got {action_space!r}")
+    for name, d in action_space.items():
+        if not isinstance(d, ActionDesc):
+            raise SchemaError(f"action_space()[{name!r}] must be a gl.ActionDesc, got {d!r}")
+    return Spaces(obs_space, action_space, where="Environment: ")
 
 
 class EnvExecutor:
@@ -64,7 +43,7 @@ class EnvExecutor:
         self.generation = -1
         self.seeds = [0] * num
         self.obs: list[Any] = [None] * num
-        self.spaces: EnvSpaces | None = spaces
+        self.spaces: Spaces | None = spaces
         self.ep_ret = [0.0] * num
         self.ep_len = [0] * num
 
@@ -93,10 +72,10 @@ class EnvExecutor:
         if not self.envs:
             self.envs = [self.factory() for _ in range(self.n)]
 
-    def discover(self) -> EnvSpaces:
-        return EnvSpaces(self.envs[0].obs_space(), self.envs[0].action_space())
+    def discover(self) -> Spaces:
+        return env_spaces(self.envs[0].obs_space(), self.envs[0].action_space())
 
-    def set_spaces(self, spaces: EnvSpaces) -> None:
+    def set_spaces(self, spaces: Spaces) -> None:
         self.spaces = spaces
 
     def build(self) -> Batch:
@@ -244,7 +223,10 @@ class EnvExecutor:
         names = list(sp.obs.entities)
         for name in sp.action_names:
             d = sp.actions[name]
-            idx_lists = [list(o.actors.get(name, ())) for o in obs]
+            if not d.kind.actor_bound:  # asked when the observation names it in actors: one decision, no entity
+                idx_lists = [[-1] if name in o.actors else [] for o in obs]
+            else:
+                idx_lists = [list(o.actors.get(name, ())) for o in obs]
             ac = [len(x) for x in idx_lists]
             self._actor_counts.append(ac)
             sl = np.repeat(np.arange(n, dtype=np.int64), ac)
@@ -253,7 +235,7 @@ class EnvExecutor:
                 flat_idx += x
             actor_slot[name] = sl + self.slot_lo
             actor_index[name] = np.array(flat_idx, dtype=np.int64)
-            if d.kind == CATEGORICAL:
+            if not d.kind.selects_entities:
                 m = np.ones((len(flat_idx), d.n), dtype=bool)
                 if any(name in o.masks for o in obs):
                     parts = []

@@ -17,8 +17,7 @@ from typing import Any
 import greenlet
 import numpy as np
 
-from ..actions import CATEGORICAL, SELECT_ENTITY
-from ..agent import pack_result
+from ..agent import no_actor_message, pack_result
 from ..batch import Batch
 from ..errors import ConfigError, GameError, InvalidObservationError, SchemaError
 from ..obs import Obs, mask_vector
@@ -373,11 +372,11 @@ class Executor:
         decoded: list[list[Any]] = []
         for a, spec in enumerate(specs):
             idx = actions[a].tolist()
-            if spec.kind == CATEGORICAL:
+            if spec.kind.selects_entities:
+                decoded.append(self._decode_select(a, idx))
+            else:
                 vals = spec.values
                 decoded.append([vals[i] for i in idx])
-            else:
-                decoded.append(self._decode_select(a, idx))
         gls = self.greenlets
         if plan.simple and apg == 1 and not self.uses_act_all:
             # every waiting game asked one action type for one actor: resume them as a chain, each
@@ -429,7 +428,8 @@ class Executor:
             for k, slots in games.items():
                 for s in slots:
                     d = per_slot[s]
-                    res[s] = pack_result(pobs[s], [d[aindex[key]] for key in self.ptypes[s]])
+                    pt = self.ptypes[s]
+                    res[s] = pack_result(pobs[s], [d[aindex[key]] for key in pt], pt)
                     pobs[s] = None
                 g = gls[k]
                 try:
@@ -490,6 +490,7 @@ class Executor:
         tindex = sp.entity_index
         aindex = sp.action_index
         A = len(sp.action_specs)
+        bound = [spec.kind.actor_bound for spec in sp.action_specs]
         objs: list[list[Any]] = [[] for _ in range(T)]
         cnt = [[0] * n for _ in range(T)]
         a_slot: list[list[int]] = [[] for _ in range(A)]
@@ -509,7 +510,7 @@ class Executor:
                 idx.append(s)
                 scores.append(obs.score)
                 pt = ptypes[s]
-                if obs._single and len(pt) == 1:
+                if obs._single and len(pt) == 1 and bound[aindex[pt[0]]]:
                     x = obs._actors[0]
                     t = tindex[type(x)]
                     objs[t].append(x)
@@ -522,9 +523,9 @@ class Executor:
                 else:
                     simple = False
                     acts = obs._actors
-                    if not acts:
+                    if not acts and any(bound[aindex[key]] for key in pt):
                         raise InvalidObservationError(
-                            f"the observation of slot {self.slot_lo + s} has no actor; add one with obs.actor(x) or obs.actors(xs)"
+                            f"slot {self.slot_lo + s}: " + no_actor_message([sp.action_specs[aindex[key]] for key in pt])
                         )
                     ranks = []
                     for x in acts:
@@ -538,6 +539,10 @@ class Executor:
                         sl_a, t_a, r_a = a_slot[a], a_t[a], a_rank[a]
                         if obs._masks is not None:
                             masked.append((s, a, len(sl_a), obs))
+                        if not bound[a]:  # one decision for the observation: no actor entity
+                            sl_a.append(s)
+                            t_a.append(-1)
+                            continue
                         for t, r in ranks:
                             if r:
                                 r_a.append((len(sl_a), r))
@@ -659,7 +664,9 @@ class Executor:
                 sl = np.arange(n, dtype=np.int64)
             else:
                 sl = np.array(a_slot[a], dtype=np.int64)
-            if sl.size:
+            if not spec.kind.actor_bound:
+                ai = np.full(sl.size, -1, dtype=np.int64)
+            elif sl.size:
                 ta = a_t[a]
                 if ta.count(ta[0]) == len(ta):  # one actor type (the common case): one row of starts
                     ai = starts[ta[0]][sl]
@@ -672,21 +679,21 @@ class Executor:
                 ai = _EMPTY_I64.copy()
             actor_slot[spec.name] = sl + self.slot_lo
             actor_index[spec.name] = ai
-            if spec.kind == CATEGORICAL:
-                among.append(())
-                masks[spec.name] = np.ones((sl.size, spec.n), dtype=bool)
-            else:
+            if spec.kind.selects_entities:
                 ts = tuple(tindex[c] for c in spec.among)
                 among.append(ts)
                 cand_types[spec.name] = tuple(schemas[t].name for t in ts)
                 nc = C[list(ts)].sum(axis=0)[sl] if sl.size else _EMPTY_I64.copy()
                 ncand[spec.name] = nc
                 masks[spec.name] = np.ones(int(nc.sum()), dtype=bool)
+            else:
+                among.append(())
+                masks[spec.name] = np.ones((sl.size, spec.n), dtype=bool)
         if masked:
             self._apply_masks(masked, masks, ncand, specs)
         for a, spec in enumerate(specs):
             m = masks[spec.name]
-            if spec.kind == CATEGORICAL:
+            if not spec.kind.selects_entities:
                 if m.shape[0] and not m.any(axis=1).all():
                     j = int(np.flatnonzero(~m.any(axis=1))[0])
                     self._no_legal(spec.name, a_slot[a][j])
@@ -774,15 +781,13 @@ class Executor:
         entities = {sc.name: self._featurize(sc, objs[t], cnt[t]) for t, sc in enumerate(schemas)}
         counts = {sc.name: np.array(cnt[t], dtype=np.int64) for t, sc in enumerate(schemas)}
         z = np.zeros(0, dtype=np.int64)
-        cand_types = {
-            spec.name: tuple(schemas[tindex[c]].name for c in spec.among) for spec in sp.action_specs if spec.kind == SELECT_ENTITY
-        }
+        cand_types = {spec.name: spec.desc.among for spec in sp.action_specs if spec.kind.selects_entities}
         return Batch(
             num_slots=n, entities=entities, counts=counts, globals=globs,
             actor_slot={spec.name: z for spec in sp.action_specs},
             actor_index={spec.name: z for spec in sp.action_specs},
-            masks={spec.name: np.zeros((0, spec.n) if spec.kind == CATEGORICAL else 0, dtype=bool) for spec in sp.action_specs},
-            num_candidates={spec.name: z for spec in sp.action_specs if spec.kind == SELECT_ENTITY},
+            masks={spec.name: spec.kind.empty_masks(spec.n) for spec in sp.action_specs},
+            num_candidates={spec.name: z for spec in sp.action_specs if spec.kind.selects_entities},
             reward=np.zeros(n, dtype=np.float32), terminated=np.zeros(n, dtype=bool), truncated=np.zeros(n, dtype=bool),
             active=has, candidate_types=cand_types,
         )
@@ -879,14 +884,15 @@ class Executor:
                     continue
                 j = pos + i
                 try:
-                    if spec.kind == CATEGORICAL:
-                        masks[spec.name][j] = mask_vector(raw, spec, spec.n, None)
-                    else:
+                    if spec.kind.selects_entities:
                         cands = obs.entities_of(spec.among)
                         start = int(ncand_cum[spec.name][j])
                         masks[spec.name][start : start + len(cands)] = mask_vector(raw, spec, len(cands), cands)
+                    else:
+                        masks[spec.name][j] = mask_vector(raw, spec, spec.n, None)
                 except InvalidObservationError as e:
-                    raise InvalidObservationError(f"slot {self.slot_lo + s}, actor {i}: {e}") from None
+                    who = f"actor {i}" if spec.kind.actor_bound else "the observation"
+                    raise InvalidObservationError(f"slot {self.slot_lo + s}, {who}: {e}") from None
         for s, _a, _pos, obs in masked:
             unknown = [k for k in obs._masks if k not in self.ptypes[s]]
             if unknown:

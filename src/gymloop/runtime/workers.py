@@ -117,25 +117,18 @@ def _unflatten(arrays: list[np.ndarray], names: list[str], spaces: Any, n: int) 
     return b
 
 
-def _unflatten_core(it: Any, spaces: Any, n: int) -> Batch:
+def _unflatten_core(it: Any, spaces: Spaces, n: int) -> Batch:
     reward, term, trunc, active, globs = next(it), next(it), next(it), next(it), next(it)
-    ent_names = [s.name for s in spaces.entity_schemas] if hasattr(spaces, "entity_schemas") else list(spaces.obs.entities)
     entities, counts = {}, {}
-    for k in ent_names:
+    for k in spaces.obs.entities:
         counts[k] = next(it)
         entities[k] = next(it)
     actor_slot, actor_index, masks, ncand, cand_types = {}, {}, {}, {}, {}
-    for spec in spaces.action_specs:
-        k = spec.name
+    for k, d in spaces.actions.items():
         actor_slot[k], actor_index[k], masks[k] = next(it), next(it), next(it)
-        if spec.kind == "select_entity":
+        if d.kind.selects_entities:
             ncand[k] = next(it)
-            if hasattr(spec, "among") and spec.among and isinstance(spec.among[0], str):
-                cand_types[k] = tuple(spec.among)
-            else:
-                from ..schema import schema_of
-
-                cand_types[k] = tuple(schema_of(c).name for c in spec.among)
+            cand_types[k] = d.among
     return Batch(
         num_slots=n, entities=entities, counts=counts, globals=globs, actor_slot=actor_slot,
         actor_index=actor_index, masks=masks, num_candidates=ncand, reward=reward, terminated=term,
@@ -368,8 +361,8 @@ class ProcessBackend:
         if errors:
             raise errors[0]
         self._last_counts = [
-            np.concatenate([[0], np.cumsum([p.actor_slot[s.name].shape[0] for p in parts])]).tolist()
-            for s in self.spaces.action_specs
+            np.concatenate([[0], np.cumsum([p.actor_slot[name].shape[0] for p in parts])]).tolist()
+            for name in self.spaces.actions
         ]
         return Batch.concat(parts, copy=True)
 
@@ -425,7 +418,7 @@ class ProcessBackend:
         return self._gather(local, local_error), self.spaces
 
     def step(self, actions: list[np.ndarray]) -> Batch:
-        names = [s.name for s in self.spaces.action_specs]
+        names = list(self.spaces.actions)
         b_prev = self._last_counts
         for wi, w in enumerate(self.workers, start=1):
             lens = []

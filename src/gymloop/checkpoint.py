@@ -28,9 +28,17 @@ from typing import Any
 
 import numpy as np
 
+from ._version import __version__
 from .errors import CheckpointError
+from .spaces import Spaces
 
-__all__ = ["FORMAT_VERSION", "AgentFile", "SafetensorsFile", "read_agent", "read_safetensors", "write_agent", "write_safetensors"]
+__all__ = [
+    "FORMAT_VERSION", "AgentFile", "SafetensorsFile", "agent_document", "read_agent", "read_safetensors", "write_agent",
+    "write_safetensors",
+]
+
+#: the network architecture gymloop's own agents are written with
+ARCH = "gymloop-entity-transformer"
 
 FORMAT_VERSION = 1
 _MAX_HEADER = 100 * 1024 * 1024
@@ -168,6 +176,27 @@ class SafetensorsFile:
         return self._data[a:b].view(dt).reshape(shape)
 
 
+def agent_document(spaces: Spaces, net: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """The ``gymloop`` metadata document of an agent: the one place it is written.
+
+    Args:
+        spaces: the agent's observation and action spaces.
+        net: the network configuration (``NetConfig.to_dict()``).
+        extra: further entries (``game``, ``step``, ``arch`` for imported networks, ...).
+
+    Example:
+        >>> from gymloop.spaces import Spaces
+        >>> sp = Spaces.from_json({"entities": {"Head": ["x"]}}, {"Move": {"kind": "categorical", "labels": ["L", "R"]}})
+        >>> doc = agent_document(sp, {"d_model": 32}, game="snake")
+        >>> doc["action_space"]["Move"]["kind"], doc["game"], doc["arch"]
+        ('categorical', 'snake', 'gymloop-entity-transformer')
+    """
+    obs, acts = spaces.to_json()
+    doc: dict[str, Any] = {"obs_space": obs, "action_space": acts, "net": dict(net), "library_version": __version__, "arch": ARCH}
+    doc.update(extra)
+    return doc
+
+
 class AgentFile:
     """A loaded agent checkpoint: weights and the parsed ``gymloop`` metadata."""
 
@@ -175,6 +204,14 @@ class AgentFile:
         self.path = path
         self.tensors = tensors
         self.info = info
+        self._spaces: Spaces | None = None
+
+    @property
+    def spaces(self) -> Spaces:
+        """The agent's spaces, validated (a :class:`CheckpointError` names the file and the problem)."""
+        if self._spaces is None:
+            self._spaces = spaces_of(self.info, self.path)
+        return self._spaces
 
     @property
     def obs_space(self) -> dict[str, Any]:
@@ -183,6 +220,14 @@ class AgentFile:
     @property
     def action_space(self) -> dict[str, Any]:
         return self.info["action_space"]
+
+
+def spaces_of(info: Mapping[str, Any], where: str) -> Spaces:
+    """The validated :class:`Spaces` of an agent document (``where`` names the file in errors)."""
+    for key in ("obs_space", "action_space"):
+        if key not in info:
+            raise CheckpointError(f"{where}: the gymloop metadata lacks {key!r}")
+    return Spaces.from_json(info["obs_space"], info["action_space"], CheckpointError, f"{where}: ")
 
 
 def write_agent(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> None:
@@ -214,4 +259,6 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
     for key in ("obs_space", "action_space", "net"):
         if key not in info:
             raise CheckpointError(f"{p}: the gymloop metadata lacks {key!r}")
-    return AgentFile(p, tensors, info)
+    af = AgentFile(p, tensors, info)
+    af.spaces  # validated once, here  # noqa: B018
+    return af

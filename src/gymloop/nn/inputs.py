@@ -6,6 +6,7 @@ to the longest slot. Everything is computed with a handful of vectorized numpy c
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,7 +28,9 @@ class Packed:
         valid: ``(S, L)`` bool, real entities.
         lengths: ``(S,)`` int64 entities per slot.
         positions: ``(S, L, P)`` float32 raw position features, or ``None``.
-        actors: per action type, ``(n_actors,)`` int64 flat index of each actor.
+        actors: per action type, ``(n_actors,)`` int64 flat index of each actor; for an action type
+            answered from the observation summary (a global decision: ``summary_actions`` of
+            :func:`pack`), the slot of each decision instead.
         masks: per action type, the batch's masks.
         cand: per select-entity action, flat index of every candidate (actor after actor).
         cand_seg: per select-entity action, the actor each candidate belongs to.
@@ -48,7 +51,13 @@ class Packed:
     n_cand: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def pack(b: Batch, entity_names: list[str], position_idx: dict[str, list[int]] | None = None, slot_offset: int = 0) -> Packed:
+def pack(
+    b: Batch,
+    entity_names: list[str],
+    position_idx: dict[str, list[int]] | None = None,
+    slot_offset: int = 0,
+    summary_actions: Collection[str] = (),
+) -> Packed:
     """Pack a batch for the network.
 
     Args:
@@ -56,6 +65,8 @@ def pack(b: Batch, entity_names: list[str], position_idx: dict[str, list[int]] |
         entity_names: entity types in network order (the observation space's).
         position_idx: per entity type, the column indices of the position features (relpos).
         slot_offset: subtracted from ``actor_slot`` (for batches whose slots do not start at 0).
+        summary_actions: action types whose kind is not actor-bound (global decisions): their
+            ``actors`` are slots, answered from a summary of the whole observation.
     """
     S = b.num_slots
     T = len(entity_names)
@@ -85,7 +96,7 @@ def pack(b: Batch, entity_names: list[str], position_idx: dict[str, list[int]] |
     )
     for name, sl in b.actor_slot.items():
         local = sl - slot_offset
-        p.actors[name] = local * L + b.actor_index[name]
+        p.actors[name] = local if name in summary_actions else local * L + b.actor_index[name]
         p.masks[name] = b.masks[name]
         if name in b.num_candidates:
             nc = b.num_candidates[name]

@@ -20,8 +20,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..actions import CATEGORICAL
-from ..spaces import ActionDesc, ObsSpace, spaces_to_json
+from ..checkpoint import agent_document
+from ..spaces import ActionDesc, ObsSpace, Spaces
 from .config import NetConfig, RelposConfig
 from .inputs import Packed, pack
 
@@ -249,6 +249,8 @@ class Policy(nn.Module):
         self.obs_space = obs_space
         self.action_space = dict(action_space)
         self.entity_names = list(obs_space.entities)
+        # action types answered from the observation summary (no actor entity)
+        self.summary_actions = frozenset(n for n, a in self.action_space.items() if not a.kind.actor_bound)
         d = cfg.d_model
         ng = len(obs_space.globals)
         self.norms = nn.ModuleDict()
@@ -274,18 +276,16 @@ class Policy(nn.Module):
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()
         for name, a in self.action_space.items():
-            if a.kind == CATEGORICAL:
-                lin = nn.Linear(d, a.n)
-                self.heads[name] = lin
-            else:
+            if a.kind.selects_entities:  # a pointer head: actor query . candidate key
                 self.qproj[name] = nn.Linear(d, cfg.d_qk)
                 self.kproj[name] = nn.Linear(d, cfg.d_qk)
+            else:  # a linear head on the actor's embedding (or on the observation summary)
+                self.heads[name] = nn.Linear(d, a.n)
         self.value_head = nn.Linear(d, 1)
         self.apply(self._init)
-        for name, a in self.action_space.items():
-            if a.kind == CATEGORICAL:
-                nn.init.orthogonal_(self.heads[name].weight, 0.01)
-                nn.init.zeros_(self.heads[name].bias)
+        for name in self.heads:
+            nn.init.orthogonal_(self.heads[name].weight, 0.01)
+            nn.init.zeros_(self.heads[name].bias)
         nn.init.orthogonal_(self.value_head.weight, 1.0)
         nn.init.zeros_(self.value_head.bias)
 
@@ -300,7 +300,7 @@ class Policy(nn.Module):
 
     # ------------------------------------------------------------------ inputs
     def pack(self, b: Any) -> Packed:
-        return pack(b, self.entity_names, self.position_idx)
+        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions)
 
     def update_norms(self, p: Packed) -> None:
         """Fold the features of a batch into the running normalization statistics."""
@@ -343,8 +343,9 @@ class Policy(nn.Module):
         S, L, d = x.shape
         flat = x.reshape(S * L, d)
         actor_emb: dict[str, torch.Tensor] = {}
+        summary = self.summary_actions
         if self.readout is not None:
-            names = list(self.action_space)
+            names = [n for n in self.action_space if n not in summary]
             rows = [p.actors[n] for n in names]
             sizes = [r.size for r in rows]
             uniq, inv = np.unique(np.concatenate(rows) if rows else np.zeros(0, np.int64), return_inverse=True)
@@ -357,14 +358,20 @@ class Policy(nn.Module):
                 o += k
         else:
             valid = torch.from_numpy(p.valid).to(x.dtype)
-            pooled = (x * valid.unsqueeze(-1)).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0)
-            value = self.value_head(pooled).squeeze(-1)
+            vemb = (x * valid.unsqueeze(-1)).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0)
+            value = self.value_head(vemb).squeeze(-1)
             for n in self.action_space:
-                actor_emb[n] = flat[torch.from_numpy(p.actors[n])]
+                if n not in summary:
+                    actor_emb[n] = flat[torch.from_numpy(p.actors[n])]
+        for n in summary:  # the value head's per-observation summary, at each deciding slot
+            actor_emb[n] = vemb[torch.from_numpy(p.actors[n])]
         out = PolicyOutput({}, {}, {}, value, {})
         for name, a in self.action_space.items():
             given = None if actions is None else torch.as_tensor(actions[name], dtype=torch.long)
-            if a.kind == CATEGORICAL:
+            if a.kind.selects_entities:
+                given, lp, ent, logp = self._select(name, flat, actor_emb[name], p, given, generator, greedy)
+                out.logits[name] = logp
+            else:
                 logits = self.heads[name](actor_emb[name])
                 mask = torch.from_numpy(p.masks[name])
                 logits = logits.masked_fill(~mask, float("-inf"))
@@ -379,9 +386,6 @@ class Policy(nn.Module):
                 lp = logp.gather(1, given.view(-1, 1)).squeeze(1) if logits.shape[0] else torch.zeros(0)
                 pr = logp.exp()
                 ent = -(pr * logp.masked_fill(~mask, 0.0)).sum(-1)
-                out.logits[name] = logp
-            else:
-                given, lp, ent, logp = self._select(name, flat, actor_emb[name], p, given, generator, greedy)
                 out.logits[name] = logp
             out.actions[name] = given
             out.logprob[name] = lp
@@ -427,24 +431,14 @@ class Policy(nn.Module):
 
 
 # ---------------------------------------------------------------------- checkpoints
-def spaces_from_json(obs: dict, acts: dict) -> tuple[ObsSpace, dict[str, ActionDesc]]:
-    o = ObsSpace(entities={k: tuple(v) for k, v in obs["entities"].items()}, globals=tuple(obs.get("globals", ())))
-    a = {k: ActionDesc(k, v["kind"], tuple(v.get("labels", ())), tuple(v.get("among", ()))) for k, v in acts.items()}
-    return o, a
-
-
 def policy_tensors(policy: Policy) -> dict[str, np.ndarray]:
     """The policy's weights and normalization statistics as numpy arrays."""
     return {k: v.detach().cpu().numpy().copy() for k, v in policy.state_dict().items()}
 
 
 def policy_info(policy: Policy, **extra: Any) -> dict[str, Any]:
-    obs, acts = spaces_to_json(policy.obs_space, policy.action_space)
-    from .. import __version__
-
-    info = {"obs_space": obs, "action_space": acts, "net": policy.cfg.to_dict(), "library_version": __version__, "arch": "gymloop-entity-transformer"}
-    info.update(extra)
-    return info
+    """The agent document of ``policy`` (see :func:`gymloop.checkpoint.agent_document`)."""
+    return agent_document(Spaces(policy.obs_space, policy.action_space), policy.cfg.to_dict(), **extra)
 
 
 def policy_from_file(af: Any) -> Policy:
@@ -452,7 +446,8 @@ def policy_from_file(af: Any) -> Policy:
     from ..errors import CheckpointError
     from .config import NetConfig
 
-    obs, acts = spaces_from_json(af.obs_space, af.action_space)
+    sp = af.spaces
+    obs, acts = sp.obs, sp.actions
     try:
         cfg = NetConfig.from_dict(af.info["net"])
     except TypeError as e:

@@ -88,3 +88,40 @@ def two_types(agent, seed):
         arm, fire = agent.act(gl.Obs(score=0).actor(sig), Arm, Fire)
         score = 0.5 * (arm.value == sig.move) + 0.5 * ((fire is Fire.SHOOT) == sig.shoot)
         agent.game_over(gl.Obs(score=score))
+
+
+@gl.global_decision
+class Guess(Enum):
+    ZERO = 0
+    ONE = 1
+    TWO = 2
+
+
+@dataclass
+class Light:
+    index: int
+    on: bool
+
+
+def global_only(agent, seed):
+    """Only a global decision is asked: the lit one of three lights (no actor entity) pays 1."""
+    rng = random.Random(seed)
+    while True:
+        lit = rng.randrange(3)
+        lights = [Light(i, i == lit) for i in range(3)]
+        guess = agent.act(gl.Obs(score=0).entities(lights), Guess)
+        agent.game_over(gl.Obs(score=1.0 if guess.value == lit else 0.0))
+
+
+def global_and_actor(agent, seed):
+    """A global decision (masked to the lit light and one other) together with an actor-bound one."""
+    rng = random.Random(seed)
+    while True:
+        lit = rng.randrange(3)
+        other = rng.choice([g for g in Guess if g.value != lit])
+        allowed = [Guess(lit), other]
+        obs = gl.Obs(score=0).entities([Light(i, i == lit) for i in range(3)]).actor(Player(1.0)).mask(Guess, allowed)
+        guess, arm = agent.act(obs, Guess, Arm)
+        if guess not in allowed:
+            raise AssertionError("the trainer chose a masked global choice")
+        agent.game_over(gl.Obs(score=(1.0 if guess.value == lit else 0.0) + (1.0 if arm is Arm.C else 0.0)))

@@ -6,6 +6,7 @@ random, scripted, trained or human agent, or as thousands of copies in a :class:
 
 from __future__ import annotations
 
+from ._version import __version__
 from .actions import SelectEntity, action_spec
 from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
 from .batch import Batch
@@ -30,8 +31,6 @@ from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, declared_types, game
 from .trace import Recorder, Trace, load_trace, record_trace, replay
 from .vector import VecEnv
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",

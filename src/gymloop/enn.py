@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._version import __version__
 from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
 from .errors import CheckpointError, ConfigError, InvalidObservationError
 from .nn.config import NetConfig, RelposConfig
@@ -765,8 +766,6 @@ def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] 
         raise CheckpointError(f"{sw}: a select-entity action needs entity types to select among")
     cfg = NetConfig(d_model=net.d_model, n_layer=net.n_layer, n_head=net.n_head, d_qk=net.d_qk, relpos=net.relpos,
                     norm_clip=5.0, mlp_ratio=4, readout=False)
-    from . import __version__
-
     info: dict[str, Any] = {
         "obs_space": {"entities": entities, "globals": list(glob)},
         "action_space": action_space,

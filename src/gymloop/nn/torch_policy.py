@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .._version import __version__
 from ..actions import CATEGORICAL
 from ..spaces import ActionDesc, ObsSpace, spaces_to_json
 from .config import NetConfig, RelposConfig
@@ -440,8 +441,6 @@ def policy_tensors(policy: Policy) -> dict[str, np.ndarray]:
 
 def policy_info(policy: Policy, **extra: Any) -> dict[str, Any]:
     obs, acts = spaces_to_json(policy.obs_space, policy.action_space)
-    from .. import __version__
-
     info = {"obs_space": obs, "action_space": acts, "net": policy.cfg.to_dict(), "library_version": __version__, "arch": "gymloop-entity-transformer"}
     info.update(extra)
     return info

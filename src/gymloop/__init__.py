@@ -6,6 +6,7 @@ random, scripted, trained or human agent, or as thousands of copies in a :class:
 
 from __future__ import annotations
 
+from . import enn as _enn  # noqa: F401 (importing it registers enn-trainer checkpoints with gl.load: gymloop.formats)
 from ._version import __version__
 from .actions import SelectEntity, action_spec
 from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 import gymloop as gl
 from gymloop import enn
+from gymloop.enn import reader as enn_reader
 from gymloop.errors import CheckpointError, ConfigError, InvalidObservationError
 from gymloop.neural import NeuralAgent
 
@@ -475,7 +476,7 @@ def test_archive_reading_is_bounded(tmp_path, monkeypatch):
     write_tar(many, {f"junk/{i}": b"" for i in range(1100)} | _XOR)
     with pytest.raises(CheckpointError, match="more than 1024 archive members"):
         gl.load(many)
-    monkeypatch.setitem(enn._LIMITS, "state.ron", 100)
+    monkeypatch.setitem(enn_reader._LIMITS, "state.ron", 100)
     with pytest.raises(CheckpointError, match=r"archive member 'state\.ron' is larger than 100 bytes"):
         enn.read_checkpoint(source("xor", "archive"))
     with pytest.raises(CheckpointError, match=r"state\.ron: larger than 100 bytes"):
@@ -613,7 +614,7 @@ _mp_values = st.recursive(
 @given(st.dictionaries(st.text(max_size=8), _mp_values, max_size=4) | _mp_values)
 def test_msgpack_documents_read_or_raise_checkpoint_errors(doc):
     try:
-        weights = enn._read_weights(msgpack.packb(doc, use_bin_type=True), "w.msgpack")
+        weights = enn_reader._read_weights(msgpack.packb(doc, use_bin_type=True), "w.msgpack")
     except CheckpointError:
         return
     assert isinstance(doc, dict) and all(isinstance(v, np.ndarray) for v in weights.values())
@@ -684,7 +685,7 @@ def test_unknown_fields_of_the_spaces_are_named(tmp_path, old, new, match):
 def test_relpos_extent_is_checked_without_quadratic_work():
     rp = enn.RonStruct("RelposEncodingConfig", {"extent": [1] * 3_000_000, "position_features": ["x", "y"]})
     with pytest.raises(CheckpointError, match=r"implies more than 2\*\*24 relative positions"):
-        enn._read_relpos(rp, 4, "config.ron")  # the product of 3e6 factors would take minutes
+        enn_reader._read_relpos(rp, 4, "config.ron")  # the product of 3e6 factors would take minutes
 
 
 def test_a_separate_value_network_is_reported(tmp_path, caplog):

@@ -6,6 +6,8 @@ random, scripted, trained or human agent, or as thousands of copies in a :class:
 
 from __future__ import annotations
 
+from . import enn as _enn  # noqa: F401 (importing it registers enn-trainer checkpoints with gl.load: gymloop.formats)
+from ._version import __version__
 from .actions import SelectEntity, action_spec, global_decision
 from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
 from .batch import Batch
@@ -30,8 +32,6 @@ from .schema import EntitySchema, entity, schema_of
 from .spaces import ActionDesc, ObsSpace, Spaces, declared_types, game
 from .trace import Recorder, Trace, load_trace, record_trace, replay
 from .vector import VecEnv
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Agent",

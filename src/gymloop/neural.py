@@ -44,6 +44,7 @@ import numpy as np
 from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
 from .agent import pack_result
 from .errors import CheckpointError, ConfigError, InvalidObservationError
+from .formats import format_of
 from .nn.inputs import Packed
 from .nn.numpy_policy import NumpyPolicy
 from .obs import Obs
@@ -93,22 +94,22 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
         True
     """
     p = os.fspath(path)
-    from . import enn
-
     trained = os.path.join(p, "agent.safetensors")
     if os.path.isdir(p) and os.path.isfile(trained) and not os.path.exists(os.path.join(p, "config.ron")):
         p = trained  # a training run's output folder (gymloop train --out DIR)
-    if enn.is_enn_checkpoint(p):
-        return enn.load(p, seed=seed, greedy=greedy, game=game)
-    try:
-        st = os.stat(p)
-        key = (os.path.realpath(p), st.st_mtime_ns, st.st_size)
-    except OSError as e:
-        raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
-    policy = _loaded.get(key)
-    if policy is None:
-        policy = NumpyPolicy.from_file(p)
-        _loaded[key] = policy
+    fmt = format_of(p)  # an importer's format (enn-trainer: gymloop.enn), registered in gymloop.formats
+    if fmt is not None:
+        policy = fmt.open_policy(p, game)
+    else:
+        try:
+            st = os.stat(p)
+            key = (os.path.realpath(p), st.st_mtime_ns, st.st_size)
+        except OSError as e:
+            raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+        policy = _loaded.get(key)
+        if policy is None:
+            policy = NumpyPolicy.from_file(p)
+            _loaded[key] = policy
     agent = NeuralAgent(policy, seed=seed, greedy=greedy)
     if game is not None:
         agent.check(game)

@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from ._version import __version__
 from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
 from .agent import EpisodeResult, RunResult, check_action, pack_result, run
 from .batch import Batch, stack
@@ -147,8 +148,6 @@ class Trace:
 
     def save(self, path: str | os.PathLike) -> str:
         """Write the trace to ``path`` (conventionally ``*.trace.safetensors``); returns the path."""
-        from . import __version__
-
         b = self.batch
         tensors: dict[str, np.ndarray] = {"globals": b.globals, "score": self.score, "agent": self.agent, "asked": self.asked}
         for name in self.obs_space.entities:

@@ -1,0 +1,242 @@
+"""rogue-net's inference side, entity-gym style: observations in entity-gym's batched layout
+(:class:`EnnObservation`) packed into the network's inputs and run as one batch (:func:`forward`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..actions import CATEGORICAL, SELECT_ENTITY
+from ..errors import InvalidObservationError
+from ..nn.inputs import Packed
+from ..nn.numpy_policy import NumpyPolicy
+from .reader import _F32, GLOBAL_ENTITY, _show
+
+__all__ = ["EnnObservation", "EnnOutput", "forward", "pack"]
+
+
+@dataclass
+class EnnObservation:
+    """One observation laid out as entity-gym's ``batch_obs`` gives it to rogue-net.
+
+    Entities are indexed through all types in the checkpoint's observation-space order (rows in
+    order); the ``__global__`` token, when the network has one, comes last. entity-gym's
+    ``visible`` masks are not supported: leave entities the policy must not see out.
+
+    Attributes:
+        entities: per entity type, ``(n, n_features)`` raw features (columns in the checkpoint's
+            feature order); a missing type has no entities.
+        global_features: the global features, in the checkpoint's order.
+        actors: per action, the entity indices of its actors (missing: no actors).
+        actees: per select-entity action, the entity indices of the selectable entities.
+        masks: per categorical action, ``(n_actors, n_choices)`` bool or ``None`` (all allowed).
+
+    Example:
+        >>> o = EnnObservation({"Input": [[1.0], [0.0]]}, global_features=[1.0], actors={"output": [2]})
+        >>> len(o.entities["Input"]), o.actors["output"]  # the __global__ token is entity 2
+        (2, [2])
+    """
+
+    entities: Mapping[str, Any]
+    global_features: Sequence[float] = ()
+    actors: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    actees: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    masks: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EnnOutput:
+    """rogue-net's outputs for one observation.
+
+    Attributes:
+        logprobs: per action, ``(n_actors, n_choices)`` log-probabilities (select-entity:
+            ``(n_actors, n_actees)`` in ``actees`` order); masked choices ``-inf``.
+        value: the value head's output.
+    """
+
+    logprobs: dict[str, np.ndarray]
+    value: float
+
+
+def _obs_floats(x: Any, what: str) -> np.ndarray:
+    try:
+        a = np.asarray(x, dtype=_F32)
+    except (TypeError, ValueError) as e:
+        raise InvalidObservationError(f"{what} must be numbers in a rectangular array, got {_show(x, 60)} ({e})") from None
+    if not np.isfinite(a).all():
+        raise InvalidObservationError(f"{what} must be finite, got {_show(a[~np.isfinite(a)][:3].tolist(), 60)}")
+    return a
+
+
+def _obs_indices(x: Any, n: int, what: str) -> np.ndarray:
+    """Entity indices ``x`` of an observation with ``n`` entities, as an int64 array."""
+    try:
+        a = np.asarray(x if x is not None else ())
+    except (TypeError, ValueError):
+        a = np.asarray([None])  # refused below, with the value shown
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise InvalidObservationError(f"{what} must be a list of entity indices (integers), got {_show(x, 60)}")
+    bad = a[(a < 0) | (a >= n)]
+    if bad.size:
+        raise InvalidObservationError(
+            f"{what} out of range: {int(bad[0])}; the observation has {n} entities (indices 0 to {n - 1}, all types in "
+            "the checkpoint's order, the global token last)"
+        )
+    return a.astype(np.int64)
+
+
+def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
+    """The network inputs of entity-gym style observations (slot ``s`` = observation ``s``).
+
+    Usable with :meth:`NumpyPolicy.forward` and, for a converted checkpoint, the torch policy.
+
+    Args:
+        policy: the policy of an imported (or converted) checkpoint.
+        observations: one :class:`EnnObservation` per batch slot.
+
+    Raises:
+        InvalidObservationError: features of the wrong shape or not finite, unknown entity types or
+            actions, indices out of range, masks of the wrong shape or allowing no choice.
+    """
+    names = policy.entity_names
+    ng = len(policy.global_features)
+    S = len(observations)
+    acts = policy.action_space
+    rows: list[list[np.ndarray]] = []
+    globs = []
+    for s, o in enumerate(observations):
+        unknown = [k for k in o.entities if k not in policy.entity_features or k == GLOBAL_ENTITY]
+        if unknown:
+            raise InvalidObservationError(f"observation {s}: unknown entity types {unknown}; the network has {names}")
+        for what, given, kinds, desc in (
+            ("actors", o.actors, (CATEGORICAL, SELECT_ENTITY), "actions"),
+            ("actees", o.actees, (SELECT_ENTITY,), "select-entity actions"),
+            ("masks", {k: v for k, v in o.masks.items() if v is not None}, (CATEGORICAL,), "categorical actions"),
+        ):
+            unknown = [k for k in given if k not in acts or acts[k]["kind"] not in kinds]
+            if unknown:
+                have = [k for k, v in acts.items() if v["kind"] in kinds]
+                raise InvalidObservationError(f"observation {s}: {what} given for {unknown}, which are not among the network's {desc} {have}")
+        g = _obs_floats(o.global_features, f"observation {s}: global features").reshape(-1)
+        if g.shape != (ng,):
+            raise InvalidObservationError(f"observation {s}: {g.size} global features, the network has {ng} {list(policy.global_features)}")
+        globs.append(g)
+        per = []
+        for n in names:
+            nf = len(policy.entity_features[n])
+            if n == GLOBAL_ENTITY:
+                per.append(np.zeros((1, 0), dtype=_F32))
+                continue
+            x = o.entities.get(n)
+            a = np.zeros((0, nf), dtype=_F32) if x is None else _obs_floats(x, f"observation {s}: features of entity type {n!r}")
+            if a.shape == (0,):  # [] : no entity of this type
+                a = np.zeros((0, nf), dtype=_F32)
+            if a.ndim != 2 or a.shape[1] != nf:
+                raise InvalidObservationError(f"observation {s}: entity type {n!r} needs (n, {nf}) features, got shape {a.shape}")
+            per.append(a)
+        rows.append(per)
+    T = len(names)
+    counts = np.array([[r[t].shape[0] for t in range(T)] for r in rows], dtype=np.int64).reshape(S, T)
+    totals = counts.sum(1)
+    L = int(max(1, totals.max(initial=0)))
+    starts = np.cumsum(counts, axis=1) - counts
+    feats, dest = {}, {}
+    pidx = policy.position_idx
+    positions = np.zeros((S * L, len(next(iter(pidx.values())))), dtype=_F32) if pidx else None
+    for t, n in enumerate(names):
+        parts = [np.concatenate([rows[s][t], np.broadcast_to(globs[s], (counts[s, t], ng))], axis=1) for s in range(S)]
+        feats[n] = np.concatenate(parts) if parts else np.zeros((0, len(policy.entity_features[n]) + ng), _F32)
+        slot = np.repeat(np.arange(S), counts[:, t])
+        rank = np.concatenate([np.arange(c) for c in counts[:, t]]) if S else np.zeros(0, np.int64)
+        dest[n] = (slot * L + starts[slot, t] + rank).astype(np.int64)
+        if positions is not None and dest[n].size:
+            positions[dest[n]] = feats[n][:, pidx[n]]
+    p = Packed(S=S, L=L, feats=feats, dest=dest, valid=np.arange(L)[None, :] < totals[:, None], lengths=totals,
+               positions=None if positions is None else positions.reshape(S, L, -1))
+    for name, a in policy.action_space.items():
+        actors, masks, cand, ncand = [], [], [], []
+        for s, o in enumerate(observations):
+            act = _obs_indices(o.actors.get(name), int(totals[s]), f"observation {s}: actor index for action {name!r}")
+            actors.append(act + s * L)
+            if a["kind"] == CATEGORICAL:
+                m = o.masks.get(name)
+                k = len(a["labels"])
+                if m is None:
+                    m = np.ones((act.size, k), dtype=bool)
+                else:
+                    m = np.asarray(m, dtype=bool)
+                    if m.size != act.size * k:
+                        raise InvalidObservationError(
+                            f"observation {s}: the mask of action {name!r} has shape {m.shape}; expected ({act.size}, {k}): "
+                            "one row per actor, one column per choice"
+                        )
+                    m = m.reshape(act.size, k)
+                    if not m.any(axis=1).all():
+                        raise InvalidObservationError(
+                            f"observation {s}: the mask of action {name!r} allows no choice to actor "
+                            f"{int(act[~m.any(axis=1)][0])}; give it at least one, or leave it out of the actors"
+                        )
+                masks.append(m)
+            else:
+                ae = _obs_indices(o.actees.get(name), int(totals[s]), f"observation {s}: actee index for action {name!r}")
+                if act.size and ae.size == 0:
+                    raise InvalidObservationError(f"observation {s}: select-entity action {name!r} has actors but no actees")
+                cand.append(np.tile(ae + s * L, act.size))
+                ncand += [ae.size] * act.size
+                masks.append(np.ones(act.size * ae.size, dtype=bool))
+        p.actors[name] = np.concatenate(actors) if actors else np.zeros(0, np.int64)
+        if a["kind"] == CATEGORICAL:
+            p.masks[name] = np.concatenate(masks) if masks else np.zeros((0, len(a["labels"])), bool)
+        else:
+            nc = np.array(ncand, dtype=np.int64)
+            p.masks[name] = np.concatenate(masks) if masks else np.zeros(0, bool)
+            p.n_cand[name] = nc
+            p.cand_seg[name] = np.repeat(np.arange(nc.size), nc)
+            p.cand[name] = np.concatenate(cand) if cand else np.zeros(0, np.int64)
+    return p
+
+
+def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list[EnnOutput]:
+    """rogue-net's outputs for entity-gym style observations (one ragged batch, one forward pass).
+
+    What ``RogueNet.get_action_and_auxiliary`` computes in ``eval()`` mode: per action the
+    normalised log-probabilities, and the value head.
+
+    Args:
+        policy: the policy of an imported (or converted) checkpoint (:func:`load_policy`).
+        observations: the observations, run as one batch.
+
+    Returns:
+        One :class:`EnnOutput` per observation, in order.
+
+    Raises:
+        InvalidObservationError: as :func:`pack` says.
+
+    Example:
+        >>> policy = load_policy("xor/checkpoint")  # doctest: +SKIP
+        >>> obs = EnnObservation({"Input": [[1.0], [0.0]]}, global_features=[0.0], actors={"output": [2]})
+        >>> forward(policy, [obs])[0].logprobs["output"].shape  # doctest: +SKIP
+        (1, 2)
+    """
+    obs = list(observations)
+    if not obs:
+        return []
+    p = pack(policy, obs)
+    res = policy.forward(p, value=True)
+    outs = [EnnOutput({}, float(v)) for v in res.value]
+    for name, a in policy.action_space.items():
+        lp = res.logp[name]
+        slot = p.actors[name] // p.L
+        n = np.bincount(slot, minlength=len(obs))  # actors per observation
+        width = n if a["kind"] == CATEGORICAL else np.bincount(slot, weights=p.n_cand[name], minlength=len(obs)).astype(np.int64)
+        end = np.cumsum(width)
+        for s in range(len(obs)):
+            part = lp[end[s] - width[s] : end[s]]
+            outs[s].logprobs[name] = part if a["kind"] == CATEGORICAL else part.reshape(n[s], -1 if n[s] else 0)
+    return outs

@@ -90,7 +90,7 @@ _T_DISCOVERED, _T_BATCH, _T_GROW, _T_ERROR, _T_CLOSED = (
 )
 _T_STEP_HEAD = Op.STEP.tag + b"\x00" * 7  # the action lengths that follow are 8-byte aligned
 _OP_STEP, _OP_RESET, _OP_IN_SEGMENT, _OP_CLOSE = int(Op.STEP), int(Op.RESET), int(Op.IN_SEGMENT), int(Op.CLOSE)
-_OP_BATCH, _OP_GROW, _OP_ERROR, _OP_CLOSED = int(Op.BATCH), int(Op.GROW), int(Op.ERROR), int(Op.CLOSED)
+_OP_BATCH, _OP_GROW, _OP_ERROR = int(Op.BATCH), int(Op.GROW), int(Op.ERROR)
 
 _ALIGN = 64
 _DTYPES = [np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_), np.dtype(np.float64)]

@@ -260,3 +260,14 @@ def test_pipe_opcodes_are_named_single_bytes():
 def test_environments_in_worker_processes_match_local():
     _assert_same(_trajectory(SnakeEnv), _trajectory(SnakeEnv, workers=2), "environments, workers=2")
     _assert_same(_trajectory(snake), _trajectory(snake, workers=3, backend="process"), "snake, workers=3")
+
+
+def test_a_plain_factory_function_is_a_backend_too():
+    register_backend("fake-fn", lambda config: FakeBackend(config))
+    try:
+        env = gl.VecEnv(snake, 1, backend="fake-fn")  # no check_config: every configuration accepted
+        assert isinstance(env._make_backend(), FakeBackend)
+    finally:
+        from gymloop.runtime import backend as bk
+
+        bk._REGISTRY.pop("fake-fn", None)

@@ -25,7 +25,7 @@ import numpy as np
 from .actions import CATEGORICAL
 from .batch import Batch
 from .errors import ConfigError, EnvStateError, InvalidActionError
-from .runtime.backend import Backend, BackendConfig, default_backend, resolve_backend
+from .runtime.backend import Backend, BackendConfig, check_backend_config, default_backend, resolve_backend
 from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
 
 __all__ = ["VecEnv"]
@@ -146,7 +146,7 @@ class VecEnv:
             game=game, num_envs=self.num_envs, agents_per_game=self.agents_per_game, seed=self.seed,
             declared=declared, is_env=self._is_env, workers=self.workers, start_method=start_method, spin_s=self.spin_s,
         )
-        getattr(self._backend_factory, "check_config", _no_check)(self._backend_config)
+        check_backend_config(self._backend_factory, self._backend_config)
 
     # ------------------------------------------------------------------ spaces
     @property
@@ -355,10 +355,6 @@ def sample_legal(b: Batch, spaces: Spaces, rng: np.random.Generator) -> dict[str
             first = order[start]
             out[name] = (first - start).astype(np.int64)
     return out
-
-
-def _no_check(config: BackendConfig) -> None:
-    """A backend factory without ``check_config`` accepts every configuration."""
 
 
 def _is_environment(game: Any) -> bool:

@@ -47,6 +47,8 @@ __all__ = [
     "BackendConfig",
     "ShardExecutor",
     "backend_names",
+    "check_backend_config",
+    "default_backend",
     "discover_spaces",
     "make_executor",
     "register_backend",
@@ -101,8 +103,11 @@ class Backend(ABC):
     - Errors: a game that raises surfaces as :class:`~gymloop.errors.GameError` (with env index
       and seed) from :meth:`reset` or :meth:`step`, after every shard has finished its part of the
       call (so no shard is left mid-protocol); the first error in env order is raised. After an
-      error in :meth:`step` only :meth:`reset` or :meth:`close` may follow. A backend whose
-      :meth:`reset` fails may close itself; the VecEnv then makes a new one for the next reset.
+      error in :meth:`step` only :meth:`reset` or :meth:`close` may follow. When :meth:`reset`
+      raises, the VecEnv closes the backend and makes a new one for its next reset if
+      ``workers > 0`` (a failed start may leave workers mid-protocol; a backend may also close
+      itself first); with ``workers=0`` it calls :meth:`reset` again on the same backend, which
+      must then restart every game afresh.
     - :meth:`close` ends every game (``GreenletExit`` at its ``act`` call, so its ``finally``
       blocks run), stops processes and frees shared resources. It is idempotent, never raises
       for an already closed or half-constructed backend, and may be called from a finalizer.
@@ -297,6 +302,13 @@ def resolve_backend(name: str) -> Callable[[BackendConfig], Backend]:
         if close:
             hint = f"; did you mean {close[0]!r}?"
     raise ConfigError(f"unknown backend {name!r}; the known backends are {known}{hint}")
+
+
+def check_backend_config(factory: Callable[[BackendConfig], Backend], config: BackendConfig) -> None:
+    """Run the factory's :meth:`Backend.check_config` (a factory without one accepts every configuration)."""
+    check = getattr(factory, "check_config", None)
+    if check is not None:
+        check(config)
 
 
 def default_backend(workers: int) -> str:

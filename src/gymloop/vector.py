@@ -24,6 +24,7 @@ import numpy as np
 
 from .batch import Batch
 from .errors import ConfigError, EnvStateError, InvalidActionError
+from .runtime.backend import Backend, BackendConfig, check_backend_config, default_backend, resolve_backend
 from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
 
 __all__ = ["VecEnv"]
@@ -68,6 +69,10 @@ class VecEnv:
             function must be importable).
         spin_s: seconds a worker keeps polling (yielding its core each time) before it blocks
             while waiting for the next step; 0 blocks at once.
+        backend: the backend that runs the games, by name: ``"local"`` (every game in this
+            process), ``"process"`` (``workers`` processes), or any name given to
+            :func:`gymloop.runtime.backend.register_backend`. ``None`` (default): ``"local"`` for
+            ``workers <= 1``, else ``"process"``.
 
     Attributes:
         num_envs: number of game copies.
@@ -96,6 +101,7 @@ class VecEnv:
         checked: bool = True,
         start_method: str = "spawn",
         spin_s: float = 0.002,
+        backend: str | None = None,
     ) -> None:
         for name, v, lo in (("num_envs", num_envs, 1), ("workers", workers, 0), ("agents_per_game", agents_per_game, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
@@ -133,6 +139,13 @@ class VecEnv:
         self._is_env = _is_environment(game)
         if self.agents_per_game > 1 and self._is_env:
             raise ConfigError("agents_per_game applies to game loops; a gl.Environment is one slot per copy")
+        self.backend_name = default_backend(self.workers) if backend is None else backend
+        self._backend_factory = resolve_backend(self.backend_name)
+        self._backend_config = BackendConfig(
+            game=game, num_envs=self.num_envs, agents_per_game=self.agents_per_game, seed=self.seed,
+            declared=declared, is_env=self._is_env, workers=self.workers, start_method=start_method, spin_s=self.spin_s,
+        )
+        check_backend_config(self._backend_factory, self._backend_config)
 
     # ------------------------------------------------------------------ spaces
     @property
@@ -156,17 +169,8 @@ class VecEnv:
         return self._spaces
 
     # ------------------------------------------------------------------ lifecycle
-    def _make_backend(self) -> Any:
-        if self.workers <= 1:
-            from .runtime.local import LocalBackend
-
-            return LocalBackend(self.game, self.num_envs, self.agents_per_game, self.seed, self._declared, self._is_env)
-        from .runtime.workers import ProcessBackend
-
-        return ProcessBackend(
-            self.game, self.num_envs, self.agents_per_game, self.seed, self._declared, self._is_env,
-            self.workers, self.start_method, self.spin_s,
-        )
+    def _make_backend(self) -> Backend:
+        return self._backend_factory(self._backend_config)
 
     def reset(self) -> Batch:
         """Start (or restart) every game copy; returns the first batch.

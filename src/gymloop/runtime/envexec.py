@@ -30,7 +30,24 @@ def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
 
 
 class EnvExecutor:
-    """Steps ``num`` environment instances and batches their observations."""
+    """Steps environment copies ``[env_lo, env_lo + num)`` and batches their observations.
+
+    It implements :class:`~gymloop.runtime.backend.ShardExecutor` with the same meaning as the
+    game-loop :class:`~gymloop.runtime.executor.Executor`: :meth:`start` (re)starts every copy
+    (``Environment.reset`` with a new generation of seeds), :meth:`discover` reports the spaces,
+    :meth:`set_spaces` fixes them, :meth:`build` batches the pending observations, :meth:`step`
+    applies actions, :meth:`close_games` closes the environments.
+
+    Args:
+        declared: the VecEnv's declared ``(entity classes, globals class, action types)``. An
+            environment declares its whole spaces itself (``obs_space()``/``action_space()``) and
+            reports rows of numbers, not objects, so nothing is left to discover; declared types
+            are a promise about those spaces and are checked against them by :meth:`discover`:
+            each declared entity class must be an entity type of ``obs_space()`` with the same
+            feature names, a declared globals class must have the global feature names, and each
+            declared action type must be in ``action_space()`` with the same kind, labels and
+            candidate types. A mismatch is a :class:`~gymloop.errors.SchemaError` naming it.
+    """
 
     def __init__(self, factory: Any, env_lo: int, num: int, seed: int, spaces: Any = None, declared: Any = None) -> None:
         self.factory = factory
@@ -44,6 +61,7 @@ class EnvExecutor:
         self.seeds = [0] * num
         self.obs: list[Any] = [None] * num
         self.spaces: Spaces | None = spaces
+        self.declared = declared
         self.ep_ret = [0.0] * num
         self.ep_len = [0] * num
 
@@ -63,22 +81,20 @@ class EnvExecutor:
         return err
 
     def reset(self) -> Batch:
+        """:meth:`start`, fix the spaces on first use (:meth:`discover` of this shard alone), :meth:`build`."""
         self.start()
         if self.spaces is None:
             self.spaces = self.discover()
         return self.build()
 
     def start(self) -> None:
+        """Make the environments (first time), then reset every one with a new generation of seeds.
+
+        Raises:
+            GameError: an environment's constructor or ``reset`` raised (the first one, in env order).
+        """
         if not self.envs:
             self.envs = [self.factory() for _ in range(self.n)]
-
-    def discover(self) -> Spaces:
-        return env_spaces(self.envs[0].obs_space(), self.envs[0].action_space())
-
-    def set_spaces(self, spaces: Spaces) -> None:
-        self.spaces = spaces
-
-    def build(self) -> Batch:
         self.generation += 1
         self.restarts = [0] * self.n
         self.ep_ret = [0.0] * self.n
@@ -89,8 +105,23 @@ class EnvExecutor:
                 obs.append(self._reset_env(i))
             except Exception as e:
                 raise self._fail(i, e) from e
+        self.obs = obs
+
+    def discover(self) -> Spaces:
+        """The environments' own spaces, checked against the declared types (see the class docstring)."""
+        sp = env_spaces(self.envs[0].obs_space(), self.envs[0].action_space())
+        if self.declared:
+            _check_declared(sp, self.declared)
+        return sp
+
+    def set_spaces(self, spaces: Spaces) -> None:
+        """Fix the spaces (every shard gets the same, from :func:`~gymloop.runtime.backend.discover_spaces`)."""
+        self.spaces = spaces
+
+    def build(self) -> Batch:
+        """The batch of the observations :meth:`start` got (no reward, no episode ends)."""
         done = [False] * self.n
-        return self._build(obs, [0.0] * self.n, done, done, [None] * self.n)
+        return self._build(self.obs, [0.0] * self.n, done, done, [None] * self.n)
 
     def step(self, actions: Sequence[np.ndarray]) -> Batch:
         names = self.spaces.action_names
@@ -279,3 +310,31 @@ class EnvExecutor:
                 e.close()
             except Exception:
                 log.exception("environment close() raised")
+
+
+def _check_declared(sp: Spaces, declared: Any) -> None:
+    """Raise :class:`SchemaError` where a declared type disagrees with an environment's spaces."""
+    ents, glob, acts = declared
+    want = Spaces.build(ents, glob, acts)
+    have_obs = sp.obs
+    for name, feats in want.obs_space.entities.items():
+        got = have_obs.entities.get(name)
+        if got is None:
+            raise SchemaError(
+                f"declared entity type {name!r} is not in the environment's obs_space() {sorted(have_obs.entities)}"
+            )
+        if tuple(got) != tuple(feats):
+            raise SchemaError(
+                f"declared entity type {name!r} has features {list(feats)}, the environment's obs_space() {list(got)}"
+            )
+    if glob is not None and tuple(want.obs_space.globals) != tuple(have_obs.globals):
+        raise SchemaError(
+            f"declared globals type has features {list(want.obs_space.globals)}, the environment's obs_space() "
+            f"globals are {list(have_obs.globals)}"
+        )
+    for name, d in want.action_space.items():
+        got = sp.actions.get(name)
+        if got is None:
+            raise SchemaError(f"declared action type {name!r} is not in the environment's action_space() {sp.action_names}")
+        if got != d:
+            raise SchemaError(f"declared action type {name!r} is {d}, but the environment's action_space() has {got}")

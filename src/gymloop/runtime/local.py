@@ -1,4 +1,4 @@
-"""The in-process backend (``workers=0``): one executor for every game copy."""
+"""The in-process backend (``"local"``, the default for ``workers <= 1``): one executor for every game copy."""
 
 from __future__ import annotations
 
@@ -7,28 +7,47 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
-from ..spaces import Spaces
-from .executor import Executor
+from ..errors import ConfigError
+from .backend import Backend, BackendConfig, discover_spaces, make_executor, register_backend
+
+__all__ = ["LocalBackend", "make_executor"]
 
 
-def make_executor(game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spaces: Spaces | None = None) -> Any:
-    if is_env:
-        from .envexec import EnvExecutor
+class LocalBackend(Backend):
+    """Every game copy in this process, stepped by one :class:`~gymloop.runtime.backend.ShardExecutor`.
 
-        return EnvExecutor(game, env_lo, n, seed, spaces, declared)
-    return Executor(game, env_lo, n, apg, seed, spaces, declared)
+    Batches are the executor's own, built afresh every step (nothing is reused). A failed
+    :meth:`reset` leaves the backend usable: the next reset restarts every game.
+    """
 
+    @classmethod
+    def check_config(cls, config: BackendConfig) -> None:
+        if config.workers > 1:
+            raise ConfigError(
+                f"backend='local' runs every game in this process, but workers={config.workers} asks for "
+                f"{config.workers} processes; use backend='process' (or backend=None) for workers > 1, or workers=0"
+            )
 
-class LocalBackend:
-    def __init__(self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool) -> None:
-        self.ex = make_executor(game, 0, num_envs, apg, seed, declared, is_env)
+    def __init__(self, config: BackendConfig) -> None:
+        c = config
+        self.is_env = c.is_env
+        self.ex = make_executor(c.game, 0, c.num_envs, c.agents_per_game, c.seed, c.declared, c.is_env)
+        self.spaces: Any = None
 
-    def reset(self) -> tuple[Batch, Spaces]:
-        b = self.ex.reset()
-        return b, self.ex.spaces
+    def reset(self) -> tuple[Batch, Any]:
+        ex = self.ex
+        ex.start()
+        if self.spaces is None:
+            fixed, _ = discover_spaces([ex.discover()], self.is_env)
+            ex.set_spaces(fixed)
+            self.spaces = ex.spaces  # the executor's own compiled spaces: one value in this process
+        return ex.build(), self.spaces
 
     def step(self, actions: list[np.ndarray]) -> Batch:
         return self.ex.step(actions)
 
     def close(self) -> None:
         self.ex.close_games()
+
+
+register_backend("local", LocalBackend)

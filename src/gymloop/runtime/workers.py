@@ -24,6 +24,7 @@ import os
 import pickle
 import time
 import traceback
+from enum import IntEnum
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -32,9 +33,65 @@ import numpy as np
 from ..batch import Batch
 from ..errors import ConfigError, GymloopError
 from ..spaces import Spaces
-from .executor import merge_types
+from .backend import Backend, BackendConfig, discover_spaces, make_executor, register_backend, shard_sizes
 
 log = logging.getLogger("gymloop.workers")
+
+
+class Op(IntEnum):
+    """The opcodes of the pipe between the main process and a worker: the first byte of every message.
+
+    Main process -> worker:
+
+    - ``RESET``: restart every game. At the first reset the worker answers ``DISCOVERED`` and waits
+      for ``SPACES``; then (and at later resets at once) it answers with a batch.
+    - ``SPACES`` + pickled fixed spaces (from :func:`~gymloop.runtime.backend.discover_spaces`).
+    - ``STEP`` + 7 bytes of padding + the int64 length of every action array; the arrays themselves
+      are in the worker's input segment, back to back. The worker answers with a batch.
+    - ``IN_SEGMENT`` + name: the input segment was replaced by a bigger one (no answer).
+    - ``OUT_SEGMENT`` + name: the bigger output segment the worker asked for with ``GROW``.
+    - ``CLOSE``: close every game and exit; the worker answers ``CLOSED``.
+
+    Worker -> main process:
+
+    - ``DISCOVERED`` + pickled :meth:`~gymloop.runtime.backend.ShardExecutor.discover` value.
+    - ``BATCH`` + int64 header length + header (dtype, ndim, shape of every array) + metric names
+      joined by NUL; the arrays are in the worker's output segment.
+    - ``GROW`` + int64 size: the batch needs a bigger output segment; the answer is ``OUT_SEGMENT``.
+    - ``ERROR`` + pickled exception, in place of the expected answer; the worker keeps serving.
+    - ``CLOSED``: the answer to ``CLOSE``.
+
+    The values are ASCII letters, which keeps the byte stream readable when debugging.
+    """
+
+    RESET = ord("R")
+    SPACES = ord("P")
+    STEP = ord("S")
+    IN_SEGMENT = ord("N")
+    OUT_SEGMENT = ord("M")
+    CLOSE = ord("C")
+    DISCOVERED = ord("D")
+    BATCH = ord("B")
+    GROW = ord("G")
+    ERROR = ord("E")
+    CLOSED = ord("K")
+
+    @property
+    def tag(self) -> bytes:
+        """The one-byte message prefix."""
+        return bytes((self.value,))
+
+
+# message prefixes and plain-int opcodes for the per-step path (no enum lookups per message)
+_T_RESET, _T_SPACES, _T_IN_SEGMENT, _T_OUT_SEGMENT, _T_CLOSE = (
+    Op.RESET.tag, Op.SPACES.tag, Op.IN_SEGMENT.tag, Op.OUT_SEGMENT.tag, Op.CLOSE.tag,
+)
+_T_DISCOVERED, _T_BATCH, _T_GROW, _T_ERROR, _T_CLOSED = (
+    Op.DISCOVERED.tag, Op.BATCH.tag, Op.GROW.tag, Op.ERROR.tag, Op.CLOSED.tag,
+)
+_T_STEP_HEAD = Op.STEP.tag + b"\x00" * 7  # the action lengths that follow are 8-byte aligned
+_OP_STEP, _OP_RESET, _OP_IN_SEGMENT, _OP_CLOSE = int(Op.STEP), int(Op.RESET), int(Op.IN_SEGMENT), int(Op.CLOSE)
+_OP_BATCH, _OP_GROW, _OP_ERROR = int(Op.BATCH), int(Op.GROW), int(Op.ERROR)
 
 _ALIGN = 64
 _DTYPES = [np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_), np.dtype(np.float64)]
@@ -141,8 +198,6 @@ def _worker_main(
     conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str,
     spin_s: float = 0.0,
 ) -> None:
-    from .local import make_executor
-
     logging.basicConfig(level=logging.WARNING)
     ex = make_executor(game, env_lo, n, apg, seed, declared, is_env)
     in_shm = _attach(in_name)
@@ -153,13 +208,13 @@ def _worker_main(
         arrays, names = _flatten(b)
         head, size = _layout(arrays)
         if size > out_shm.size:
-            conn.send_bytes(b"G" + np.array([size], dtype=np.int64).tobytes())
+            conn.send_bytes(_T_GROW + np.array([size], dtype=np.int64).tobytes())
             msg = conn.recv_bytes()
             out_shm.close()
             out_shm = _attach(msg[1:].decode())
         _write(out_shm.buf, arrays)
         hb = head.tobytes()
-        conn.send_bytes(b"B" + np.array([len(hb)], dtype=np.int64).tobytes() + hb + "\x00".join(names).encode())
+        conn.send_bytes(_T_BATCH + np.array([len(hb)], dtype=np.int64).tobytes() + hb + "\x00".join(names).encode())
 
     spin = spin_s
     try:
@@ -175,9 +230,9 @@ def _worker_main(
                 msg = conn.recv_bytes()
             except (EOFError, OSError):
                 break
-            op = msg[:1]
+            op = msg[0]
             try:
-                if op == b"S":
+                if op == _OP_STEP:
                     lens = np.frombuffer(msg, dtype=np.int64, offset=8)
                     actions = []
                     off = 0
@@ -185,10 +240,10 @@ def _worker_main(
                         actions.append(np.ndarray((L,), np.int64, buffer=in_shm.buf, offset=off))
                         off += L * 8
                     send_batch(ex.step(actions))
-                elif op == b"R":
+                elif op == _OP_RESET:
                     if ex.spaces is None:
                         ex.start()
-                        conn.send_bytes(b"D" + pickle.dumps(ex.discover()))
+                        conn.send_bytes(_T_DISCOVERED + pickle.dumps(ex.discover()))
                         reply = conn.recv_bytes()
                         ex.set_spaces(pickle.loads(reply[1:]))
                         send_batch(ex.build())
@@ -197,19 +252,19 @@ def _worker_main(
                     # the games' long-lived objects need no more collection passes in this process
                     gc.collect()
                     gc.freeze()
-                elif op == b"N":
+                elif op == _OP_IN_SEGMENT:
                     in_shm.close()
                     in_shm = _attach(msg[1:].decode())
-                elif op == b"C":
+                elif op == _OP_CLOSE:
                     ex.close_games()
-                    conn.send_bytes(b"K")
+                    conn.send_bytes(_T_CLOSED)
                     break
             except BaseException as e:  # report, keep serving (close must still work)
                 try:
                     payload = pickle.dumps(e)
                 except Exception:
                     payload = pickle.dumps(GymloopError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
-                conn.send_bytes(b"E" + payload)
+                conn.send_bytes(_T_ERROR + payload)
                 if not isinstance(e, Exception):
                     break
     finally:
@@ -267,17 +322,17 @@ class _Worker:
         return shm
 
     def read_batch(self, msg: bytes, spaces: Any) -> Batch:
-        while msg[:1] == b"G":
+        while msg[0] == _OP_GROW:
             need = int(np.frombuffer(msg, dtype=np.int64, offset=1)[0])
             old = self.out_shm
             self.out_shm = self.new_segment(need * 2)
-            self.conn.send_bytes(b"M" + self.out_shm.name.encode())
+            self.conn.send_bytes(_T_OUT_SEGMENT + self.out_shm.name.encode())
             msg = self.recv()
             self._drop(old)
-        if msg[:1] == b"E":
+        if msg[0] == _OP_ERROR:
             raise pickle.loads(msg[1:])
-        if msg[:1] != b"B":  # pragma: no cover
-            raise GymloopError(f"unexpected message from worker: {msg[:1]!r}")
+        if msg[0] != _OP_BATCH:  # pragma: no cover
+            raise GymloopError(f"unexpected message from worker: {_op_name(msg)}")
         hl = int(np.frombuffer(msg, dtype=np.int64, count=1, offset=1)[0])
         head = np.frombuffer(msg, dtype=np.int64, count=hl // 8, offset=9)
         names_b = msg[9 + hl :]
@@ -304,47 +359,56 @@ class _Worker:
             self._drop(shm)
 
 
-class ProcessBackend:
+class ProcessBackend(Backend):
     """Runs the game copies in ``workers`` processes: this one and ``workers - 1`` children.
 
     The calling process steps the first share of the games itself while the children step the
     others, so ``workers`` busy processes use ``workers`` cores and none idles (a main process that
     only waits would leave a core idle or, spinning, fight the workers for it).
+
+    Batches are read out of shared memory and copied (``Batch.concat(copy=True)``), so a returned
+    batch never aliases a segment. A failed :meth:`reset` closes the backend (workers may be left
+    mid-protocol); a game error in :meth:`step` is raised once every worker has answered.
     """
 
-    def __init__(
-        self, game: Any, num_envs: int, apg: int, seed: int, declared: Any, is_env: bool, workers: int, start_method: str,
-        spin_s: float = 0.002,
-    ) -> None:
-        from .local import make_executor
+    @classmethod
+    def check_config(cls, config: BackendConfig) -> None:
+        if config.workers < 1:
+            raise ConfigError(
+                f"backend='process' needs workers >= 1 (the number of processes, this one included), got "
+                f"workers={config.workers}; use workers=N, or backend='local' for everything in this process"
+            )
 
+    def __init__(self, config: BackendConfig) -> None:
+        c = config
+        self.spaces: Any = None
+        self.workers: list[_Worker] = []
+        self.local: Any = None
+        self.is_env = c.is_env
         if getattr(mp.current_process(), "_inheriting", False):
             raise ConfigError(
                 "a VecEnv with workers was created while a worker process was importing the main script: guard the "
                 "script's top level with `if __name__ == \"__main__\":` (workers are started fresh and import it)"
             )
         try:
-            ctx = mp.get_context(start_method)
+            ctx = mp.get_context(c.start_method)
         except ValueError as e:
-            raise ConfigError(f"unknown start_method {start_method!r}: {e}") from None
-        if workers > 1 and start_method != "fork":
+            raise ConfigError(f"unknown start_method {c.start_method!r}: {e}") from None
+        if c.workers > 1 and c.start_method != "fork":
             try:
-                pickle.dumps(game)
+                pickle.dumps(c.game)
             except Exception as e:
                 raise ConfigError(
-                    f"with workers > 1 the game {game!r} must be picklable (a module-level function or class) "
+                    f"with workers > 1 the game {c.game!r} must be picklable (a module-level function or class) "
                     f"so worker processes can import it: {e}"
                 ) from None
-        self.spaces: Any = None
-        self.workers: list[_Worker] = []
-        self.is_env = is_env
-        base, extra = divmod(num_envs, workers)
-        sizes = [base + (1 if w < extra else 0) for w in range(workers)]
-        self.local = make_executor(game, 0, sizes[0], apg, seed, declared, is_env)
+        sizes = shard_sizes(c.num_envs, c.workers)
+        apg = c.agents_per_game
+        self.local = make_executor(c.game, 0, sizes[0], apg, c.seed, c.declared, c.is_env)
         lo = sizes[0]
         try:
             for n in sizes[1:]:
-                self.workers.append(_Worker(ctx, game, lo, n, apg, seed, declared, is_env, spin_s))
+                self.workers.append(_Worker(ctx, c.game, lo, n, apg, c.seed, c.declared, c.is_env, c.spin_s))
                 lo += n
         except BaseException:
             self.close()
@@ -375,8 +439,9 @@ class ProcessBackend:
 
     def _reset(self) -> tuple[Batch, Any]:
         for w in self.workers:
-            w.conn.send_bytes(b"R")
+            w.conn.send_bytes(_T_RESET)
         local_error: BaseException | None = None
+        local = None
         if self.spaces is None:
             found = []
             errors: list[BaseException] = []
@@ -387,30 +452,23 @@ class ProcessBackend:
                 errors.append(e)
             for w in self.workers:
                 msg = w.recv()
-                if msg[:1] == b"E":
+                if msg[0] == _OP_ERROR:
                     errors.append(pickle.loads(msg[1:]))
                 else:
                     found.append(pickle.loads(msg[1:]))
             if errors:
                 raise errors[0]
-            if self.is_env:
-                spaces = found[0]
-                payload = spaces
-            else:
-                payload = merge_types((e, [g] if g is not None else [], a) for e, g, a in found)
-                spaces = Spaces.build(*payload)
-            blob = b"P" + pickle.dumps(payload)
+            fixed, spaces = discover_spaces(found, self.is_env)
+            blob = _T_SPACES + pickle.dumps(fixed)
             for w in self.workers:
                 w.conn.send_bytes(blob)
             self.spaces = spaces
-            self.local.set_spaces(payload)
-            local = None
+            self.local.set_spaces(fixed)
             try:
                 local = self.local.build()
             except GymloopError as e:
                 local_error = e
         else:
-            local = None
             try:
                 local = self.local.reset()
             except GymloopError as e:
@@ -418,12 +476,12 @@ class ProcessBackend:
         return self._gather(local, local_error), self.spaces
 
     def step(self, actions: list[np.ndarray]) -> Batch:
-        names = list(self.spaces.actions)
+        n_types = len(self.spaces.actions)
         b_prev = self._last_counts
         for wi, w in enumerate(self.workers, start=1):
             lens = []
             parts = []
-            for a in range(len(names)):
+            for a in range(n_types):
                 lo, hi = b_prev[a][wi], b_prev[a][wi + 1]
                 parts.append(actions[a][lo:hi])
                 lens.append(hi - lo)
@@ -431,7 +489,7 @@ class ProcessBackend:
             if need > w.in_shm.size:
                 old = w.in_shm
                 w.in_shm = w.new_segment(max(need * 2, 4096))
-                w.conn.send_bytes(b"N" + w.in_shm.name.encode())
+                w.conn.send_bytes(_T_IN_SEGMENT + w.in_shm.name.encode())
                 w._drop(old)
             off = 0
             buf = w.in_shm.buf
@@ -439,11 +497,11 @@ class ProcessBackend:
                 if p.size:
                     np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
                 off += p.size * 8
-            w.conn.send_bytes(b"S" + b"\x00" * 7 + np.array(lens, dtype=np.int64).tobytes())
+            w.conn.send_bytes(_T_STEP_HEAD + np.array(lens, dtype=np.int64).tobytes())
         # step this process's own share while the workers step theirs
         local, local_error = None, None
         try:
-            local = self.local.step([actions[a][b_prev[a][0] : b_prev[a][1]] for a in range(len(names))])
+            local = self.local.step([actions[a][b_prev[a][0] : b_prev[a][1]] for a in range(n_types)])
         except GymloopError as e:
             local_error = e
         return self._gather(local, local_error)
@@ -455,18 +513,19 @@ class ProcessBackend:
                 local.close_games()
             except Exception:  # pragma: no cover
                 log.exception("closing the games of the main process failed")
-        for w in self.workers:
+        workers = getattr(self, "workers", None) or []
+        for w in workers:
             try:
                 if w.proc.is_alive():
-                    w.conn.send_bytes(b"C")
+                    w.conn.send_bytes(_T_CLOSE)
             except (OSError, ValueError, BrokenPipeError):
                 pass
-        for w in self.workers:
+        for w in workers:
             try:
                 if w.conn.poll(10):
                     while True:
                         m = w.conn.recv_bytes()
-                        if m[:1] == b"K":
+                        if m[:1] == _T_CLOSED:
                             break
                         if not w.conn.poll(10):
                             break
@@ -483,3 +542,14 @@ class ProcessBackend:
                 pass
             w.release()
         self.workers = []
+
+
+def _op_name(msg: bytes) -> str:
+    """An opcode by name, for error messages."""
+    try:
+        return Op(msg[0]).name
+    except (ValueError, IndexError):
+        return repr(msg[:1])
+
+
+register_backend("process", ProcessBackend)

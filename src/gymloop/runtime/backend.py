@@ -1,0 +1,316 @@
+"""The backend interface: how a :class:`~gymloop.vector.VecEnv` runs its game copies.
+
+A backend owns ``num_envs`` game copies and hands their decisions over as one
+:class:`~gymloop.batch.Batch` per step. Every backend steps its games with the same *shard
+executors* (:class:`ShardExecutor`: one per share of the games, made by :func:`make_executor`), and
+fixes the spaces with the same shared step (:func:`discover_spaces`); what differs between backends
+is only where the shards run and how batches and actions travel:
+
+- ``"local"`` (:mod:`gymloop.runtime.local`): one executor in this process;
+- ``"process"`` (:mod:`gymloop.runtime.workers`): this process and ``workers - 1`` child processes,
+  batches through shared memory.
+
+Backends are chosen by name (``gl.VecEnv(game, n, backend="process")``). A new backend is one file
+that subclasses :class:`Backend` and calls :func:`register_backend`; a built-in one that should
+load only when asked for is also named in ``_LAZY`` below (``"name": "module:attribute"``), so that
+:mod:`gymloop.vector` never imports it (nor what it needs, e.g. ``ray``) until it is used.
+
+The reset protocol of a backend, whatever its transport::
+
+    for each shard:  ex.start()                 # every game runs to its first decision
+                     found.append(ex.discover())  # declared + seen types of this shard
+    fixed, spaces = discover_spaces(found, config.is_env)   # once, at the first reset only
+    for each shard:  ex.set_spaces(fixed); part = ex.build()
+    batch = Batch.concat(parts)                 # shards in env order
+
+later resets are ``ex.reset()`` on every shard (the spaces stay fixed), and a step is
+``ex.step(that shard's slice of every action array)`` on every shard, then ``Batch.concat``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..batch import Batch
+from ..errors import ConfigError, SchemaError
+from ..spaces import Spaces
+
+__all__ = [
+    "Backend",
+    "BackendConfig",
+    "ShardExecutor",
+    "backend_names",
+    "check_backend_config",
+    "default_backend",
+    "discover_spaces",
+    "make_executor",
+    "register_backend",
+    "resolve_backend",
+    "shard_sizes",
+]
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """What a :class:`~gymloop.vector.VecEnv` asks of its backend (validated by the VecEnv).
+
+    Attributes:
+        game: the game loop function, or the :class:`gl.Environment` class (or a partial of one).
+        num_envs: number of game copies.
+        agents_per_game: agents (batch slots) per game copy.
+        seed: root seed; copy ``i`` derives its seeds from it and ``i`` alone (not the layout).
+        declared: ``(entity classes, globals class, action types)`` declared up front, or ``None``.
+        is_env: ``game`` is a low-level :class:`gl.Environment`.
+        workers: the ``workers`` the VecEnv was given (0 or more).
+        start_method: multiprocessing start method (backends with processes).
+        spin_s: seconds a worker polls before it blocks (backends with processes).
+    """
+
+    game: Any
+    num_envs: int
+    agents_per_game: int
+    seed: int
+    declared: tuple[list[type], type | None, list[Any]] | None
+    is_env: bool
+    workers: int = 0
+    start_method: str = "spawn"
+    spin_s: float = 0.002
+
+
+class Backend(ABC):
+    """Runs the game copies of one VecEnv; made by its registered factory from a :class:`BackendConfig`.
+
+    The contract:
+
+    - Construction starts nothing that runs games (it may start processes or actors); the first
+      :meth:`reset` does.
+    - :meth:`reset` (re)starts every game copy and returns the first batch and the spaces. The
+      spaces are fixed at the first reset with :func:`discover_spaces` over what every shard found,
+      and every later reset returns the same value.
+    - :meth:`step` takes one ``int64`` array per action type, in ``spaces.actions`` order,
+      with one entry per actor of that type in the last batch, in batch order (the VecEnv has
+      validated them). It must not keep or write into them after it returns.
+    - Ownership of batches: the caller owns every array of a returned batch; a backend may reuse
+      arrays of its own only if they are never handed out again (a batch read out of shared memory
+      is copied). A batch stays valid after later steps and after :meth:`close`.
+    - Errors: a game that raises surfaces as :class:`~gymloop.errors.GameError` (with env index
+      and seed) from :meth:`reset` or :meth:`step`, after every shard has finished its part of the
+      call (so no shard is left mid-protocol); the first error in env order is raised. After an
+      error in :meth:`step` only :meth:`reset` or :meth:`close` may follow. When :meth:`reset`
+      raises, the VecEnv closes the backend and makes a new one for its next reset if
+      ``workers > 0`` (a failed start may leave workers mid-protocol; a backend may also close
+      itself first); with ``workers=0`` it calls :meth:`reset` again on the same backend, which
+      must then restart every game afresh.
+    - :meth:`close` ends every game (``GreenletExit`` at its ``act`` call, so its ``finally``
+      blocks run), stops processes and frees shared resources. It is idempotent, never raises
+      for an already closed or half-constructed backend, and may be called from a finalizer.
+    - The per-step path adds no per-step Python work beyond the hand-off itself.
+    """
+
+    #: the name this backend is registered under (set by :func:`register_backend`)
+    name: str = ""
+
+    @classmethod
+    def check_config(cls, config: BackendConfig) -> None:
+        """Raise :class:`ConfigError` if this backend cannot run ``config`` (called by VecEnv's constructor).
+
+        The default accepts every configuration.
+        """
+        return None
+
+    @abstractmethod
+    def reset(self) -> tuple[Batch, Any]:
+        """(Re)start every game copy; returns ``(first batch, spaces)``."""
+
+    @abstractmethod
+    def step(self, actions: list[np.ndarray]) -> Batch:
+        """Apply one action per actor (one ``int64`` array per action type); returns the next batch."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End every game, stop processes, free shared resources. Idempotent."""
+
+
+@runtime_checkable
+class ShardExecutor(Protocol):
+    """What every backend drives: one executor stepping a contiguous share of the game copies.
+
+    :class:`~gymloop.runtime.executor.Executor` (game loops in greenlets) and
+    :class:`~gymloop.runtime.envexec.EnvExecutor` (low-level environments) both implement it, with
+    the same meaning for every method. A shard covers copies ``[env_lo, env_lo + n)`` and its batch
+    has their slots in order, with ``actor_slot`` as global slot indices, so shard batches
+    concatenate in env order into the batch of the whole VecEnv.
+
+    Attributes:
+        spaces: the fixed spaces, or ``None`` before :meth:`set_spaces` (or a first :meth:`reset`).
+    """
+
+    spaces: Any
+
+    def start(self) -> None:
+        """(Re)start every game of the shard (a new generation of seeds); each runs to its first decision.
+
+        Raises :class:`~gymloop.errors.GameError` for a game that failed to start.
+        """
+
+    def discover(self) -> Any:
+        """What this shard declares and has seen so far (after :meth:`start`), for :func:`discover_spaces`."""
+
+    def set_spaces(self, fixed: Any) -> None:
+        """Fix the spaces from the first value :func:`discover_spaces` returns (it is picklable)."""
+
+    def build(self) -> Batch:
+        """The batch of the games' pending decisions (after :meth:`start` and with fixed spaces)."""
+
+    def reset(self) -> Batch:
+        """:meth:`start`, then (if not fixed yet) discover and fix the spaces of this shard alone, then :meth:`build`."""
+
+    def step(self, actions: Sequence[np.ndarray]) -> Batch:
+        """Resume every waiting game with its action (this shard's slices); returns the next batch."""
+
+    def close_games(self) -> None:
+        """End every game of the shard (their ``finally`` blocks run). Idempotent."""
+
+
+def make_executor(
+    game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spaces: Any = None,
+) -> ShardExecutor:
+    """The executor for game copies ``[env_lo, env_lo + n)``: the same stepping code in every backend."""
+    if is_env:
+        from .envexec import EnvExecutor
+
+        return EnvExecutor(game, env_lo, n, seed, spaces, declared)
+    from .executor import Executor
+
+    return Executor(game, env_lo, n, apg, seed, spaces, declared)
+
+
+def shard_sizes(num_envs: int, shards: int) -> list[int]:
+    """How many game copies each of ``shards`` shards runs: contiguous, as even as can be, larger first."""
+    base, extra = divmod(num_envs, shards)
+    return [base + (1 if w < extra else 0) for w in range(shards)]
+
+
+def discover_spaces(found: Sequence[Any], is_env: bool) -> tuple[Any, Any]:
+    """Fix the spaces of a VecEnv from what each shard discovered; the one shared discovery step.
+
+    Args:
+        found: one :meth:`ShardExecutor.discover` value per shard, in env order.
+        is_env: the shards run low-level environments (each found value is their ``EnvSpaces``).
+
+    Returns:
+        ``(fixed, spaces)``: ``fixed`` is the picklable value every shard receives through
+        :meth:`ShardExecutor.set_spaces`; ``spaces`` is what the backend's :meth:`Backend.reset`
+        returns. For game loops, ``fixed`` is the union ``(entity classes, globals class,
+        action types)`` in canonical order (so every layout of shards gives the same spaces) and
+        ``spaces`` the :class:`~gymloop.spaces.Spaces` compiled from it. For environments both are
+        the environments' own spaces, which every shard must agree on.
+
+    Raises:
+        SchemaError: games used several globals classes, two types share a name, or environment
+            copies report different spaces.
+    """
+    if not found:
+        raise ValueError("discover_spaces needs what at least one shard found")
+    if is_env:
+        first = found[0]
+        for other in found[1:]:
+            if other.obs != first.obs or other.actions != first.actions:
+                raise SchemaError(
+                    "environment copies report different spaces (obs_space()/action_space()); every copy must "
+                    "report the same"
+                )
+        return first, first
+    from .executor import merge_types
+
+    fixed = merge_types((e, [g] if g is not None else [], a) for e, g, a in found)
+    return fixed, Spaces.build(*fixed)
+
+
+# ---------------------------------------------------------------------- registry
+_REGISTRY: dict[str, Callable[[BackendConfig], Backend]] = {}
+# built-in backends, imported on first use only ("module:attribute" of their Backend class)
+_LAZY: dict[str, str] = {
+    "local": "gymloop.runtime.local:LocalBackend",
+    "process": "gymloop.runtime.workers:ProcessBackend",
+}
+
+
+def register_backend(name: str, factory: Callable[[BackendConfig], Backend] | str) -> None:
+    """Make ``factory`` the backend called ``name``; ``VecEnv(..., backend=name)`` then uses it.
+
+    Args:
+        name: the backend's name.
+        factory: a :class:`Backend` subclass (called with the :class:`BackendConfig`; its
+            :meth:`Backend.check_config` runs in VecEnv's constructor) or any callable
+            ``factory(config) -> Backend``; or ``"module:attribute"`` to import it on first use.
+
+    Example:
+        >>> from gymloop.runtime.backend import register_backend, backend_names
+        >>> "local" in backend_names() and "process" in backend_names()
+        True
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"a backend name must be a non-empty string, got {name!r}")
+    if isinstance(factory, str):
+        if ":" not in factory:
+            raise ConfigError(f"a lazy backend is given as 'module:attribute', got {factory!r}")
+        _REGISTRY.pop(name, None)
+        _LAZY[name] = factory
+        return
+    if not callable(factory):
+        raise ConfigError(f"backend {name!r}: the factory must be callable, got {factory!r}")
+    _LAZY.pop(name, None)
+    _REGISTRY[name] = factory
+    if isinstance(factory, type) and issubclass(factory, Backend) and not factory.name:
+        factory.name = name
+
+
+def backend_names() -> list[str]:
+    """Names of every known backend (registered or loaded on first use), sorted."""
+    return sorted(set(_REGISTRY) | set(_LAZY))
+
+
+def resolve_backend(name: str) -> Callable[[BackendConfig], Backend]:
+    """The factory of the backend called ``name`` (importing it on first use).
+
+    Raises:
+        ConfigError: no backend has that name (the message lists the known ones).
+    """
+    f = _REGISTRY.get(name) if isinstance(name, str) else None
+    if f is not None:
+        return f
+    if isinstance(name, str) and name in _LAZY:
+        mod, _, attr = _LAZY[name].partition(":")
+        try:
+            f = getattr(importlib.import_module(mod), attr)
+        except ImportError as e:
+            raise ConfigError(f"backend {name!r} could not be loaded ({mod}): {e}") from None
+        register_backend(name, f)
+        return f
+    known = backend_names()
+    hint = ""
+    if isinstance(name, str):
+        close = difflib.get_close_matches(name, known, n=1)
+        if close:
+            hint = f"; did you mean {close[0]!r}?"
+    raise ConfigError(f"unknown backend {name!r}; the known backends are {known}{hint}")
+
+
+def check_backend_config(factory: Callable[[BackendConfig], Backend], config: BackendConfig) -> None:
+    """Run the factory's :meth:`Backend.check_config` (a factory without one accepts every configuration)."""
+    check = getattr(factory, "check_config", None)
+    if check is not None:
+        check(config)
+
+
+def default_backend(workers: int) -> str:
+    """The backend ``VecEnv(backend=None)`` uses: everything in this process for ``workers <= 1``."""
+    return "local" if workers <= 1 else "process"

@@ -117,13 +117,13 @@ def test_checkpoint_metadata():
     assert info["enn"]["config_version"] == 4 and info["enn"]["env"]["id"] == "MultiSnake"
     assert policy.cfg.readout is False and policy.cfg.mlp_ratio == 4 and policy.cfg.d_model == 32
     assert policy.relpos_cfg.extent == [10, 10] and policy.relpos_cfg.value_gate == "relu"
-    assert policy.action_space["move"]["labels"] == ("up", "down", "left", "right")
+    assert policy.action_space["move"].labels == ("up", "down", "left", "right")
     xor = enn.load_policy(source("xor", "archive"))
     assert xor.entity_names == ["Input", "__global__"] and xor.entity_features["__global__"] == ()
     assert xor.info["enn"]["global_actions"] == ["output"]
     cherry = enn.load_policy(source("cherrypick", "folder"))
-    assert cherry.action_space["Pick Cherry"]["among"] == ("Cherry", "Player")
-    assert enn.load_policy(source("cherrypick", "folder"), among={"Pick Cherry": ["Cherry"]}).action_space["Pick Cherry"]["among"] == ("Cherry",)
+    assert cherry.action_space["Pick Cherry"].among == ("Cherry", "Player")
+    assert enn.load_policy(source("cherrypick", "folder"), among={"Pick Cherry": ["Cherry"]}).action_space["Pick Cherry"].among == ("Cherry",)
 
 
 def test_converted_checkpoint_loads_in_numpy_and_torch(tmp_path):
@@ -150,9 +150,9 @@ def test_converted_checkpoint_loads_in_numpy_and_torch(tmp_path):
             o = 0
             for case, ob in zip(ref["cases"], obs):
                 n = len(ob.actors[a])
-                k = len(desc["labels"]) if desc["kind"] == "categorical" else len(ob.actees[a])
-                got = lp[o : o + n] if desc["kind"] == "categorical" else lp[o : o + n * k].reshape(n, k)
-                o += n if desc["kind"] == "categorical" else n * k
+                k = len(desc.labels) if desc.kind == "categorical" else len(ob.actees[a])
+                got = lp[o : o + n] if desc.kind == "categorical" else lp[o : o + n * k].reshape(n, k)
+                o += n if desc.kind == "categorical" else n * k
                 np.testing.assert_allclose(got, np.array(case["logprobs"][a]), rtol=0, atol=LOGP_TOL)
 
 
@@ -283,7 +283,7 @@ def test_cherrypick_agent_selects_the_same_cherry():
         enn.load(source("cherrypick", "folder"), greedy=True, among={"Pick Cherry": ["Cherry"]}),
     ]
     for agent in agents:
-        assert agent.policy.action_space["Pick Cherry"]["among"] == ("Cherry",)
+        assert agent.policy.action_space["Pick Cherry"].among == ("Cherry",)
         for c in cases:
             obs, _ = cherry_obs(c)
             np.testing.assert_allclose(softmax(agent.logits(obs, Pick)[0]), c["probs"]["Pick Cherry"], rtol=0, atol=P_TOL)

@@ -309,7 +309,7 @@ def test_seeded_and_greedy_choices(ckpt_dir):
     for obs, types in obs_list:
         stances, aims = greedy.act(obs, *types)
         lg_stance, lg_aim = greedy.logits(obs, *types)
-        assert [s.name for s in stances] == [greedy.policy.action_space["Stance"]["labels"][i] for i in lg_stance.argmax(-1)]
+        assert [s.name for s in stances] == [greedy.policy.action_space["Stance"].labels[i] for i in lg_stance.argmax(-1)]
         cands = obs.entities_of(Aim.among)
         assert all(a is cands[i] for a, i in zip(aims, lg_aim.argmax(-1)))
     assert choices(greedy) == choices(load(path, seed=9, greedy=True))

@@ -41,12 +41,13 @@ from typing import Any
 
 import numpy as np
 
-from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
-from .agent import pack_result
+from .actions import action_spec
+from .agent import no_actor_message, pack_result
 from .errors import CheckpointError, ConfigError, InvalidObservationError
 from .formats import format_of
+from .kinds import ActionKind
 from .nn.inputs import Packed
-from .nn.numpy_policy import NumpyPolicy
+from .nn.numpy_policy import OBS_SUMMARY, NumpyPolicy
 from .obs import Obs
 from .schema import schema_of
 from .spaces import declared_types
@@ -136,7 +137,7 @@ class _ActBind:
 
     __slots__ = ("name", "kind", "key", "spec", "perm", "values", "identity", "among_t", "among_cls", "partial")
 
-    def __init__(self, name: str, kind: str, key: Any, spec: Any) -> None:
+    def __init__(self, name: str, kind: ActionKind, key: Any, spec: Any) -> None:
         self.name = name
         self.kind = kind
         self.key = key
@@ -203,34 +204,34 @@ class _Runtime:
                 f"{self.where}: the checkpoint has no action type {spec.name!r}; it was trained for "
                 f"{sorted(self.policy.action_space)}"
             )
-        if ck["kind"] != spec.kind:
+        if ck.kind != spec.kind:
             raise CheckpointError(
-                f"{self.where}: action type {spec.name!r} is {spec.kind} in the game but {ck['kind']} in the checkpoint"
+                f"{self.where}: action type {spec.name!r} is {spec.kind} in the game but {ck.kind} in the checkpoint"
             )
         b = _ActBind(spec.name, spec.kind, key, spec)
-        if spec.kind == CATEGORICAL:
+        if not spec.kind.selects_entities:
             game_idx = {lab: i for i, lab in enumerate(spec.labels)}
-            missing = [lab for lab in ck["labels"] if lab not in game_idx]
+            missing = [lab for lab in ck.labels if lab not in game_idx]
             if missing:
                 raise CheckpointError(
                     f"{self.where}: action type {spec.name!r} lacks the labels {missing} that the checkpoint was trained "
                     f"with (the game's labels: {list(spec.labels)})"
                 )
-            perm = [game_idx[lab] for lab in ck["labels"]]
+            perm = [game_idx[lab] for lab in ck.labels]
             b.perm = np.array(perm, dtype=np.intp)
             b.identity = perm == list(range(spec.n))
             b.values = [spec.values[i] for i in perm]
         else:
             game_names = [schema_of(c).name for c in spec.among]
             # a checkpoint that does not record its candidate types (enn-trainer's) takes the game's
-            missing = [] if ck.get("among_any") else [n for n in ck["among"] if n not in game_names]
+            missing = [] if ck.among_any else [n for n in ck.among if n not in game_names]
             if missing:
                 raise CheckpointError(
                     f"{self.where}: select-entity action {spec.name!r} chooses among {game_names} in the game, which "
-                    f"lacks the entity types {missing} of the checkpoint (trained among {list(ck['among'])})"
+                    f"lacks the entity types {missing} of the checkpoint (trained among {list(ck.among)})"
                 )
             for c, n in zip(spec.among, game_names):
-                if n in ck["among"]:
+                if ck.among_any or n in ck.among:
                     eb = self.bind_entity(c)
                     b.among_t.append(eb.t)
                     b.among_cls.append(c)
@@ -373,11 +374,12 @@ class _Runtime:
         return np.array(rows, dtype=np.intp), objs
 
     def mask(self, obs: Obs, ab: _ActBind, n_act: int, n_cand: int) -> np.ndarray | None:
-        """The network's ``(n_actors, n)`` mask of an action type for ``obs`` (``None``: all legal)."""
+        """The network's ``(n_actors, n)`` mask of an action type for ``obs`` (``None``: all legal);
+        a global decision has one row."""
         masks = obs._masks
         if masks is None or ab.key not in masks:
             return None  # every choice the network knows is legal
-        if ab.kind == CATEGORICAL:
+        if not ab.kind.selects_entities:
             m = np.stack([obs.mask_of(i, ab.key) for i in range(n_act)])
             net = m if ab.identity else m[:, ab.perm]
             bad = ~net.any(axis=1)
@@ -422,13 +424,13 @@ class _Runtime:
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
         n_act = len(obs._actors)
-        if n_act == 0:
-            raise InvalidObservationError("the observation has no actor; add one with obs.actor(x) or obs.actors(xs)")
         acts = self.acts
         abs_ = []
         for k in action_types:
             ab = acts.get(k)
             abs_.append(ab if ab is not None else self.bind_action(k))
+        if n_act == 0 and any(ab.kind.actor_bound for ab in abs_):
+            raise InvalidObservationError(no_actor_message([ab.spec for ab in abs_]))
         per, binds, actor_loc = self.gather(obs)
         g = self.bind_globals(obs._globals) if self.ng else None
         parts = self.parts(per, binds)
@@ -442,7 +444,10 @@ class _Runtime:
         requests = []
         decode = []
         for ab in abs_:
-            if ab.kind == CATEGORICAL:
+            if not ab.kind.actor_bound:  # one decision for the observation, from its summary
+                requests.append((ab.name, self.mask(obs, ab, 1, 0), OBS_SUMMARY))
+                decode.append(ab.values)
+            elif not ab.kind.selects_entities:
                 requests.append((ab.name, self.mask(obs, ab, n_act, 0), None))
                 decode.append(ab.values)
             else:
@@ -516,6 +521,12 @@ class _Runtime:
             n_act = rows.shape[0]
             d = []
             for (name, mask, cr), vals in zip(requests, dec):
+                if cr is OBS_SUMMARY:  # answered from the slot's summary: the slot, one row
+                    actors[name].append(np.array([s], dtype=np.int64))
+                    d.append((name, pos[name], 1, vals))
+                    masks[name].append(np.ones((1, len(vals)), dtype=bool) if mask is None else mask)
+                    pos[name] += 1
+                    continue
                 actors[name].append(rows + base)
                 d.append((name, pos[name], n_act, vals))
                 if cr is None:
@@ -530,8 +541,8 @@ class _Runtime:
             decode.append(d)
         for name, a in space.items():
             p.actors[name] = np.concatenate(actors[name]).astype(np.int64) if actors[name] else np.zeros(0, np.int64)
-            if a["kind"] == CATEGORICAL:
-                p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros((0, len(a["labels"])), dtype=bool)
+            if not a.kind.selects_entities:
+                p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros((0, a.n), dtype=bool)
             else:
                 nc = np.array(ncand[name], dtype=np.int64)
                 p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros(0, dtype=bool)
@@ -619,7 +630,7 @@ class NeuralAgent:
         classes = set(ents)
         for a in acts:
             spec = action_spec(a)
-            if spec.kind == SELECT_ENTITY:
+            if spec.kind.selects_entities:
                 classes.update(spec.among)
         names = {schema_of(c).name for c in classes}
         missing = [n for n in rt.names if n not in names]
@@ -651,7 +662,7 @@ class NeuralAgent:
         per_type = []
         for lg, vals in zip(logits, decode):
             per_type.append([vals[i] for i in _choose(lg, rng, greedy)])
-        return pack_result(obs, per_type)
+        return pack_result(obs, per_type, action_types)
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         """Nothing to do: the policy keeps no state between decisions."""
@@ -686,7 +697,7 @@ class NeuralAgent:
         p, decode = self._rt.packed(reqs)
         logits, _ = self.policy.logits(p)
         results = []
-        for (agent, obs, *_), dec in zip(reqs, decode):
+        for (agent, obs, *types), dec in zip(reqs, decode):
             per_type = []
             for name, lo, n_act, vals in dec:
                 lg = logits[name]
@@ -696,7 +707,7 @@ class NeuralAgent:
                     nc = len(vals)
                     lg = lg[lo : lo + n_act * nc].reshape(n_act, nc)
                 per_type.append([vals[i] for i in _choose(lg, agent.rng, agent.greedy)])
-            results.append(pack_result(obs, per_type))
+            results.append(pack_result(obs, per_type, types))
         return results
 
     def __repr__(self) -> str:

@@ -285,7 +285,7 @@ def load_policy(path: str | os.PathLike, among: Mapping[str, Sequence[str]] | No
 
     Example:
         >>> policy = load_policy("cherrypick.roguenet", among={"Pick Cherry": ["Cherry"]})  # doctest: +SKIP
-        >>> policy.entity_names, policy.action_space["Pick Cherry"]["among"]  # doctest: +SKIP
+        >>> policy.entity_names, policy.action_space["Pick Cherry"].among  # doctest: +SKIP
         (['Cherry', 'Player'], ('Cherry',))
     """
     return _load_policy(os.fspath(path), among, True)
@@ -298,7 +298,7 @@ def _among_of_game(game: Any) -> dict[str, list[str]] | None:
     out = {}
     for a in decl[2]:
         spec = action_spec(a)
-        if spec.kind == SELECT_ENTITY:
+        if spec.kind.selects_entities:
             out[spec.name] = [schema_of(c).name for c in spec.among]
     return out or None
 

@@ -119,9 +119,9 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
             ("actees", o.actees, (SELECT_ENTITY,), "select-entity actions"),
             ("masks", {k: v for k, v in o.masks.items() if v is not None}, (CATEGORICAL,), "categorical actions"),
         ):
-            unknown = [k for k in given if k not in acts or acts[k]["kind"] not in kinds]
+            unknown = [k for k in given if k not in acts or acts[k].kind not in kinds]
             if unknown:
-                have = [k for k, v in acts.items() if v["kind"] in kinds]
+                have = [k for k, v in acts.items() if v.kind in kinds]
                 raise InvalidObservationError(f"observation {s}: {what} given for {unknown}, which are not among the network's {desc} {have}")
         g = _obs_floats(o.global_features, f"observation {s}: global features").reshape(-1)
         if g.shape != (ng,):
@@ -164,9 +164,9 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
         for s, o in enumerate(observations):
             act = _obs_indices(o.actors.get(name), int(totals[s]), f"observation {s}: actor index for action {name!r}")
             actors.append(act + s * L)
-            if a["kind"] == CATEGORICAL:
+            if not a.kind.selects_entities:
                 m = o.masks.get(name)
-                k = len(a["labels"])
+                k = len(a.labels)
                 if m is None:
                     m = np.ones((act.size, k), dtype=bool)
                 else:
@@ -191,8 +191,8 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
                 ncand += [ae.size] * act.size
                 masks.append(np.ones(act.size * ae.size, dtype=bool))
         p.actors[name] = np.concatenate(actors) if actors else np.zeros(0, np.int64)
-        if a["kind"] == CATEGORICAL:
-            p.masks[name] = np.concatenate(masks) if masks else np.zeros((0, len(a["labels"])), bool)
+        if not a.kind.selects_entities:
+            p.masks[name] = np.concatenate(masks) if masks else np.zeros((0, len(a.labels)), bool)
         else:
             nc = np.array(ncand, dtype=np.int64)
             p.masks[name] = np.concatenate(masks) if masks else np.zeros(0, bool)
@@ -234,9 +234,9 @@ def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list
         lp = res.logp[name]
         slot = p.actors[name] // p.L
         n = np.bincount(slot, minlength=len(obs))  # actors per observation
-        width = n if a["kind"] == CATEGORICAL else np.bincount(slot, weights=p.n_cand[name], minlength=len(obs)).astype(np.int64)
+        width = n if not a.kind.selects_entities else np.bincount(slot, weights=p.n_cand[name], minlength=len(obs)).astype(np.int64)
         end = np.cumsum(width)
         for s in range(len(obs)):
             part = lp[end[s] - width[s] : end[s]]
-            outs[s].logprobs[name] = part if a["kind"] == CATEGORICAL else part.reshape(n[s], -1 if n[s] else 0)
+            outs[s].logprobs[name] = part if not a.kind.selects_entities else part.reshape(n[s], -1 if n[s] else 0)
     return outs

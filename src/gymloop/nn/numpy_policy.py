@@ -26,14 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from ..actions import CATEGORICAL, SELECT_ENTITY
+from ..checkpoint import spaces_of
 from ..errors import CheckpointError, ConfigError, InvalidObservationError
+from ..spaces import ActionDesc
 from .config import NetConfig, RelposConfig
+from .heads import POINTER, SUMMARY, head_of
 from .inputs import Packed, pack
 
 __all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "expected_shapes", "segment_argmax"]
 
 _F32 = np.float32
+#: marks a request of :meth:`NumpyPolicy.logits_one` answered from the observation summary
+OBS_SUMMARY = "summary"
 _LN_EPS = 1e-5
 _MASKED = np.float32(-1e9)  # the attention logit of padding, as in the torch policy
 _NEG_INF = np.float32(-np.inf)
@@ -161,36 +165,18 @@ class NumpyOutput:
 
 
 # ---------------------------------------------------------------------- metadata and shapes
-def _parse(info: Mapping[str, Any], where: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, dict], NetConfig]:
-    try:
-        obs = info["obs_space"]
-        ents = {str(k): tuple(str(f) for f in v) for k, v in obs["entities"].items()}
-        glob = tuple(str(f) for f in obs.get("globals", ()))
-        acts = {}
-        for k, v in info["action_space"].items():
-            kind = v["kind"]
-            if kind not in (CATEGORICAL, SELECT_ENTITY):
-                raise CheckpointError(f"{where}: action type {k!r} has unknown kind {kind!r}")
-            acts[str(k)] = {"kind": kind, "labels": tuple(v.get("labels", ())), "among": tuple(v.get("among", ()))}
-            if v.get("among_any"):  # the candidate types are not recorded (enn-trainer): the game's
-                acts[str(k)]["among_any"] = True
-    except CheckpointError:
-        raise
-    except (KeyError, TypeError, AttributeError) as e:
-        raise CheckpointError(f"{where}: the observation or action space in the metadata is malformed ({type(e).__name__}: {e})") from None
+def _parse(info: Mapping[str, Any], where: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, ActionDesc], NetConfig]:
+    if not isinstance(info, Mapping):
+        raise CheckpointError(f"{where}: the metadata must be a JSON object, got {type(info).__name__}")
+    sp = spaces_of(info, where)
+    for a in sp.actions.values():
+        head_of(a, where)  # a kind this network has no head for is refused here
     try:
         cfg = NetConfig.from_dict(info["net"])
         cfg.check()
     except (TypeError, KeyError, ConfigError) as e:
         raise CheckpointError(f"{where}: network config is malformed: {e}") from None
-    for k, a in acts.items():
-        if a["kind"] == CATEGORICAL and not a["labels"]:
-            raise CheckpointError(f"{where}: categorical action type {k!r} has no labels")
-        if a["kind"] == SELECT_ENTITY:
-            unknown = [n for n in a["among"] if n not in ents]
-            if not a["among"] or unknown:
-                raise CheckpointError(f"{where}: select-entity action {k!r} chooses among unknown entity types {unknown or '[]'}")
-    return ents, glob, acts, cfg
+    return dict(sp.obs.entities), tuple(sp.obs.globals), dict(sp.actions), cfg
 
 
 def _relpos_of(cfg: NetConfig, ents: dict[str, tuple[str, ...]], where: str) -> RelposConfig | None:
@@ -259,11 +245,11 @@ def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfi
         out["readout.value_query"] = (d,)
         block("readout")
     for name, a in acts.items():
-        if a["kind"] == CATEGORICAL:
-            out[f"heads.{name}.weight"] = (len(a["labels"]), d)
-            out[f"heads.{name}.bias"] = (len(a["labels"]),)
+        if head_of(a) != POINTER:
+            out[f"heads.{name}.weight"] = (a.n, d)
+            out[f"heads.{name}.bias"] = (a.n,)
     for name, a in acts.items():
-        if a["kind"] == SELECT_ENTITY:
+        if head_of(a) == POINTER:
             out[f"qproj.{name}.weight"] = (cfg.d_qk, d)
             out[f"qproj.{name}.bias"] = (cfg.d_qk,)
             out[f"kproj.{name}.weight"] = (cfg.d_qk, d)
@@ -487,7 +473,9 @@ class NumpyPolicy:
         self.entity_names: list[str] = list(ents)
         self.entity_features = ents
         self.global_features = glob
-        self.action_space = acts
+        self.action_space: dict[str, ActionDesc] = acts
+        # action types answered from the observation summary (no actor entity), and the rest
+        self.summary_actions = frozenset(n for n, a in acts.items() if head_of(a) == SUMMARY)
         self.relpos_cfg = rp
         self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
 
@@ -528,7 +516,7 @@ class NumpyPolicy:
         self.heads: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.qk: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         for name, a in acts.items():
-            if a["kind"] == CATEGORICAL:
+            if head_of(a) != POINTER:
                 self.heads[name] = (np.ascontiguousarray(g(f"heads.{name}.weight").T), g(f"heads.{name}.bias"))
             else:
                 self.qk[name] = (
@@ -557,7 +545,7 @@ class NumpyPolicy:
     # ------------------------------------------------------------------ inputs
     def pack(self, b: Any) -> Packed:
         """Pack a :class:`~gymloop.batch.Batch` for this network (entity types in its order)."""
-        return pack(b, self.entity_names, self.position_idx)
+        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions)
 
     # ------------------------------------------------------------------ pieces
     def embed(self, t: int, x: np.ndarray | int) -> np.ndarray:
@@ -683,32 +671,40 @@ class NumpyPolicy:
         flat = x.reshape(S * L, d)
         actor_emb: dict[str, np.ndarray] = {}
         v = None
+        summary_names = self.summary_actions
+        need_summary = value or bool(summary_names)
+        summary = None
         if self.readout is not None:
             blk = self.readout
             a = _lin(_norm(x), blk.w_in, blk.b_in)
-            rows = [p.actors[n] for n in self.action_space]
+            names = [n for n in self.action_space if n not in summary_names]
+            rows = [p.actors[n] for n in names]
             allrows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
             uniq, inv = np.unique(allrows, return_inverse=True)
             emb = self._readout_rows(x, a, pad, uniq, p.positions) if uniq.size else np.zeros((0, d), _F32)
             o = 0
-            for n, r in zip(self.action_space, rows):
+            for n, r in zip(names, rows):
                 actor_emb[n] = emb[inv[o : o + r.size]]
                 o += r.size
-            if value:
-                v = (self._readout_value(a, pad) @ self.value_w + self.value_b)[:, 0]
+            if need_summary:
+                summary = self._readout_value(a, pad)
         else:
             for n in self.action_space:
-                actor_emb[n] = flat[p.actors[n]]
-            if value:
+                if n not in summary_names:
+                    actor_emb[n] = flat[p.actors[n]]
+            if need_summary:
                 valid = p.valid.astype(_F32)
-                pooled = (x * valid[:, :, None]).sum(1) / np.maximum(valid.sum(1, keepdims=True), _F32(1.0))
-                v = (pooled @ self.value_w + self.value_b)[:, 0]
+                summary = (x * valid[:, :, None]).sum(1) / np.maximum(valid.sum(1, keepdims=True), _F32(1.0))
+        if value:
+            v = (summary @ self.value_w + self.value_b)[:, 0]
+        for n in summary_names:  # the value head's per-observation summary, at each deciding slot
+            actor_emb[n] = summary[p.actors[n]]
         out: dict[str, np.ndarray] = {}
         for name, a in self.action_space.items():
-            if a["kind"] == CATEGORICAL:
-                out[name] = self._categorical_logits(name, actor_emb[name], p.masks[name])
-            else:
+            if head_of(a) == POINTER:
                 out[name] = self._select_logits(name, flat, actor_emb[name], p)
+            else:
+                out[name] = self._categorical_logits(name, actor_emb[name], p.masks[name])
         return out, v
 
     def forward(self, p: Packed, value: bool = True) -> NumpyOutput:
@@ -717,7 +713,7 @@ class NumpyPolicy:
         logp: dict[str, np.ndarray] = {}
         for name, a in self.action_space.items():
             lg = logits[name]
-            if a["kind"] == CATEGORICAL:
+            if not a.kind.selects_entities:
                 m = lg.max(-1, keepdims=True)
                 logp[name] = lg - (m + np.log(np.exp(lg - m).sum(-1, keepdims=True)))
             elif lg.size:
@@ -755,7 +751,7 @@ class NumpyPolicy:
         acts: dict[str, np.ndarray] = {}
         for name, a in self.action_space.items():
             lg = out.logits[name]  # the argmax of logits (plus noise) is that of log-probabilities
-            if a["kind"] == CATEGORICAL:
+            if not a.kind.selects_entities:
                 score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
                 acts[name] = score.argmax(-1).astype(np.int64)
             else:
@@ -868,6 +864,14 @@ class NumpyPolicy:
             y += att @ vals
         return blk.finish(x[r : r + 1], y.reshape(1, C))
 
+    def _summary_one(self, x: np.ndarray) -> np.ndarray:
+        """The observation summary ``(1, d)`` of one observation's embeddings ``x`` ``(L, d)`` (the value head's input)."""
+        if self.readout is None:
+            return x.mean(0, keepdims=True) if x.shape[0] else np.zeros((1, self.d), dtype=_F32)
+        blk = self.readout
+        a = _lin(_norm(x[None]), blk.w_in, blk.b_in)
+        return self._readout_value(a, None)
+
     def logits_one(
         self,
         parts: list[tuple[int, Any]],
@@ -884,8 +888,9 @@ class NumpyPolicy:
             g: ``(n_globals,)`` float32 global features, or ``None`` when the network has none.
             actor_rows: ``(n_actors,)`` row of each actor in the sequence.
             requests: per asked action type ``(name, mask, candidate_rows)``: ``mask`` ``(n_actors,
-                n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity)
-                or ``None`` (categorical).
+                n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity),
+                ``None`` (categorical) or :data:`OBS_SUMMARY` (a global decision: one row, from the
+                observation summary).
 
         Returns:
             Per request, ``(n_actors, n_choices)`` logits (``(n_actors, n_candidates)`` for
@@ -904,10 +909,20 @@ class NumpyPolicy:
             for blk in self.blocks:
                 x = self._block(blk, x, None, idx)
             x = x.reshape(L, self.d)
-        emb = self._readout_one(x, actor_rows, positions) if self.readout is not None else x.take(actor_rows, axis=0)
+        if self.readout is None:
+            emb = x.take(actor_rows, axis=0)
+        elif actor_rows.size:
+            emb = self._readout_one(x, actor_rows, positions)
+        else:
+            emb = np.zeros((0, self.d), dtype=_F32)
         out = []
+        summary = None
         for name, mask, cand in requests:
-            if cand is None:
+            if cand is OBS_SUMMARY:
+                if summary is None:
+                    summary = self._summary_one(x)
+                out.append(self._categorical_logits(name, summary, mask))
+            elif cand is None:
                 out.append(self._categorical_logits(name, emb, mask))
             else:
                 wq, bq, wk, bk = self.qk[name]

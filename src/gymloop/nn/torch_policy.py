@@ -23,6 +23,7 @@ from torch.nn import functional as F
 from ..checkpoint import agent_document
 from ..spaces import ActionDesc, ObsSpace, Spaces
 from .config import NetConfig, RelposConfig
+from .heads import POINTER, SUMMARY, head_of
 from .inputs import Packed, pack
 
 __all__ = ["Policy", "InputNorm", "PolicyOutput"]
@@ -250,7 +251,7 @@ class Policy(nn.Module):
         self.action_space = dict(action_space)
         self.entity_names = list(obs_space.entities)
         # action types answered from the observation summary (no actor entity)
-        self.summary_actions = frozenset(n for n, a in self.action_space.items() if not a.kind.actor_bound)
+        self.summary_actions = frozenset(n for n, a in self.action_space.items() if head_of(a) == SUMMARY)
         d = cfg.d_model
         ng = len(obs_space.globals)
         self.norms = nn.ModuleDict()
@@ -276,7 +277,7 @@ class Policy(nn.Module):
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()
         for name, a in self.action_space.items():
-            if a.kind.selects_entities:  # a pointer head: actor query . candidate key
+            if head_of(a) == POINTER:  # actor query . candidate key
                 self.qproj[name] = nn.Linear(d, cfg.d_qk)
                 self.kproj[name] = nn.Linear(d, cfg.d_qk)
             else:  # a linear head on the actor's embedding (or on the observation summary)
@@ -368,7 +369,7 @@ class Policy(nn.Module):
         out = PolicyOutput({}, {}, {}, value, {})
         for name, a in self.action_space.items():
             given = None if actions is None else torch.as_tensor(actions[name], dtype=torch.long)
-            if a.kind.selects_entities:
+            if head_of(a) == POINTER:
                 given, lp, ent, logp = self._select(name, flat, actor_emb[name], p, given, generator, greedy)
                 out.logits[name] = logp
             else:

@@ -86,7 +86,9 @@ def synthetic_batch(
         sl: list[int] = []
         ix: list[int] = []
         for s in range(S):
-            if actors is not None:
+            if not a.kind.actor_bound:  # a global decision: asked by some slots, no actor entity (index -1)
+                chosen = [-1] if (actors[an][s] if actors is not None else rng.random() < 0.7) else []
+            elif actors is not None:
                 chosen = [i for i in actors[an][s] if i < total[s]]
             else:
                 k = int(rng.integers(0, 4))
@@ -97,7 +99,7 @@ def synthetic_batch(
             ix += chosen
         actor_slot[an] = np.array(sl, dtype=np.int64)
         actor_index[an] = np.array(ix, dtype=np.int64)
-        if a.kind == "categorical":
+        if not a.kind.selects_entities:
             m = rng.random((len(sl), a.n)) < 0.6
             m[np.arange(len(sl)), rng.integers(0, a.n, len(sl))] = True
             masks[an] = m

@@ -24,7 +24,6 @@ torch = pytest.importorskip("torch")
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent, read_safetensors, write_agent, write_safetensors  # noqa: E402
 from gymloop.nn.config import NetConfig, RelposConfig  # noqa: E402
-from gymloop.nn.inputs import pack  # noqa: E402
 from gymloop.nn.numpy_policy import NumpyPolicy, erf, expected_shapes, gelu, segment_argmax  # noqa: E402
 from gymloop.nn.torch_policy import Policy, policy_info, policy_tensors  # noqa: E402
 from gymloop.spaces import ActionDesc, ObsSpace  # noqa: E402
@@ -37,6 +36,7 @@ ACTS = {
     "Move": ActionDesc("Move", "categorical", ("UP", "DOWN", "LEFT")),
     "Steer": ActionDesc("Steer", "categorical", tuple(f"dir={d},thrust={t}" for d in ("L", "R") for t in ("OFF", "HALF", "FULL"))),
     "Target": ActionDesc("Target", "select_entity", (), ("Ally", "Enemy")),
+    "Mode": ActionDesc("Mode", "global_categorical", ("CALM", "ALERT", "FLEE")),  # from the observation summary
 }
 # entity types with position features x/y (relpos possible), one with extra features, globals
 POSITIONAL = ObsSpace(
@@ -128,7 +128,7 @@ def test_numpy_forward_equals_torch(spec):
     pol, npol = policies(i)
     obs = SPACES[CASES[i][0]]
     b = synthetic_batch(np.random.default_rng(seed), obs, ACTS, S, counts, actors)
-    p = pack(b, npol.entity_names, npol.position_idx)
+    p = npol.pack(b)
     out = torch_out(pol, pol.pack(b))
     nout = npol.forward(p)
     assert_parity(out, nout)
@@ -138,7 +138,7 @@ def test_numpy_forward_equals_torch(spec):
         mine, theirs = acts[name], out.actions[name].numpy()
         assert mine.shape == theirs.shape
         lp = out.logits[name].numpy()
-        if a.kind == "categorical":
+        if not a.kind.selects_entities:
             best = lp.max(-1) if lp.shape[0] else lp[:, 0]
             chosen = lp[np.arange(len(mine)), mine]
         else:

@@ -102,7 +102,10 @@ def _batch_consistent(b: Batch, env: Any) -> None:
     total = sum(b.counts.values()) if b.counts else np.zeros(n, dtype=np.int64)
     for name in b.actor_slot:
         sl, ai = b.actor_slot[name], b.actor_index[name]
-        if sl.size and ((ai < 0).any() or (ai >= total[sl]).any()):
+        if not env.spaces.actions[name].kind.actor_bound:  # one decision per observation, no actor entity
+            if (ai != -1).any() or np.unique(sl).size != sl.size:
+                raise CheckError(f"global decision {name!r} must have one row per deciding slot and actor index -1")
+        elif sl.size and ((ai < 0).any() or (ai >= total[sl]).any()):
             raise CheckError(f"actor indices of {name!r} point outside their slot's entities")
     for arr, what in ((b.reward, "reward"), (b.terminated, "terminated"), (b.truncated, "truncated")):
         if arr.shape != (n,):

@@ -25,7 +25,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .check import check
+    from .checker import check
     from .games import get_game
 
     game = get_game(args.game)
@@ -224,7 +224,7 @@ def _print_scores(before: dict | None, after: dict, who: str) -> None:
 
 
 def _cmd_library(args: argparse.Namespace) -> int:
-    from .library import library, pack_library
+    from .agent_library import library, pack_library
 
     if args.action == "pack":
         if not args.out:

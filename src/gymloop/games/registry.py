@@ -116,7 +116,9 @@ def register_game(
         raise ConfigError(f"register_game: game name {name!r} must be non-empty and without ':'")
     declared = declared_agents(loop)
     n = agents if agents is not None else (declared or 1)
-    if n < 1 or (declared is not None and n != declared):
+    if n < 1:
+        raise ConfigError(f"register_game({name!r}): agents must be at least 1, got {n}")
+    if declared is not None and n != declared:
         raise ConfigError(f"register_game({name!r}): agents={agents} but the loop declares gl.game(agents={declared})")
     old = _REGISTRY.get(name)
     entry = BundledGame(name, loop, description, n, scripted, view)

@@ -6,7 +6,7 @@ collect_ignore = ["src/gymloop/__main__.py"]
 if importlib.util.find_spec("torch") is None:
     collect_ignore += [
         "src/gymloop/nn/torch_policy.py", "src/gymloop/train/ppo.py", "src/gymloop/train/bc.py",
-        "src/gymloop/train/warmstart.py", "src/gymloop/neural.py", "src/gymloop/library.py", "src/gymloop/trace.py",
+        "src/gymloop/train/warmstart.py", "src/gymloop/neural.py", "src/gymloop/agent_library.py", "src/gymloop/trace.py",
     ]
 if importlib.util.find_spec("pygame") is None:
     collect_ignore += ["src/gymloop/render"]

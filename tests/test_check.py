@@ -9,7 +9,7 @@ from enum import Enum
 import pytest
 
 import gymloop as gl
-from gymloop.check import CheckError
+from gymloop.checker import CheckError
 from gymloop.games import GAMES, get_game
 
 

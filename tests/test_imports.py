@@ -8,7 +8,13 @@ start-up, not from the design.
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import pkgutil
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 import gymloop
 
@@ -147,3 +153,26 @@ def test_no_import_cycles_inside_the_package():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle between gymloop's modules: " + " -> ".join(cycle or [])
 
+
+def _shadowing(pkg: ModuleType) -> list[str]:
+    """Public names of package ``pkg`` that are a submodule's name but not that submodule (a function, say)."""
+    submodules = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
+    public = set(getattr(pkg, "__all__", ())) | {n for n in vars(pkg) if not n.startswith("_")}
+    return sorted(n for n in public if n in submodules and not inspect.ismodule(getattr(pkg, n)))
+
+
+@pytest.mark.parametrize("package", ["gymloop", "gymloop.enn"])
+def test_no_public_name_shadows_a_submodule(package):
+    pkg = importlib.import_module(package)
+    shadowing = _shadowing(pkg)
+    assert not shadowing, (
+        f"{package}.{shadowing[0]} is not the module {package}.{shadowing[0]} (a public name hides it); rename the module"
+    )
+
+
+def test_shadowing_is_detected():
+    fake = ModuleType("gymloop")
+    fake.__path__ = [str(SRC)]  # the real package's submodules
+    fake.checker = lambda: None  # a function named like gymloop/checker.py
+    fake.actions = importlib.import_module("gymloop.actions")  # the module itself: fine
+    assert _shadowing(fake) == ["checker"]

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gymloop as gl
+from gymloop.agent_library import AgentLibrary, library, pack_library
 from gymloop.checkpoint import SafetensorsFile, read_safetensors, write_safetensors
 from gymloop.errors import CheckpointError
 from gymloop.games.snake import snake
-from gymloop.library import AgentLibrary, library, pack_library
 
 pytest.importorskip("torch")  # writing the checkpoints needs torch; reading them does not
 

@@ -293,7 +293,7 @@ def test_gae_bootstraps_truncation_with_the_final_observation_value():
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_snake_truncation_carries_the_final_observation(monkeypatch, workers):
-    from gymloop.check import _same
+    from gymloop.checker import _same
     from gymloop.games import snake as snake_mod
     from gymloop.games.snake_envs import SnakeEnv
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gymloop as gl
-from gymloop.check import _same
+from gymloop.checker import _same
 from gymloop.games.snake import snake
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -10,8 +10,9 @@ from . import enn as _enn  # noqa: F401 (importing it registers enn-trainer chec
 from ._version import __version__
 from .actions import SelectEntity, action_spec, global_decision
 from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
+from .agent_library import AgentLibrary, library, pack_library
 from .batch import Batch
-from .check import CheckError, check
+from .checker import CheckError, check
 from .env import Environment, EnvObservation
 from .errors import (
     CheckpointError,
@@ -25,7 +26,6 @@ from .errors import (
     TraceError,
     TrainingError,
 )
-from .library import AgentLibrary, library, pack_library
 from .neural import NeuralAgent, load
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of

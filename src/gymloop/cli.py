@@ -25,7 +25,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .check import check
+    from .checker import check
     from .games import get_game
 
     game = get_game(args.game)
@@ -38,9 +38,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-_SCRIPTED = {"snake": "gymloop.games.snake:GreedyAgent"}  # `gymloop run GAME --agent scripted`
-
-
 def _make_agent(spec: str | None, game: str, seed: int) -> object:
     """The agent ``--agent`` names: ``random`` (default), ``scripted`` or an agent checkpoint."""
     from .agent import RandomAgent
@@ -49,12 +46,13 @@ def _make_agent(spec: str | None, game: str, seed: int) -> object:
     if spec in (None, "random"):
         return RandomAgent(seed=seed)
     if spec == "scripted":
-        if game not in _SCRIPTED:
-            raise ConfigError(f"no scripted agent for game {game!r}; games with one: {sorted(_SCRIPTED)} (or give --agent PATH)")
-        import importlib
+        from .games import bundled_games, find_game
 
-        mod, _, cls = _SCRIPTED[game].partition(":")
-        return getattr(importlib.import_module(mod), cls)(seed=seed)
+        entry = find_game(game)
+        if entry is None or entry.scripted is None:
+            scripted = sorted(g.name for g in bundled_games() if g.scripted is not None)
+            raise ConfigError(f"no scripted agent for game {game!r}; games with one: {scripted} (or give --agent PATH)")
+        return entry.scripted(seed=seed)
     from .neural import load
 
     if not os.path.exists(spec) and os.sep not in spec and "." not in spec:
@@ -224,7 +222,7 @@ def _print_scores(before: dict | None, after: dict, who: str) -> None:
 
 
 def _cmd_library(args: argparse.Namespace) -> int:
-    from .library import library, pack_library
+    from .agent_library import library, pack_library
 
     if args.action == "pack":
         if not args.out:
@@ -272,6 +270,15 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``gymloop`` command's parser; its help names the registered games (:mod:`gymloop.games.registry`)."""
+    from .games import bundled_games
+
+    games = bundled_games()
+    game_help = f"bundled game name ({', '.join(g.name for g in games)}) or module:function"
+    two = [g.name for g in games if g.agents == 2]
+    many = ", ".join(f"{g.agents} for {g.name}" for g in games if g.agents > 1)
+    agents_help = f"agents per game (default: what the game declares{': ' + many if many else ''}; else 1)"
+    scripted = ", ".join(g.name for g in games if g.scripted is not None) or "none bundled"
     p = argparse.ArgumentParser(prog="gymloop", description="Game loops as fast RL environments.")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = p.add_subparsers(dest="command", required=True)
@@ -284,14 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=_cmd_bench)
 
     c = sub.add_parser("check", help="check a game: schemas, masks, determinism, clean close")
-    c.add_argument("game", help="bundled game name (snake, tactics, duel) or module:function")
+    c.add_argument("game", help=game_help)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--steps", type=int, default=500)
-    c.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
+    c.add_argument("--agents", type=int, default=None, help=agents_help)
     c.set_defaults(fn=_cmd_check)
 
     t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
-    t.add_argument("game", help="bundled game name (snake, tactics, duel) or module:function")
+    t.add_argument("game", help=game_help)
     t.add_argument("--steps", type=int, default=None,
                    help="environment steps of PPO, rounded up to whole rollouts (default 3,000,000, about 4 minutes for snake on 2 cores; "
                         "with --demos 0)")
@@ -302,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default="runs/latest", help="output folder (default runs/latest; an earlier run there is replaced)")
     t.add_argument("--workers", type=int, default=0, help="processes stepping games (0: the trainer's process)")
     t.add_argument("--num-envs", type=int, default=None)
-    t.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
+    t.add_argument("--agents", type=int, default=None, help=agents_help)
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")
     t.add_argument("--resume", action="store_true", help="continue from OUT's checkpoint and optimizer state")
     t.add_argument("--init-from", metavar="PATH", help="warm-start from an older agent of this game (new features start at zero weight)")
@@ -321,26 +328,27 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("game")
     r.add_argument("--episodes", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--agents", type=int, default=None, help="agents per game (default: 2 for duel, else 1)")
+    r.add_argument("--agents", type=int, default=None, help=agents_help)
     r.add_argument("--agent", default=None, metavar="random|scripted|PATH",
-                   help="who plays: a random agent (default), the game's scripted agent (snake), or an agent checkpoint")
+                   help=f"who plays: a random agent (default), the game's scripted agent ({scripted}), or an agent checkpoint")
     r.add_argument("--trace-dir", metavar="DIR",
                    help="record each episode (seeds SEED, SEED+1, ...) as a trace file in DIR, for replay and --demos")
     r.set_defaults(fn=_cmd_run)
 
     pl = sub.add_parser("play", help="play a game with the keyboard, or watch an agent (needs the render extra)")
-    pl.add_argument("game", help="bundled game name (snake, duel, tactics) or module:function")
+    pl.add_argument("game", help=game_help)
     pl.add_argument("--agent", help="agent checkpoint to watch; SPACE or a direction key takes over, SPACE or Enter hands back")
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
     pl.add_argument("--human-vs-agent", action="store_true",
-                    help="duel: you (arrows/WASD) against --agent (default: a random agent)")
+                    help=f"a two-player game ({', '.join(two) or 'none bundled'}): you (arrows/WASD) against --agent "
+                         "(default: a random agent)")
     pl.add_argument("--max-steps", type=int, default=None, help="stop after this many decisions (all players)")
     pl.add_argument("--trace", metavar="FILE", help="also record the play as a trace (demonstrations for train --demos)")
     pl.set_defaults(fn=_cmd_play)
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
-    rc.add_argument("game", help="bundled game name (snake, duel, tactics) or module:function")
+    rc.add_argument("game", help=game_help)
     rc.add_argument("--agent", help="agent checkpoint (default: a random agent)")
     rc.add_argument("--out", required=True, help="the video file: .gif or .mp4")
     rc.add_argument("--seed", type=int, default=0)

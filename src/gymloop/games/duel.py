@@ -47,16 +47,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
+from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD
+from .registry import BoardView, register_game
+
+if TYPE_CHECKING:
+    from ..render.draw import Canvas
 from .snake import _DELTA, _MOVES, _OPPOSITE, Body, Food, Head, Move
 
 __all__ = [
     "Head", "Body", "Food", "OpponentHead", "OpponentBody", "DuelStatus", "Move", "DuelGame", "duel",
-    "SIZE", "TARGET_LENGTH", "MAX_STEPS", "N_FOOD", "WIN_BONUS",
+    "SIZE", "TARGET_LENGTH", "MAX_STEPS", "N_FOOD", "WIN_BONUS", "draw_duel",
 ]
 
 SIZE = 10
@@ -242,3 +247,37 @@ def duel(agents: Any, seed: int) -> None:
             a.game_over(game.final(0), truncated=truncated)
             b.game_over(game.final(1), truncated=truncated)
             game.reset()
+
+
+# ---------------------------------------------------------------------- view and registration
+def draw_duel(obs: Obs, canvas: Canvas) -> None:
+    """Duel, from the first player's observation: it is yellow/green, its opponent cyan/blue."""
+    canvas.clear()
+    for f in obs.entities_of(Food):
+        canvas.disc(f.x, f.y, FOOD)
+    for b in obs.entities_of(OpponentBody):
+        canvas.fill(b.x, b.y, OPPONENT_BODY)
+    for b in obs.entities_of(Body):
+        canvas.fill(b.x, b.y, BODY)
+    for h in obs.entities_of(OpponentHead):
+        canvas.fill(h.x, h.y, OPPONENT_HEAD, inset=1)
+    for h in obs.entities_of(Head):
+        canvas.fill(h.x, h.y, HEAD, inset=1)
+    g = obs.global_features
+    if g is not None:
+        canvas.bar_text(f"green {g.length}   blue {g.opponent_length}", f"{g.steps_left} steps left")
+
+
+def _duel_end(obs: Obs, truncated: bool) -> str:
+    m = obs.metrics
+    if m.get("won"):
+        return "green wins"
+    if m.get("draw") or truncated:
+        return "draw"
+    return "blue wins"
+
+
+register_game(
+    "duel", duel, "two snakes on one board, moving in lock-step: the first to the target length wins",
+    view=BoardView(draw_duel, SIZE, SIZE, end_text=_duel_end),
+)

@@ -33,12 +33,17 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..obs import Obs
 from ..spaces import game as declare_game
+from .board import BODY, FOOD, HEAD, fmt
+from .registry import BoardView, register_game
 
-__all__ = ["Head", "Body", "Food", "Move", "SnakeGame", "snake", "GreedyAgent", "SIZE", "MAX_STEPS", "FOOD_EVERY"]
+if TYPE_CHECKING:
+    from ..render.draw import Canvas
+
+__all__ = ["Head", "Body", "Food", "Move", "SnakeGame", "snake", "GreedyAgent", "SIZE", "MAX_STEPS", "FOOD_EVERY", "draw_snake"]
 
 SIZE = 10
 MAX_STEPS = 500
@@ -247,3 +252,26 @@ class GreedyAgent:
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         pass
+
+
+# ---------------------------------------------------------------------- view and registration
+def draw_snake(obs: Obs, canvas: Canvas) -> None:
+    """Snake: food as red discs, the body green, the head yellow; the length in the bar."""
+    canvas.clear()
+    for f in obs.entities_of(Food):
+        canvas.disc(f.x, f.y, FOOD)
+    for b in obs.entities_of(Body):
+        canvas.fill(b.x, b.y, BODY)
+    for h in obs.entities_of(Head):
+        canvas.fill(h.x, h.y, HEAD, inset=1)
+    canvas.bar_text(f"length {fmt(obs.score)}")
+
+
+def _snake_end(obs: Obs, truncated: bool) -> str:
+    return f"{'time up' if truncated else 'game over'}: length {fmt(obs.score)}"
+
+
+register_game(
+    "snake", snake, "the classic snake: eat food, grow, hit neither a wall nor yourself", scripted=GreedyAgent,
+    view=BoardView(draw_snake, SIZE, SIZE, end_text=_snake_end),
+)

@@ -50,15 +50,20 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..actions import SelectEntity
 from ..obs import Obs
 from ..spaces import game as declare_game
+from .board import ENEMY, MARK, UNIT, WALL, fmt
+from .registry import BoardView, register_game
+
+if TYPE_CHECKING:
+    from ..render.draw import Canvas
 
 __all__ = [
     "Pos", "Unit", "Enemy", "EnemyKind", "Wall", "Status", "Dir", "Stance", "Order", "Target",
-    "TacticsGame", "tactics", "SIZE", "MAX_TURNS", "RANGE", "MAX_AMMO",
+    "TacticsGame", "tactics", "SIZE", "MAX_TURNS", "RANGE", "MAX_AMMO", "draw_tactics",
 ]
 
 SIZE = 8
@@ -316,3 +321,45 @@ def tactics(agent: Any, seed: int) -> None:
             )
             agent.game_over(final, truncated=not game.over)
             game.reset()
+
+
+# ---------------------------------------------------------------------- view and registration
+_KIND_LETTER = {"GRUNT": "G", "HEAVY": "H", "SNIPER": "S"}
+
+
+def draw_tactics(obs: Obs, canvas: Canvas) -> None:
+    """Tactics: walls grey; units blue (hp, and ammo in the corner; a ring when guarding);
+    enemies red with their kind's letter and hp; turn and score in the bar."""
+    canvas.clear()
+    for w in obs.entities_of(Wall):
+        canvas.fill(w.x, w.y, WALL, inset=0)
+    for e in obs.entities_of(Enemy):
+        x, y = e.pos
+        canvas.fill(x, y, ENEMY)
+        canvas.label(x, y, f"{_KIND_LETTER.get(e.kind.name, '?')}{e.hp}")
+    for u in obs.entities_of(Unit):
+        x, y = u.pos.x, u.pos.y
+        canvas.fill(x, y, UNIT)
+        canvas.label(x, y, str(u.hp))
+        canvas.pips(x, y, u.ammo, MARK)
+        if u.guarding:
+            canvas.ring(x, y, MARK)
+    g = obs.global_features
+    if g is not None:
+        canvas.bar_text(f"turn {g.turn + 1}/{MAX_TURNS}   score {fmt(obs.score)}",
+                        f"enemies {g.enemies_left}  units {g.units_left}")
+    else:
+        canvas.bar_text(f"score {fmt(obs.score)}")
+
+
+def _tactics_end(obs: Obs, truncated: bool) -> str:
+    m = obs.metrics
+    if truncated:
+        return f"time up: score {fmt(obs.score)}"
+    return f"{'won' if m.get('won') else 'lost'}: score {fmt(obs.score)}"
+
+
+register_game(
+    "tactics", tactics, "a squad against enemies on a walled board: moves, stances, targeted shots",
+    view=BoardView(draw_tactics, SIZE, SIZE, end_text=_tactics_end, keyboard=False, cell=40),
+)

@@ -24,6 +24,9 @@ Example:
 
 from __future__ import annotations
 
+from ..games.duel import draw_duel
+from ..games.snake import draw_snake
+from ..games.tactics import draw_tactics
 from .draw import (
     BACKGROUND,
     BAR,
@@ -38,10 +41,7 @@ from .draw import (
     WALL,
     Canvas,
     GameView,
-    draw_duel,
     draw_entities,
-    draw_snake,
-    draw_tactics,
     register_view,
     surface_to_array,
     view_for,

@@ -1,10 +1,11 @@
-"""Drawing observations: a board canvas, one draw function per bundled game, a generic fallback.
+"""Drawing observations: a board canvas, the views of registered games, a generic fallback.
 
 A renderer draws from the :class:`~gymloop.Obs` a game hands to ``agent.act`` and nothing else,
 so games stay headless and unchanged: the :class:`~gymloop.render.Watch` wrapper calls the draw
-function of the game's :class:`GameView` at every decision. Bundled games have their views here;
-any other game gets :func:`draw_entities` (every entity with ``x``/``y``, ``pos.x``/``pos.y`` or a
-``pos`` tuple as a coloured cell), or its own view with :func:`register_view`.
+function of the game's :class:`GameView` at every decision. A bundled game registers its view
+(a :class:`~gymloop.games.registry.BoardView`) in its own module; any other game gets
+:func:`draw_entities` (every entity with ``x``/``y``, ``pos.x``/``pos.y`` or a ``pos`` tuple as a
+coloured cell), or its own view with :func:`register_view`.
 
 The board's ``y`` grows upward, as in the games (``Move.UP`` is ``y + 1``).
 
@@ -28,6 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..games import bundled_games, find_game, get_game
+from ..games.board import BODY, ENEMY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, UNIT, WALL, Color
+from ..games.registry import BundledGame
 from ..obs import Obs
 from . import _deps
 from ._deps import pygame_module
@@ -46,18 +50,13 @@ __all__ = [
     "WALL",
     "Canvas",
     "GameView",
-    "draw_duel",
     "draw_entities",
-    "draw_snake",
-    "draw_tactics",
     "register_view",
     "surface_to_array",
     "view_for",
 ]
 
 log = logging.getLogger(__name__)
-
-Color = tuple[int, int, int]
 
 CELL = 32  # pixels per board cell
 BAR = 32  # pixels of the text bar above the board
@@ -66,14 +65,7 @@ BACKGROUND: Color = (22, 24, 30)
 GRID: Color = (38, 42, 52)
 BAR_COLOR: Color = (10, 11, 14)
 TEXT: Color = (235, 235, 235)
-FOOD: Color = (235, 72, 72)
-HEAD: Color = (250, 214, 64)  # the snake's head; the first duel player's head
-BODY: Color = (78, 190, 90)
-OPPONENT_HEAD: Color = (120, 210, 255)  # the second duel player
-OPPONENT_BODY: Color = (50, 120, 220)
-WALL: Color = (120, 124, 136)
-UNIT: Color = (70, 150, 245)
-ENEMY: Color = (225, 80, 80)
+# the bundled games' colours (FOOD, HEAD, BODY, ...) are gymloop.games.board's, re-exported here
 _PALETTE: tuple[Color, ...] = (
     (250, 214, 64), (78, 190, 90), (235, 72, 72), (70, 150, 245), (200, 120, 240),
     (240, 150, 60), (120, 210, 255), (180, 180, 180),
@@ -250,7 +242,7 @@ class GameView:
         draw: ``draw(obs, canvas)`` paints a whole frame (board and bar) from one observation.
         width: board width in cells (``None``: from the first observation's positions).
         height: board height in cells (``None``: likewise).
-        players: agents per game (2 for ``duel``); the first player's observations are drawn.
+        players: agents per game (2 for a two-player game); the first player's observations are drawn.
         end_text: ``end_text(obs, truncated)``, the banner over the last frame of an episode.
         keyboard: whether a :class:`~gymloop.render.KeyboardAgent` can play it (its action is
             one Enum with direction members ``UP``/``DOWN``/``LEFT``/``RIGHT``).
@@ -271,105 +263,6 @@ class GameView:
     keyboard: bool = True
     name: str = "game"
     cell: int = CELL
-
-
-# ---------------------------------------------------------------------- bundled games
-def draw_snake(obs: Obs, canvas: Canvas) -> None:
-    """Snake: food as red discs, the body green, the head yellow; the length in the bar."""
-    from ..games.snake import Body, Food, Head
-
-    canvas.clear()
-    for f in obs.entities_of(Food):
-        canvas.disc(f.x, f.y, FOOD)
-    for b in obs.entities_of(Body):
-        canvas.fill(b.x, b.y, BODY)
-    for h in obs.entities_of(Head):
-        canvas.fill(h.x, h.y, HEAD, inset=1)
-    canvas.bar_text(f"length {_fmt(obs.score)}")
-
-
-def _snake_end(obs: Obs, truncated: bool) -> str:
-    return f"{'time up' if truncated else 'game over'}: length {_fmt(obs.score)}"
-
-
-def draw_duel(obs: Obs, canvas: Canvas) -> None:
-    """Duel, from the first player's observation: it is yellow/green, its opponent cyan/blue."""
-    from ..games.duel import Body, Food, Head, OpponentBody, OpponentHead
-
-    canvas.clear()
-    for f in obs.entities_of(Food):
-        canvas.disc(f.x, f.y, FOOD)
-    for b in obs.entities_of(OpponentBody):
-        canvas.fill(b.x, b.y, OPPONENT_BODY)
-    for b in obs.entities_of(Body):
-        canvas.fill(b.x, b.y, BODY)
-    for h in obs.entities_of(OpponentHead):
-        canvas.fill(h.x, h.y, OPPONENT_HEAD, inset=1)
-    for h in obs.entities_of(Head):
-        canvas.fill(h.x, h.y, HEAD, inset=1)
-    g = obs.global_features
-    if g is not None:
-        canvas.bar_text(f"green {g.length}   blue {g.opponent_length}", f"{g.steps_left} steps left")
-
-
-def _duel_end(obs: Obs, truncated: bool) -> str:
-    m = obs.metrics
-    if m.get("won"):
-        return "green wins"
-    if m.get("draw") or truncated:
-        return "draw"
-    return "blue wins"
-
-
-_KIND_LETTER = {"GRUNT": "G", "HEAVY": "H", "SNIPER": "S"}
-
-
-def draw_tactics(obs: Obs, canvas: Canvas) -> None:
-    """Tactics: walls grey; units blue (hp, and ammo in the corner; a ring when guarding);
-    enemies red with their kind's letter and hp; turn and score in the bar."""
-    from ..games.tactics import MAX_TURNS, Enemy, Unit, Wall
-
-    canvas.clear()
-    for w in obs.entities_of(Wall):
-        canvas.fill(w.x, w.y, WALL, inset=0)
-    for e in obs.entities_of(Enemy):
-        x, y = e.pos
-        canvas.fill(x, y, ENEMY)
-        canvas.label(x, y, f"{_KIND_LETTER.get(e.kind.name, '?')}{e.hp}")
-    for u in obs.entities_of(Unit):
-        x, y = u.pos.x, u.pos.y
-        canvas.fill(x, y, UNIT)
-        canvas.label(x, y, str(u.hp))
-        canvas.pips(x, y, u.ammo, TEXT)
-        if u.guarding:
-            canvas.ring(x, y, TEXT)
-    g = obs.global_features
-    if g is not None:
-        canvas.bar_text(f"turn {g.turn + 1}/{MAX_TURNS}   score {_fmt(obs.score)}",
-                        f"enemies {g.enemies_left}  units {g.units_left}")
-    else:
-        canvas.bar_text(f"score {_fmt(obs.score)}")
-
-
-def _tactics_end(obs: Obs, truncated: bool) -> str:
-    m = obs.metrics
-    if truncated:
-        return f"time up: score {_fmt(obs.score)}"
-    return f"{'won' if m.get('won') else 'lost'}: score {_fmt(obs.score)}"
-
-
-def _builtin_view(name: str) -> GameView:
-    if name == "snake":
-        from ..games.snake import SIZE
-
-        return GameView(draw_snake, SIZE, SIZE, end_text=_snake_end, name="snake")
-    if name == "duel":
-        from ..games.duel import SIZE
-
-        return GameView(draw_duel, SIZE, SIZE, players=2, end_text=_duel_end, name="duel")
-    from ..games.tactics import SIZE
-
-    return GameView(draw_tactics, SIZE, SIZE, end_text=_tactics_end, keyboard=False, name="tactics", cell=40)
 
 
 # ---------------------------------------------------------------------- any game
@@ -440,8 +333,18 @@ def register_view(game: Any, view: GameView) -> None:
     _registered[game] = view
 
 
+def _bundled_view(entry: BundledGame) -> GameView:
+    """The view a registered game declared (:class:`~gymloop.games.registry.BoardView`), else a generic one."""
+    v = entry.view
+    if v is None:
+        return GameView(draw_entities, players=entry.agents, name=entry.name)
+    return GameView(v.draw, v.width, v.height, players=entry.agents, end_text=v.end_text or default_end_text,
+                    keyboard=v.keyboard, name=entry.name, cell=v.cell or CELL)
+
+
 def view_for(game: Any) -> GameView:
-    """The view of a game: a bundled game's name or function, a registered game, else a generic view.
+    """The view of a game: a registered game's name or function (:mod:`gymloop.games.registry`), a
+    game given a view with :func:`register_view`, else a generic view.
 
     Raises:
         ConfigError: ``game`` is a name that is neither bundled nor ``module:function``.
@@ -451,16 +354,15 @@ def view_for(game: Any) -> GameView:
         >>> view_for("duel").players
         2
     """
-    from ..games import GAMES, get_game
-
     if isinstance(game, str):
-        if game in GAMES:
-            return _builtin_view(game)
+        entry = find_game(game)
+        if entry is not None:
+            return _bundled_view(entry)
         game = get_game(game)
     view = _registered.get(game)
     if view is not None:
         return view
-    for name in GAMES:
-        if get_game(name) is game:
-            return _builtin_view(name)
+    for entry in bundled_games():
+        if entry.loop is game:
+            return _bundled_view(entry)
     return GameView(draw_entities, name=getattr(game, "__name__", "game"))

@@ -1,0 +1,186 @@
+"""The registry of bundled games: each game module registers itself with one :func:`register_game` call.
+
+An entry holds what the command line and the renderer need to know about a game without naming
+it: its loop, a short description, its number of agents, its scripted agent (if it has one) and
+how to draw it (a :class:`BoardView`, if it has one). The ``gymloop`` command (``gymloop run snake``)
+and :func:`gymloop.render.view_for` look games up here.
+
+Nothing here imports a renderer: a :class:`BoardView`'s draw function receives the canvas it paints
+(a :class:`~gymloop.render.Canvas`), so registering a game imports no pygame.
+
+Example:
+    >>> from gymloop.games import find_game
+    >>> g = find_game("duel")
+    >>> g.agents, g.loop.__name__, g.view.width
+    (2, 'duel', 10)
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..obs import Obs
+from ..spaces import declared_agents
+
+__all__ = ["GAMES", "BoardView", "BundledGame", "bundled_games", "find_game", "get_game", "register_game"]
+
+
+@dataclass(frozen=True)
+class BoardView:
+    """How a game is drawn on a board of cells (:mod:`gymloop.render` turns it into a ``GameView``).
+
+    Attributes:
+        draw: ``draw(obs, canvas)`` paints a whole frame (board and bar) from one observation.
+        width: board width in cells (``None``: from the first observation's positions).
+        height: board height in cells (``None``: likewise).
+        end_text: ``end_text(obs, truncated)``, the banner over an episode's last frame
+            (``None``: the renderer's default, "game over" with the score).
+        keyboard: whether a keyboard player can play it (one Enum action with direction members).
+        cell: pixels per board cell (``None``: the renderer's default).
+    """
+
+    draw: Callable[[Obs, Any], None]
+    width: int | None = None
+    height: int | None = None
+    end_text: Callable[[Obs, bool], str] | None = None
+    keyboard: bool = True
+    cell: int | None = None
+
+
+@dataclass(frozen=True)
+class BundledGame:
+    """One registered game.
+
+    Attributes:
+        name: the name the command line knows it by (``gymloop run NAME``).
+        loop: the game loop function.
+        description: one line saying what the game is.
+        agents: agents per game (2 for a two-player game).
+        scripted: ``scripted(seed=...)`` makes the game's scripted agent (``--agent scripted``), or ``None``.
+        view: how to draw it, or ``None`` (the renderer's generic view).
+    """
+
+    name: str
+    loop: Callable[..., Any]
+    description: str
+    agents: int = 1
+    scripted: Callable[..., Any] | None = None
+    view: BoardView | None = None
+
+    @property
+    def target(self) -> str:
+        """The loop as ``module:function``."""
+        return f"{self.loop.__module__}:{self.loop.__qualname__}"
+
+
+_REGISTRY: dict[str, BundledGame] = {}
+
+
+def register_game(
+    name: str,
+    loop: Callable[..., Any],
+    description: str,
+    *,
+    agents: int | None = None,
+    scripted: Callable[..., Any] | None = None,
+    view: BoardView | None = None,
+) -> BundledGame:
+    """Register a game under ``name`` (call it once, at the end of the game's module).
+
+    Args:
+        name: the command-line name; must not contain ``:`` (that spells ``module:function``).
+        loop: the game loop.
+        description: one line.
+        agents: agents per game (default: what the loop declares with ``gl.game(agents=N)``, else 1).
+        scripted: the scripted agent's class or factory, called as ``scripted(seed=seed)``.
+        view: how to draw it.
+
+    Raises:
+        ConfigError: a bad name, ``agents`` disagreeing with the loop's declaration, or ``name``
+            already registered for another loop.
+
+    Example:
+        >>> from gymloop.games.registry import register_game, find_game, _REGISTRY
+        >>> def coin(agent, seed): ...
+        >>> _ = register_game("coin", coin, "a coin flip")
+        >>> find_game("coin").agents
+        1
+        >>> del _REGISTRY["coin"]
+    """
+    if not name or ":" in name:
+        raise ConfigError(f"register_game: game name {name!r} must be non-empty and without ':'")
+    declared = declared_agents(loop)
+    n = agents if agents is not None else (declared or 1)
+    if n < 1:
+        raise ConfigError(f"register_game({name!r}): agents must be at least 1, got {n}")
+    if declared is not None and n != declared:
+        raise ConfigError(f"register_game({name!r}): agents={agents} but the loop declares gl.game(agents={declared})")
+    old = _REGISTRY.get(name)
+    entry = BundledGame(name, loop, description, n, scripted, view)
+    if old is not None and old.target != entry.target:
+        raise ConfigError(f"register_game: {name!r} is already the game {old.target}, cannot also be {entry.target}")
+    _REGISTRY[name] = entry
+    return entry
+
+
+def bundled_games() -> list[BundledGame]:
+    """Every registered game, in registration order."""
+    return list(_REGISTRY.values())
+
+
+def find_game(name: str) -> BundledGame | None:
+    """The registered game ``name``, or ``None``."""
+    return _REGISTRY.get(name)
+
+
+def get_game(name: str) -> Callable[..., Any]:
+    """A registered game's loop by name (``snake``, ``tactics``, ``duel``) or a ``module:function`` path.
+
+    Raises:
+        ConfigError: an unknown name (with the closest registered name, if any), a module that
+            cannot be imported, or a module without that function.
+    """
+    entry = _REGISTRY.get(name)
+    if entry is not None:
+        return entry.loop
+    if ":" not in name:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown game {name!r}{hint}; bundled games are {sorted(_REGISTRY)}, or give module:function")
+    mod, _, fn = name.partition(":")
+    try:
+        m = importlib.import_module(mod)
+    except ImportError as e:
+        raise ConfigError(
+            f"cannot import module {mod!r} for game {name!r}: {e}; the module must be importable from the "
+            "current folder or PYTHONPATH (e.g. run from the folder that holds it)"
+        ) from e
+    try:
+        return getattr(m, fn)
+    except AttributeError:
+        raise ConfigError(f"module {mod!r} has no game function {fn!r}") from None
+
+
+class _Games(Mapping[str, str]):
+    """``{name: "module:function"}`` of the registered games, always current."""
+
+    def __getitem__(self, name: str) -> str:
+        return _REGISTRY[name].target
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(_REGISTRY))
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+GAMES: Mapping[str, str] = _Games()
+"""The registered games as ``{name: "module:function"}`` (a live, read-only view of the registry)."""

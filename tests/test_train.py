@@ -15,7 +15,7 @@ import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent  # noqa: E402
 from gymloop.nn import NetConfig  # noqa: E402
 from gymloop.train import PPOConfig, TrainConfig  # noqa: E402
-from gymloop.train.ppo import Trainer, evaluate  # noqa: E402
+from gymloop.train.ppo import Rollout, Trainer, evaluate  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import train_games as tg  # noqa: E402
@@ -26,6 +26,12 @@ def tiny(steps: int, **kw) -> TrainConfig:
     cfg.ppo = PPOConfig(lr=kw.pop("lr", 1e-2), minibatch_size=128, epochs=2, ent_coef=0.01)
     cfg.net = NetConfig(d_model=16, n_head=2, **kw)
     return cfg
+
+
+def gae_rollout(values, rewards, terminated, truncated, last_values, final_values=None) -> Rollout:
+    """A rollout with only what :meth:`Trainer._gae` reads (no observations, actions or metrics)."""
+    return Rollout(observations=[], actions=[], logprobs=[], values=values, rewards=rewards, terminated=terminated,
+                   truncated=truncated, last_values=last_values, episode_metrics={}, final_values=final_values)
 
 
 def final_return(result, last: int = 1) -> float:
@@ -132,7 +138,7 @@ def test_nan_loss_stops_with_update_number_and_saves_last_good(tmp_path, monkeyp
     def poisoned(self, r, adv, ret, ent):
         calls["n"] += 1
         if calls["n"] == 3:
-            r["rewards"][:] = np.nan
+            r.rewards[:] = np.nan
             adv = adv * np.nan
             ret = ret * np.nan
         return orig(self, r, adv, ret, ent)
@@ -240,7 +246,7 @@ def test_gae_bootstraps_through_truncation_not_termination():
     TERM = np.array([[False, False, False], [False, True, False]])
     TRUNC = np.array([[False, False, False], [False, False, True]])
     last_v = np.array([5.0, 5.0, 5.0], dtype=np.float32)
-    adv, ret = t._gae(dict(values=V, rewards=R, terms=TERM, truncs=TRUNC, last_v=last_v))
+    adv, ret = t._gae(gae_rollout(V, R, TERM, TRUNC, last_v))
     # slot 0: no episode end: ordinary GAE with the bootstrap value after the rollout
     d1 = 1 + g * 5 - 2
     d0 = 0 + g * 2 - 1
@@ -286,7 +292,7 @@ def test_gae_bootstraps_truncation_with_the_final_observation_value():
     TERM = np.zeros((2, 2), dtype=bool)
     TRUNC = np.array([[False, False], [True, True]])
     finals = np.array([[np.nan, np.nan], [7.0, np.nan]], dtype=np.float32)
-    adv, _ = t._gae(dict(values=V, rewards=R, terms=TERM, truncs=TRUNC, finals=finals, last_v=np.zeros(2, np.float32)))
+    adv, _ = t._gae(gae_rollout(V, R, TERM, TRUNC, np.zeros(2, np.float32), final_values=finals))
     assert adv[1, 0] == pytest.approx(1 + g * 7.0 - 2)  # the final observation's value
     assert adv[1, 1] == pytest.approx(1 + g * 2.0 - 2)  # none given: the last observation's value
 

@@ -33,7 +33,7 @@ from ..vector import VecEnv
 from .config import TrainConfig
 from .tensorboard import EventWriter
 
-__all__ = ["Trainer", "train", "TrainResult"]
+__all__ = ["Trainer", "train", "TrainResult", "Rollout"]
 
 log = logging.getLogger("gymloop.train")
 
@@ -58,6 +58,44 @@ class TrainResult:
         """Mean episode score (return) over the last few updates that finished episodes."""
         vals = [h["episode_return_mean"] for h in self.history if "episode_return_mean" in h]
         return float(np.mean(vals[-5:])) if vals else float("nan")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What :meth:`Trainer._collect` gathers: ``T`` (``cfg.rollout_steps``) steps of the learner's slots.
+
+    ``S`` is the number of learner slots: every slot of the :class:`~gymloop.VecEnv`, or with
+    frozen opponents only the learning agent's (``Trainer.learner_slots``). Per-step arrays are
+    indexed ``[t, s]``; ``t`` is the step, ``s`` the learner slot.
+    """
+
+    observations: list[Batch]
+    """Per step, the learner's ``S`` slots' observations the actions were chosen at (``T`` batches)."""
+    actions: list[dict[str, np.ndarray]]
+    """Per step, per action type, the learner's actions: int64 ``(actors of that type at that step,)``,
+    in the order of that step's ``observations[t].actor_slot[type]`` (a choice index for a
+    categorical action, a candidate index for a select-entity one)."""
+    logprobs: list[dict[str, np.ndarray]]
+    """Per step, per action type, the log-probability of each action in ``actions`` under the
+    policy that chose it: float32, the same shapes as ``actions``."""
+    values: np.ndarray
+    """The value estimate of each step's observation: float32 ``(T, S)``."""
+    rewards: np.ndarray
+    """The reward each slot received after its step's action: float32 ``(T, S)``."""
+    terminated: np.ndarray
+    """Whether the slot's episode terminated after the step (no bootstrap): bool ``(T, S)``."""
+    truncated: np.ndarray
+    """Whether the slot's episode was truncated after the step (bootstrapped): bool ``(T, S)``."""
+    last_values: np.ndarray
+    """The value estimate of the observation after the rollout's last step (the bootstrap of the
+    last step's unfinished episodes): float32 ``(S,)``."""
+    episode_metrics: dict[str, list[float]]
+    """Per metric name (``episode_return``, ``episode_length``, the game's own), its value at every
+    learner episode that ended during the rollout, in order of ending."""
+    final_values: np.ndarray | None = None
+    """The value of each truncated episode's final observation (the one the game gave to
+    ``game_over``): float32 ``(T, S)``, NaN where the step truncated no episode or the game gave
+    none. ``None`` means NaN everywhere: truncations bootstrap from their last decision's value."""
 
 
 class _Progress:
@@ -243,157 +281,179 @@ class Trainer:
             with torch.no_grad():
                 out = self.policy(p, generator=self.gen)
             return {k: v.numpy() for k, v in out.actions.items()}, b, out, out.value.numpy()
-        sub, sel = take(b, self.learner_slots)
-        opp_slots = np.flatnonzero(~self.learner)
-        osub, osel = take(b, opp_slots)
+        learner_obs, learner_sel = take(b, self.learner_slots)
+        opp_obs, opp_sel = take(b, np.flatnonzero(~self.learner))
         opp = self.opponents[self.update % len(self.opponents)]
         with torch.no_grad():
-            out = self.policy(self.policy.pack(sub), generator=self.gen)
-            oout = opp(opp.pack(osub), generator=self.gen)
+            out = self.policy(self.policy.pack(learner_obs), generator=self.gen)
+            opp_out = opp(opp.pack(opp_obs), generator=self.gen)
         actions = {}
         for k in b.actor_slot:
             a = np.zeros(b.actor_slot[k].shape[0], dtype=np.int64)
-            a[sel[k]] = out.actions[k].numpy()
-            a[osel[k]] = oout.actions[k].numpy()
+            a[learner_sel[k]] = out.actions[k].numpy()
+            a[opp_sel[k]] = opp_out.actions[k].numpy()
             actions[k] = a
-        return actions, sub, out, out.value.numpy()
+        return actions, learner_obs, out, out.value.numpy()
 
     def _values(self, b: Batch) -> np.ndarray:
         sub = b if not self.opponents else take(b, self.learner_slots)[0]
         with torch.no_grad():
             return self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
 
-    def _collect(self) -> dict[str, Any]:
-        cfg = self.cfg
-        T = cfg.rollout_steps
-        subs, acts, logps, values, rewards, terms, truncs, finals = [], [], [], [], [], [], [], []
-        ep_metrics: dict[str, list[float]] = {}
+    def _collect(self) -> Rollout:
+        """Step the games ``cfg.rollout_steps`` times from ``self.batch``; the learner's side of it."""
+        observations: list[Batch] = []
+        actions: list[dict[str, np.ndarray]] = []
+        logprobs: list[dict[str, np.ndarray]] = []
+        values: list[np.ndarray] = []
+        rewards: list[np.ndarray] = []
+        terminated: list[np.ndarray] = []
+        truncated: list[np.ndarray] = []
+        final_values: list[np.ndarray] = []
+        episode_metrics: dict[str, list[float]] = {}
+        learner = self.learner_slots if self.opponents else slice(None)
         b = self.batch
-        for _ in range(T):
-            actions, sub, out, v = self._act(b)
-            subs.append(sub)
-            acts.append({k: out.actions[k].numpy() for k in out.actions})
-            logps.append({k: out.logprob[k].numpy() for k in out.logprob})
-            values.append(v)
-            b = self.env.step(actions)
-            ls = self.learner_slots if self.opponents else slice(None)
-            rewards.append(b.reward[ls])
-            terms.append(b.terminated[ls])
-            truncs.append(b.truncated[ls])
-            finals.append(self._final_values(b))
+        for _ in range(self.cfg.rollout_steps):
+            all_actions, learner_obs, out, value = self._act(b)
+            observations.append(learner_obs)
+            actions.append({k: out.actions[k].numpy() for k in out.actions})
+            logprobs.append({k: out.logprob[k].numpy() for k in out.logprob})
+            values.append(value)
+            b = self.env.step(all_actions)
+            rewards.append(b.reward[learner])
+            terminated.append(b.terminated[learner])
+            truncated.append(b.truncated[learner])
+            final_values.append(self._final_values(b))
             for name, arr in b.metrics.items():
-                vals = arr[ls]
-                vals = vals[~np.isnan(vals)]
-                if vals.size:
-                    ep_metrics.setdefault(name, []).extend(vals.tolist())
+                ended = arr[learner]
+                ended = ended[~np.isnan(ended)]
+                if ended.size:
+                    episode_metrics.setdefault(name, []).extend(ended.tolist())
         self.batch = b
-        last_v = self._values(b)
-        return dict(subs=subs, acts=acts, logps=logps, values=np.stack(values), rewards=np.stack(rewards).astype(np.float32),
-                    terms=np.stack(terms), truncs=np.stack(truncs), finals=np.stack(finals), last_v=last_v, metrics=ep_metrics)
+        return Rollout(
+            observations=observations,
+            actions=actions,
+            logprobs=logprobs,
+            values=np.stack(values),
+            rewards=np.stack(rewards).astype(np.float32),
+            terminated=np.stack(terminated),
+            truncated=np.stack(truncated),
+            last_values=self._values(b),
+            episode_metrics=episode_metrics,
+            final_values=np.stack(final_values),
+        )
 
     def _final_values(self, b: Batch) -> np.ndarray:
         """Value of each truncated episode's final observation (NaN where the game gave none)."""
-        n = self.learner_slots.size
-        out = np.full(n, np.nan, dtype=np.float32)
-        f = b.final
-        if f is None:
-            return out
+        values = np.full(self.learner_slots.size, np.nan, dtype=np.float32)
+        final = b.final
+        if final is None:
+            return values
         if self.opponents:
-            f, _ = take(f, self.learner_slots)
-            trunc = b.truncated[self.learner_slots]
+            final, _ = take(final, self.learner_slots)
+            truncated = b.truncated[self.learner_slots]
         else:
-            trunc = b.truncated
-        idx = np.flatnonzero(f.active & trunc)
-        if idx.size:
-            sub, _ = take(f, idx)
+            truncated = b.truncated
+        slots = np.flatnonzero(final.active & truncated)
+        if slots.size:
+            sub, _ = take(final, slots)
             with torch.no_grad():
-                out[idx] = self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
-        return out
+                values[slots] = self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
+        return values
 
-    def _gae(self, r: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    def _gae(self, r: Rollout) -> tuple[np.ndarray, np.ndarray]:
+        """Advantages and returns (``advantages + values``) of a rollout: float32 ``(T, S)`` each."""
         p = self.cfg.ppo
-        V, R, TERM, TRUNC = r["values"], r["rewards"], r["terms"], r["truncs"]
-        T, S = V.shape
-        adv = np.zeros((T, S), dtype=np.float32)
-        last = np.zeros(S, dtype=np.float32)
+        values = r.values
+        T, S = values.shape
+        advantages = np.zeros((T, S), dtype=np.float32)
+        running = np.zeros(S, dtype=np.float32)  # the advantage of step t + 1, discounted along its episode
+        no_final = np.full(S, np.nan, dtype=np.float32)
         for t in reversed(range(T)):
-            nv = r["last_v"] if t == T - 1 else V[t + 1]
+            next_value = r.last_values if t == T - 1 else values[t + 1]
             # truncation: bootstrap with the value of the episode's final observation when the game
             # gave one to game_over, else with the value of its last decision's observation
-            fin = r["finals"][t] if "finals" in r else np.full(S, np.nan, dtype=np.float32)
-            boot = np.where(TERM[t], 0.0, np.where(TRUNC[t], np.where(np.isnan(fin), V[t], fin), nv))
-            done = TERM[t] | TRUNC[t]
-            delta = R[t] + p.gamma * boot - V[t]
-            last = delta + p.gamma * p.gae_lambda * (~done) * last
-            adv[t] = last
-        return adv, adv + V
+            final = r.final_values[t] if r.final_values is not None else no_final
+            truncated_value = np.where(np.isnan(final), values[t], final)
+            bootstrap = np.where(r.terminated[t], 0.0, np.where(r.truncated[t], truncated_value, next_value))
+            done = r.terminated[t] | r.truncated[t]
+            delta = r.rewards[t] + p.gamma * bootstrap - values[t]
+            running = delta + p.gamma * p.gae_lambda * (~done) * running
+            advantages[t] = running
+        return advantages, advantages + values
 
     # ------------------------------------------------------------------ update
-    def _update(self, r: dict[str, Any], adv: np.ndarray, ret: np.ndarray, ent_coef: float) -> dict[str, float]:
+    def _update(self, r: Rollout, adv: np.ndarray, ret: np.ndarray, ent_coef: float) -> dict[str, float]:
+        """PPO epochs over a rollout with its advantages and returns (``(T, S)`` each); the mean losses."""
         p = self.cfg.ppo
-        rb = stack(r["subs"])
-        names = list(rb.actor_slot)
-        actions = {k: np.concatenate([a[k] for a in r["acts"]]) for k in names}
-        old_lp = {k: np.concatenate([a[k] for a in r["logps"]]) for k in names}
-        adv_f, ret_f, val_f = adv.reshape(-1), ret.reshape(-1), r["values"].reshape(-1)
-        N = rb.num_slots
-        mb = p.minibatch_size
+        # the rollout's T steps of S slots as one batch of T * S slots, step-major (slot t * S + s)
+        obs = stack(r.observations)
+        names = list(obs.actor_slot)
+        actions = {k: np.concatenate([step[k] for step in r.actions]) for k in names}
+        old_logprobs = {k: np.concatenate([step[k] for step in r.logprobs]) for k in names}
+        flat_adv, flat_ret, flat_old_value = adv.reshape(-1), ret.reshape(-1), r.values.reshape(-1)
+        num_slots = obs.num_slots
+        mb_size = p.minibatch_size
         stats: dict[str, list[float]] = {"loss/policy": [], "loss/value": [], "loss/entropy": [], "loss/approx_kl": [], "loss/clipfrac": []}
         self.policy.train()
         for _ in range(p.epochs):
-            perm = self.rng.permutation(N)
-            for i in range(0, N, mb):
-                slots = np.sort(perm[i : i + mb])
-                sub, sel = take(rb, slots)
-                a_all = adv_f[slots]
-                if p.norm_adv and a_all.size > 1:
-                    a_all = (a_all - a_all.mean()) / (a_all.std() + 1e-8)
-                new_lp, olds, advs, ents, vals, rets, vold = [], [], [], [], [], [], []
-                for part, cb, csel, out in self._forward_chunks(sub, {k: actions[k][sel[k]] for k in names}):
+            perm = self.rng.permutation(num_slots)
+            for i in range(0, num_slots, mb_size):
+                slots = np.sort(perm[i : i + mb_size])
+                mb, mb_sel = take(obs, slots)
+                mb_adv = flat_adv[slots]
+                if p.norm_adv and mb_adv.size > 1:
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                # per actor (all chunks' actors, per action type): new and old log-probabilities,
+                # its slot's advantage and the policy's entropy; per slot: new and old values, returns
+                new_lp_parts, old_lp_parts, adv_parts, entropy_parts = [], [], [], []
+                value_parts, ret_parts, old_value_parts = [], [], []
+                for part, chunk, chunk_sel, out in self._forward_chunks(mb, {k: actions[k][mb_sel[k]] for k in names}):
                     for k in names:
                         if out.logprob[k].numel() == 0:
                             continue
-                        new_lp.append(out.logprob[k])
-                        olds.append(torch.from_numpy(old_lp[k][sel[k]][csel[k]]))
-                        advs.append(torch.from_numpy(a_all[part[cb.actor_slot[k]]]))
-                        ents.append(out.entropy[k])
-                    vals.append(out.value)
-                    rets.append(torch.from_numpy(ret_f[slots[part]]))
-                    vold.append(torch.from_numpy(val_f[slots[part]]))
-                if new_lp:
-                    nl, ol, av, en = torch.cat(new_lp), torch.cat(olds), torch.cat(advs).float(), torch.cat(ents)
-                    logratio = nl - ol
+                        new_lp_parts.append(out.logprob[k])
+                        old_lp_parts.append(torch.from_numpy(old_logprobs[k][mb_sel[k]][chunk_sel[k]]))
+                        adv_parts.append(torch.from_numpy(mb_adv[part[chunk.actor_slot[k]]]))
+                        entropy_parts.append(out.entropy[k])
+                    value_parts.append(out.value)
+                    ret_parts.append(torch.from_numpy(flat_ret[slots[part]]))
+                    old_value_parts.append(torch.from_numpy(flat_old_value[slots[part]]))
+                if new_lp_parts:
+                    new_lp, old_lp = torch.cat(new_lp_parts), torch.cat(old_lp_parts)
+                    actor_adv, actor_entropy = torch.cat(adv_parts).float(), torch.cat(entropy_parts)
+                    logratio = new_lp - old_lp
                     ratio = logratio.exp()
-                    pg = torch.max(-av * ratio, -av * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
-                    entropy = en.mean()
+                    pg_loss = torch.max(-actor_adv * ratio, -actor_adv * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
+                    entropy = actor_entropy.mean()
                     with torch.no_grad():
                         stats["loss/approx_kl"].append(((ratio - 1) - logratio).mean().item())
                         stats["loss/clipfrac"].append(((ratio - 1).abs() > p.clip_coef).float().mean().item())
                 else:
-                    pg = entropy = torch.zeros(())
-                v, rt, vo = torch.cat(vals), torch.cat(rets), torch.cat(vold)
+                    pg_loss = entropy = torch.zeros(())
+                value, returns, old_value = torch.cat(value_parts), torch.cat(ret_parts), torch.cat(old_value_parts)
                 if p.clip_vloss:
-                    vc = vo + (v - vo).clamp(-p.clip_coef, p.clip_coef)
-                    vloss = 0.5 * torch.max((v - rt) ** 2, (vc - rt) ** 2).mean()
+                    value_clipped = old_value + (value - old_value).clamp(-p.clip_coef, p.clip_coef)
+                    v_loss = 0.5 * torch.max((value - returns) ** 2, (value_clipped - returns) ** 2).mean()
                 else:
-                    vloss = 0.5 * ((v - rt) ** 2).mean()
-                loss = pg - ent_coef * entropy + p.vf_coef * vloss
+                    v_loss = 0.5 * ((value - returns) ** 2).mean()
+                loss = pg_loss - ent_coef * entropy + p.vf_coef * v_loss
                 if not torch.isfinite(loss):
                     raise TrainingError(f"the loss became {loss.item()} at update {self.update + 1} (step {self.step})")
                 self.optim.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
                 self.optim.step()
-                stats["loss/policy"].append(pg.item())
-                stats["loss/value"].append(vloss.item())
+                stats["loss/policy"].append(pg_loss.item())
+                stats["loss/value"].append(v_loss.item())
                 stats["loss/entropy"].append(entropy.item())
         self.policy.eval()
         # fold this rollout's observations into the input normalization for the next rollout
-        self.policy.update_norms(pack(rb, self.policy.entity_names, self.policy.position_idx))
-        out = {k: float(np.mean(v)) for k, v in stats.items() if v}
-        var = np.var(ret_f)
-        out["explained_variance"] = float("nan") if var == 0 else float(1 - np.var(ret_f - val_f) / var)
-        return out
+        self.policy.update_norms(pack(obs, self.policy.entity_names, self.policy.position_idx))
+        result = {k: float(np.mean(v)) for k, v in stats.items() if v}
+        var = np.var(flat_ret)
+        result["explained_variance"] = float("nan") if var == 0 else float(1 - np.var(flat_ret - flat_old_value) / var)
+        return result
 
     def _forward_chunks(self, b: Batch, actions: dict[str, np.ndarray]) -> list[tuple]:
         """Forward a minibatch in chunks of slots of similar entity counts (little padding).
@@ -406,15 +466,15 @@ class Trainer:
         if S <= chunk:
             out = self.policy(self.policy.pack(b), actions=actions)
             return [(np.arange(S), b, {k: np.ones(v.shape[0], dtype=bool) for k, v in b.actor_slot.items()}, out)]
-        tot = sum(b.counts.values())
-        order = np.argsort(tot, kind="stable")
-        res = []
+        entities = sum(b.counts.values())  # per slot
+        order = np.argsort(entities, kind="stable")
+        chunks = []
         for part in np.array_split(order, -(-S // chunk)):
             part = np.sort(part)
-            cb, csel = take(b, part)
-            out = self.policy(self.policy.pack(cb), actions={k: actions[k][csel[k]] for k in actions})
-            res.append((part, cb, csel, out))
-        return res
+            chunk_batch, chunk_sel = take(b, part)
+            out = self.policy(self.policy.pack(chunk_batch), actions={k: actions[k][chunk_sel[k]] for k in actions})
+            chunks.append((part, chunk_batch, chunk_sel, out))
+        return chunks
 
     # ------------------------------------------------------------------ main loop
     def train(self) -> TrainResult:
@@ -442,13 +502,13 @@ class Trainer:
                     g["lr"] = lr
                 ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
                 t0 = time.time()
-                r = self._collect()
+                rollout = self._collect()
                 t1 = time.time()
-                adv, ret = self._gae(r)
+                adv, ret = self._gae(rollout)
                 # optimizer.state_dict() returns live tensors: copy them for a real snapshot
                 good_state = ({k: v.clone() for k, v in self.policy.state_dict().items()}, copy.deepcopy(self.optim.state_dict()))
                 try:
-                    st = self._update(r, adv, ret, ent)
+                    update_stats = self._update(rollout, adv, ret, ent)
                 except TrainingError:
                     self.policy.load_state_dict(good_state[0])
                     self.optim.load_state_dict(good_state[1])
@@ -465,14 +525,14 @@ class Trainer:
                 info["time/rollout_s"] = t1 - t0
                 info["time/update_s"] = t2 - t1
                 info["time/total_s"] = time.time() - t_start
-                info["reward_mean"] = float(r["rewards"].mean())
-                for name, vals in r["metrics"].items():
+                info["reward_mean"] = float(rollout.rewards.mean())
+                for name, vals in rollout.episode_metrics.items():
                     a = np.asarray(vals, dtype=np.float64)
                     info[f"{name}_count"] = float(a.size)
                     info[f"{name}_mean"] = float(a.mean())
                     info[f"{name}_min"] = float(a.min())
                     info[f"{name}_max"] = float(a.max())
-                info.update(st)
+                info.update(update_stats)
                 history.append(info)
                 prog.update(self.step, info)
                 if csv_f is not None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gymloop as gl
-from gymloop.check import _same
+from gymloop.checker import _same
 from gymloop.games import snake as snake_mod
 from gymloop.games.snake import snake
 from gymloop.games.snake_envs import SnakeEnv

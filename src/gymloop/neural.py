@@ -46,7 +46,7 @@ from .agent import no_actor_message, pack_result
 from .errors import CheckpointError, ConfigError, InvalidObservationError
 from .formats import format_of
 from .kinds import ActionKind
-from .nn.inputs import Packed
+from .nn.inputs import Packed, add_choices, add_select, pack_entities
 from .nn.numpy_policy import OBS_SUMMARY, NumpyPolicy
 from .obs import Obs
 from .schema import schema_of
@@ -476,40 +476,21 @@ class _Runtime:
         for s, prep in enumerate(prepared):
             for t, f in prep[0]:
                 counts[s, t] = f if isinstance(f, int) else f.shape[0]
-        totals = counts.sum(axis=1)
-        L = int(max(1, totals.max(initial=0)))
-        starts = np.cumsum(counts, axis=1) - counts
-        # per entity type: features (globals appended, as pack does) and flat destinations
+        # per entity type, the rows of every slot (slot after slot), then the shared layout
         offs = np.cumsum(counts, axis=0) - counts  # first row of each slot within its type
         nfs = [len(policy.entity_features[name]) for name in self.names]
-        arrs = [np.empty((int(counts[:, t].sum()), nfs[t] + ng), dtype=_F32) for t in range(T)]
+        arrs = [np.zeros((int(counts[:, t].sum()), nfs[t]), dtype=_F32) for t in range(T)]
+        globs = np.zeros((S, ng), dtype=_F32)
         offs_l = offs.tolist()
         for s, (parts, g, *_) in enumerate(prepared):
             for t, f in parts:
-                o = offs_l[s][t]
-                if isinstance(f, int):
-                    n = f
-                else:
-                    n = f.shape[0]
-                    arrs[t][o : o + n, : nfs[t]] = f
-                if ng:
-                    arrs[t][o : o + n, nfs[t] :] = g
-        feats, dest = {}, {}
-        for t, name in enumerate(self.names):
-            slot = np.repeat(np.arange(S), counts[:, t])
-            dest[name] = slot * L + starts[slot, t] + (np.arange(slot.size) - offs[slot, t])
-            feats[name] = arrs[t]
-        positions = None
-        pidx = policy.position_idx
-        if pidx:
-            flat = np.zeros((S * L, len(next(iter(pidx.values())))), dtype=_F32)
-            for name in self.names:
-                flat[dest[name]] = feats[name][:, pidx[name]]
-            positions = flat.reshape(S, L, -1)
-        p = Packed(
-            S=S, L=L, feats=feats, dest=dest, valid=np.arange(L)[None, :] < totals[:, None], lengths=totals,
-            positions=positions,
-        )
+                if not isinstance(f, int):
+                    o = offs_l[s][t]
+                    arrs[t][o : o + f.shape[0]] = f
+            if ng:
+                globs[s] = g
+        p = pack_entities(dict(zip(self.names, arrs)), counts, globs, self.names, policy.position_idx)
+        L = p.L
         actors: dict[str, list[np.ndarray]] = {n: [] for n in space}
         masks: dict[str, list[np.ndarray]] = {n: [] for n in space}
         cand: dict[str, list[np.ndarray]] = {n: [] for n in space}
@@ -540,15 +521,14 @@ class _Runtime:
                     pos[name] += n_act * nc
             decode.append(d)
         for name, a in space.items():
-            p.actors[name] = np.concatenate(actors[name]).astype(np.int64) if actors[name] else np.zeros(0, np.int64)
+            act = np.concatenate(actors[name]).astype(np.int64) if actors[name] else np.zeros(0, np.int64)
             if not a.kind.selects_entities:
-                p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros((0, a.n), dtype=bool)
+                add_choices(p, name, act, np.concatenate(masks[name]) if masks[name] else np.zeros((0, a.n), dtype=bool))
             else:
-                nc = np.array(ncand[name], dtype=np.int64)
-                p.masks[name] = np.concatenate(masks[name]) if masks[name] else np.zeros(0, dtype=bool)
-                p.n_cand[name] = nc
-                p.cand_seg[name] = np.repeat(np.arange(nc.size), nc)
-                p.cand[name] = np.concatenate(cand[name]).astype(np.int64) if cand[name] else np.zeros(0, np.int64)
+                add_select(
+                    p, name, act, np.concatenate(cand[name]).astype(np.int64) if cand[name] else np.zeros(0, np.int64),
+                    np.array(ncand[name], dtype=np.int64), np.concatenate(masks[name]) if masks[name] else np.zeros(0, dtype=bool),
+                )
         return p, decode
 
 

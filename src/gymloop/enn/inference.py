@@ -12,7 +12,7 @@ import numpy as np
 
 from ..actions import CATEGORICAL, SELECT_ENTITY
 from ..errors import InvalidObservationError
-from ..nn.inputs import Packed
+from ..nn.inputs import Packed, add_choices, add_select, pack_entities
 from ..nn.numpy_policy import NumpyPolicy
 from .reader import _F32, GLOBAL_ENTITY, _show
 
@@ -144,21 +144,12 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
     T = len(names)
     counts = np.array([[r[t].shape[0] for t in range(T)] for r in rows], dtype=np.int64).reshape(S, T)
     totals = counts.sum(1)
-    L = int(max(1, totals.max(initial=0)))
-    starts = np.cumsum(counts, axis=1) - counts
-    feats, dest = {}, {}
-    pidx = policy.position_idx
-    positions = np.zeros((S * L, len(next(iter(pidx.values())))), dtype=_F32) if pidx else None
-    for t, n in enumerate(names):
-        parts = [np.concatenate([rows[s][t], np.broadcast_to(globs[s], (counts[s, t], ng))], axis=1) for s in range(S)]
-        feats[n] = np.concatenate(parts) if parts else np.zeros((0, len(policy.entity_features[n]) + ng), _F32)
-        slot = np.repeat(np.arange(S), counts[:, t])
-        rank = np.concatenate([np.arange(c) for c in counts[:, t]]) if S else np.zeros(0, np.int64)
-        dest[n] = (slot * L + starts[slot, t] + rank).astype(np.int64)
-        if positions is not None and dest[n].size:
-            positions[dest[n]] = feats[n][:, pidx[n]]
-    p = Packed(S=S, L=L, feats=feats, dest=dest, valid=np.arange(L)[None, :] < totals[:, None], lengths=totals,
-               positions=None if positions is None else positions.reshape(S, L, -1))
+    per_type = {
+        n: np.concatenate([rows[s][t] for s in range(S)]) if S else np.zeros((0, len(policy.entity_features[n])), _F32)
+        for t, n in enumerate(names)
+    }
+    p = pack_entities(per_type, counts, np.stack(globs) if S else np.zeros((0, ng), _F32), names, policy.position_idx)
+    L = p.L
     for name, a in policy.action_space.items():
         actors, masks, cand, ncand = [], [], [], []
         for s, o in enumerate(observations):
@@ -190,15 +181,12 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
                 cand.append(np.tile(ae + s * L, act.size))
                 ncand += [ae.size] * act.size
                 masks.append(np.ones(act.size * ae.size, dtype=bool))
-        p.actors[name] = np.concatenate(actors) if actors else np.zeros(0, np.int64)
+        act = np.concatenate(actors) if actors else np.zeros(0, np.int64)
         if not a.kind.selects_entities:
-            p.masks[name] = np.concatenate(masks) if masks else np.zeros((0, len(a.labels)), bool)
+            add_choices(p, name, act, np.concatenate(masks) if masks else np.zeros((0, len(a.labels)), bool))
         else:
-            nc = np.array(ncand, dtype=np.int64)
-            p.masks[name] = np.concatenate(masks) if masks else np.zeros(0, bool)
-            p.n_cand[name] = nc
-            p.cand_seg[name] = np.repeat(np.arange(nc.size), nc)
-            p.cand[name] = np.concatenate(cand) if cand else np.zeros(0, np.int64)
+            add_select(p, name, act, np.concatenate(cand) if cand else np.zeros(0, np.int64), np.array(ncand, dtype=np.int64),
+                       np.concatenate(masks) if masks else np.zeros(0, bool))
     return p
 
 

@@ -1,4 +1,8 @@
-"""From a :class:`~gymloop.batch.Batch` to padded network inputs (numpy, shared by torch and numpy).
+"""From observations to padded network inputs (numpy, shared by torch and numpy).
+
+:func:`pack_entities` decides the layout (one place); :func:`pack` packs a
+:class:`~gymloop.batch.Batch` with it, and the neural agent and the enn import pack their own
+observations with it and :func:`add_choices` / :func:`add_select`.
 
 Entities of one slot become one sequence (types in observation-space order, then rows), padded
 to the longest slot. Everything is computed with a handful of vectorized numpy calls.
@@ -6,14 +10,14 @@ to the longest slot. Everything is computed with a handful of vectorized numpy c
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..batch import Batch
 
-__all__ = ["Packed", "pack"]
+__all__ = ["Packed", "pack", "pack_entities", "add_choices", "add_select"]
 
 
 @dataclass
@@ -51,6 +55,65 @@ class Packed:
     n_cand: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+def pack_entities(
+    rows: Mapping[str, np.ndarray],
+    counts: np.ndarray,
+    globals_: np.ndarray,
+    entity_names: Sequence[str],
+    position_idx: Mapping[str, list[int]] | None = None,
+) -> Packed:
+    """The entity part of the network input: the one place the sequence layout is decided.
+
+    Args:
+        rows: per entity type, ``(n_t, n_features)`` float32 raw features, slot after slot.
+        counts: ``(S, T)`` int64 rows of each type in each slot (types in ``entity_names`` order).
+        globals_: ``(S, n_globals)`` float32 global features (appended to every entity's row).
+        entity_names: entity types in network order.
+        position_idx: per entity type, the column indices of the position features (relpos).
+    """
+    S = counts.shape[0]
+    totals = counts.sum(axis=1) if counts.shape[1] else np.zeros(S, dtype=np.int64)
+    L = int(max(1, totals.max(initial=0)))
+    starts = np.cumsum(counts, axis=1) - counts
+    g = globals_
+    feats, dest = {}, {}
+    P = len(next(iter(position_idx.values()))) if position_idx else 0
+    positions = np.zeros((S * L, P), dtype=np.float32) if position_idx else None
+    for t, name in enumerate(entity_names):
+        c = counts[:, t]
+        n = int(c.sum())
+        r = rows[name]
+        slot = np.repeat(np.arange(S), c)
+        rank = np.arange(n) - (np.cumsum(c) - c)[slot]
+        d = slot * L + starts[slot, t] + rank
+        dest[name] = d
+        feats[name] = np.concatenate([r, g[slot]], axis=1) if g.shape[1] else r
+        if positions is not None and n:
+            positions[d] = r[:, position_idx[name]]
+    valid = np.arange(L)[None, :] < totals[:, None]
+    return Packed(
+        S=S, L=L, feats=feats, dest=dest, valid=valid, lengths=totals,
+        positions=None if positions is None else positions.reshape(S, L, P),
+    )
+
+
+def add_choices(p: Packed, name: str, actors: np.ndarray, masks: np.ndarray) -> None:
+    """Add an action type whose choices are labels: ``actors`` flat indices (slots for a global
+    decision), ``masks`` ``(n_actors, n_choices)``."""
+    p.actors[name] = actors
+    p.masks[name] = masks
+
+
+def add_select(p: Packed, name: str, actors: np.ndarray, cand: np.ndarray, n_cand: np.ndarray, masks: np.ndarray) -> None:
+    """Add a select-entity action type: ``actors`` flat indices, ``cand`` the flat index of every
+    candidate (actor after actor), ``n_cand`` candidates per actor, ``masks`` one per candidate."""
+    p.actors[name] = actors
+    p.masks[name] = masks
+    p.n_cand[name] = n_cand
+    p.cand_seg[name] = np.repeat(np.arange(n_cand.size), n_cand)
+    p.cand[name] = cand
+
+
 def pack(
     b: Batch,
     entity_names: list[str],
@@ -58,7 +121,7 @@ def pack(
     slot_offset: int = 0,
     summary_actions: Collection[str] = (),
 ) -> Packed:
-    """Pack a batch for the network.
+    """Pack a batch for the network (:func:`pack_entities`, then every action type).
 
     Args:
         b: the batch.
@@ -69,39 +132,16 @@ def pack(
             ``actors`` are slots, answered from a summary of the whole observation.
     """
     S = b.num_slots
-    T = len(entity_names)
-    C = np.stack([b.counts[n] for n in entity_names]) if T else np.zeros((0, S), dtype=np.int64)
-    totals = C.sum(axis=0) if T else np.zeros(S, dtype=np.int64)
-    L = int(max(1, totals.max(initial=0)))
-    starts = np.cumsum(C, axis=0) - C
-    g = b.globals
-    feats, dest = {}, {}
-    P = len(next(iter(position_idx.values()))) if position_idx else 0
-    positions = np.zeros((S * L, P), dtype=np.float32) if position_idx else None
-    for t, name in enumerate(entity_names):
-        c = C[t]
-        n = int(c.sum())
-        rows = b.entities[name]
-        slot = np.repeat(np.arange(S), c)
-        rank = np.arange(n) - (np.cumsum(c) - c)[slot]
-        d = slot * L + starts[t][slot] + rank
-        dest[name] = d
-        feats[name] = np.concatenate([rows, g[slot]], axis=1) if g.shape[1] else rows
-        if positions is not None and n:
-            positions[d] = rows[:, position_idx[name]]
-    valid = np.arange(L)[None, :] < totals[:, None]
-    p = Packed(
-        S=S, L=L, feats=feats, dest=dest, valid=valid, lengths=totals,
-        positions=None if positions is None else positions.reshape(S, L, P),
-    )
+    C = np.stack([b.counts[n] for n in entity_names], axis=1) if entity_names else np.zeros((S, 0), dtype=np.int64)
+    p = pack_entities(b.entities, C, b.globals, entity_names, position_idx)
+    L = p.L
     for name, sl in b.actor_slot.items():
         local = sl - slot_offset
-        p.actors[name] = local if name in summary_actions else local * L + b.actor_index[name]
-        p.masks[name] = b.masks[name]
+        actors = local if name in summary_actions else local * L + b.actor_index[name]
         if name in b.num_candidates:
             nc = b.num_candidates[name]
             seg = np.repeat(np.arange(nc.size), nc)
-            p.n_cand[name] = nc
-            p.cand_seg[name] = seg
-            p.cand[name] = local[seg] * L + b.candidate_index(name)
+            add_select(p, name, actors, local[seg] * L + b.candidate_index(name), nc, b.masks[name])
+        else:
+            add_choices(p, name, actors, b.masks[name])
     return p

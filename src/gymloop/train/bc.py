@@ -37,7 +37,6 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from ..actions import CATEGORICAL
 from ..batch import Batch, take
 from ..checkpoint import write_agent
 from ..errors import ConfigError, TrainingError
@@ -237,7 +236,7 @@ def train_bc(
                 if lp.numel() == 0:
                     continue
                 lps.append(lp)
-                if space[1][n].kind == CATEGORICAL:
+                if not space[1][n].kind.selects_entities:
                     best = out.logits[n].max(-1).values
                 else:
                     seg = torch.from_numpy(p.cand_seg[n])

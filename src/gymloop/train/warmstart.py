@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..actions import CATEGORICAL
 from ..checkpoint import AgentFile
 from ..errors import CheckpointError
 from ..nn.config import NetConfig
+from ..nn.heads import POINTER, head_of
 from ..nn.torch_policy import Policy, policy_from_file
 from ..spaces import ActionDesc, ObsSpace
 
@@ -185,7 +185,9 @@ def warm_start(
         if name not in src.action_space:
             report.new_action_types.append(name)
             continue
-        if a.kind == CATEGORICAL:
+        if src.action_space[name].kind != a.kind:  # pragma: no cover - _check_removals refused it
+            raise CheckpointError(f"{where}: action type {name!r} changed kind")
+        if head_of(a) != POINTER:  # a linear head over labels (per actor, or on the observation summary)
             old_labels = list(src.action_space[name].labels)
             idx = [list(a.labels).index(lab) for lab in old_labels]
             added = [lab for lab in a.labels if lab not in old_labels]
@@ -238,7 +240,7 @@ def _check_removals(src: Policy, obs_space: ObsSpace, action_space: dict[str, Ac
             continue
         if now.kind != a.kind:
             problems.append(f"action type {name!r} as {a.kind} (the game now has it as {now.kind})")
-        elif a.kind == CATEGORICAL:
+        elif not a.kind.selects_entities:
             lost = [lab for lab in a.labels if lab not in now.labels]
             if lost:
                 problems.append(f"action type {name!r} labels {lost}")

@@ -37,9 +37,14 @@ later ``step``, so a trainer may keep batches in a rollout buffer without copyin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .spaces import Spaces
 
 __all__ = ["Batch"]
 
@@ -64,24 +69,72 @@ class Batch:
     candidate_types: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     final: Batch | None = field(default=None, repr=False)
 
+    @staticmethod
+    def empty(spaces: Spaces, num_slots: int = 0) -> Batch:
+        """A batch of ``num_slots`` inactive slots with no entities and no actors, laid out for ``spaces``.
+
+        Every slot's counts, reward, ends and ``active`` are zero; each action type has the empty
+        masks of its kind (:meth:`~gymloop.kinds.ActionKind.empty_masks`) and, when its kind selects
+        entities, empty ``num_candidates`` and its ``candidate_types``. Used wherever an empty batch
+        or the empty parts of a ``final`` batch are made.
+
+        Example:
+            >>> import gymloop as gl
+            >>> sp = gl.Spaces.from_json({"entities": {"Head": ["x", "y"]}, "globals": []},
+            ...                          {"Move": {"kind": "categorical", "labels": ["UP", "DOWN"]}})
+            >>> b = Batch.empty(sp, 3)
+            >>> b.entities["Head"].shape, b.masks["Move"].shape, b.active.tolist()
+            ((0, 2), (0, 2), [False, False, False])
+        """
+        acts = spaces.actions
+        return Batch._zeros(
+            num_slots,
+            {name: len(f) for name, f in spaces.obs.entities.items()},
+            len(spaces.obs.globals),
+            {name: d.kind.empty_masks(d.n) for name, d in acts.items()},
+            {name: d.among for name, d in acts.items() if d.kind.selects_entities},
+        )
+
     def no_final(self) -> Batch:
-        """An empty ``final`` for this batch's slots (what :meth:`concat` fills gaps with)."""
-        n = self.num_slots
+        """An empty ``final`` for this batch's slots (what :meth:`concat` fills gaps with).
+
+        The same as :meth:`empty` for this batch's spaces, read from its arrays (a batch does not
+        keep its :class:`~gymloop.spaces.Spaces`).
+        """
+        return Batch._zeros(
+            self.num_slots,
+            {k: v.shape[1] for k, v in self.entities.items()},
+            self.globals.shape[1],
+            {k: np.zeros((0,) + v.shape[1:], dtype=bool) for k, v in self.masks.items()},
+            self.candidate_types,
+            num_candidates=self.num_candidates,
+        )
+
+    @staticmethod
+    def _zeros(
+        n: int,
+        features: Mapping[str, int],
+        n_globals: int,
+        masks: dict[str, np.ndarray],
+        candidate_types: dict[str, tuple[str, ...]],
+        num_candidates: Mapping[str, np.ndarray] | None = None,
+    ) -> Batch:
+        """The one constructor of empty batches: ``masks`` are the empty masks by action type."""
         z = np.zeros(0, dtype=np.int64)
         return Batch(
             num_slots=n,
-            entities={k: np.zeros((0, v.shape[1]), dtype=np.float32) for k, v in self.entities.items()},
-            counts={k: np.zeros(n, dtype=np.int64) for k in self.counts},
-            globals=np.zeros_like(self.globals),
-            actor_slot={k: z for k in self.actor_slot},
-            actor_index={k: z for k in self.actor_index},
-            masks={k: np.zeros((0,) + v.shape[1:], dtype=bool) for k, v in self.masks.items()},
-            num_candidates={k: z for k in self.num_candidates},
+            entities={k: np.zeros((0, nf), dtype=np.float32) for k, nf in features.items()},
+            counts={k: np.zeros(n, dtype=np.int64) for k in features},
+            globals=np.zeros((n, n_globals), dtype=np.float32),
+            actor_slot={k: z for k in masks},
+            actor_index={k: z for k in masks},
+            masks=masks,
+            num_candidates={k: z for k in (candidate_types if num_candidates is None else num_candidates)},
             reward=np.zeros(n, dtype=np.float32),
             terminated=np.zeros(n, dtype=bool),
             truncated=np.zeros(n, dtype=bool),
             active=np.zeros(n, dtype=bool),
-            candidate_types=self.candidate_types,
+            candidate_types=candidate_types,
         )
 
     @property

@@ -9,7 +9,7 @@ call.
 
 **Observations** are stored as one :class:`~gymloop.batch.Batch` with one slot per decision
 (``trace.batch``; ``trace.actions[name]`` holds the choice of every actor of ``batch.actor_slot[name]``).
-It is built by the executor's own code, so it holds exactly what a :class:`~gymloop.VecEnv` batch
+It is built by the executor's own batch builder, so it holds exactly what a :class:`~gymloop.VecEnv` batch
 holds for the same observation: the network trained on a trace (behaviour cloning,
 :mod:`gymloop.train.bc`) sees what PPO and :func:`gymloop.load`'s numpy agent see. The batch's
 ``reward``, ``terminated`` and ``truncated`` are zero: a trace keeps ``score`` per decision and its
@@ -275,20 +275,7 @@ def _spaces_from_json(obs: Any, acts: Any, bad: Callable[[str], TraceError]) -> 
 
 
 def _empty_batch(space: _Space) -> Batch:
-    obs, acts = space
-    z = np.zeros(0, dtype=np.int64)
-    return Batch(
-        num_slots=0,
-        entities={n: np.zeros((0, len(f)), dtype=np.float32) for n, f in obs.entities.items()},
-        counts={n: z for n in obs.entities},
-        globals=np.zeros((0, len(obs.globals)), dtype=np.float32),
-        actor_slot={n: z for n in acts}, actor_index={n: z for n in acts},
-        masks={n: np.zeros((0, a.n) if a.kind == CATEGORICAL else 0, dtype=bool) for n, a in acts.items()},
-        num_candidates={n: z for n, a in acts.items() if a.kind == SELECT_ENTITY},
-        reward=np.zeros(0, dtype=np.float32), terminated=np.zeros(0, dtype=bool), truncated=np.zeros(0, dtype=bool),
-        active=np.zeros(0, dtype=bool),
-        candidate_types={n: a.among for n, a in acts.items() if a.kind == SELECT_ENTITY},
-    )
+    return Batch.empty(Spaces(*space), 0)
 
 
 def relayout(b: Batch, src: _Space, dst: _Space) -> Batch:
@@ -402,7 +389,7 @@ def merge_spaces(spaces: Sequence[_Space], names: Sequence[str] | None = None) -
 
 # ---------------------------------------------------------------------- featurizing one decision
 class _Featurizer:
-    """One observation → a one-slot :class:`Batch`, built by the executor's own code.
+    """One observation → a one-slot :class:`Batch`, built by the executor's own batch builder.
 
     The spaces are the game's declared types plus every type seen so far; they grow when an
     observation brings a new type (earlier decisions are re-laid out when the trace is built).
@@ -415,10 +402,11 @@ class _Featurizer:
             self.parts.append((list(e), [g] if g is not None else [], list(a)))
         self.known: set[Any] = set()
         self.space: _Space | None = None
-        self.ex: Any = None
+        self.builder: Any = None
 
     def one(self, obs: Obs, types: tuple) -> tuple[Batch, _Space]:
-        from .runtime.executor import Executor, merge_types
+        from .runtime.builder import BatchBuilder
+        from .runtime.executor import merge_types
 
         if type(obs) is not Obs:
             raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
@@ -428,7 +416,7 @@ class _Featurizer:
             ents.update(map(type, ch))
         glob = [type(obs._globals)] if obs._globals is not None else []
         new = [c for c in ents if c not in known] + [g for g in glob if g not in known] + [t for t in types if t not in known]
-        if new or self.ex is None:
+        if new or self.builder is None:
             self.parts.append((ents, glob, list(types)))
             sp = Spaces.build(*merge_types(self.parts))
             if self.space is not None and sp.globals_schema is not None and not self.space[0].globals:
@@ -442,17 +430,8 @@ class _Featurizer:
             known.update(s.key for s in sp.action_specs)
             if sp.globals_schema is not None:
                 known.add(sp.globals_schema.cls)
-            self.ex = Executor(None, 0, 1, 1, 0, spaces=sp)  # one slot, never started: only its batch builder
-        ex = self.ex
-        ex.pobs[0] = obs
-        ex.ptypes[0] = types
-        try:
-            b = ex.build()
-        finally:
-            ex.pobs[0] = None
-            ex.ptypes[0] = None
-            ex.prev_score[0] = None
-        return b, self.space
+            self.builder = BatchBuilder(sp, 1)  # one slot; no episode state: zero rewards, no ends
+        return self.builder.build([obs], [types]), self.space
 
 
 def _choice_indices(obs: Obs, types: tuple, res: Any) -> dict[str, list[int]]:

@@ -1,4 +1,10 @@
-"""Executor for low-level :class:`~gymloop.env.Environment` instances (same batches as games)."""
+"""Executor for low-level :class:`~gymloop.env.Environment` instances (same batches as games).
+
+Its observations are arrays, not Python objects, so it packs entities and masks itself rather than
+through :class:`~gymloop.runtime.builder.BatchBuilder`; it shares the batch layout's pieces with it:
+:meth:`Batch.empty <gymloop.batch.Batch.empty>` (the empty parts of a ``final`` batch) and each
+kind's masks (:meth:`~gymloop.kinds.ActionKind.all_legal`).
+"""
 
 from __future__ import annotations
 
@@ -176,7 +182,7 @@ class EnvExecutor:
         """The last observations of truncated episodes, as a batch without actors."""
         sp = self.spaces
         n = self.n
-        f = b.no_final()
+        f = Batch.empty(sp, n)
         for name, feats in sp.obs.entities.items():
             rows, cnt = [], np.zeros(n, dtype=np.int64)
             for i in sorted(finals):
@@ -267,7 +273,7 @@ class EnvExecutor:
             actor_slot[name] = sl + self.slot_lo
             actor_index[name] = np.array(flat_idx, dtype=np.int64)
             if not d.kind.selects_entities:
-                m = np.ones((len(flat_idx), d.n), dtype=bool)
+                m = d.kind.all_legal(len(flat_idx), d.n)
                 if any(name in o.masks for o in obs):
                     parts = []
                     for o, k in zip(obs, ac):
@@ -281,7 +287,7 @@ class EnvExecutor:
                 per_env = C[ts].sum(axis=0)
                 nc = per_env[sl]
                 ncand[name] = nc
-                m = np.ones(int(nc.sum()), dtype=bool)
+                m = d.kind.all_legal(len(flat_idx), d.n, int(nc.sum()))
                 if any(name in o.masks for o in obs):
                     parts = []
                     for o, k, pe in zip(obs, ac, per_env):

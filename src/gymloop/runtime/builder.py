@@ -1,0 +1,663 @@
+"""The batch builder: pending decisions (``gl.Obs`` objects) → one :class:`~gymloop.batch.Batch`.
+
+:class:`BatchBuilder` knows nothing of greenlets. It is given, per slot, the observation a game
+passed to ``act`` and the action types it asked for (``None`` for a slot with no pending decision),
+and builds the batch with one numpy call per entity type, never one per game. It keeps what is
+needed to decode the next actions (:attr:`BatchBuilder.plan`, :meth:`BatchBuilder.decode`), builds
+the ``final`` batch of truncated episodes (:meth:`BatchBuilder.build_final`), and raises every
+:class:`~gymloop.errors.InvalidObservationError` about an observation (an unknown type, a bad
+feature, score, mask or globals), naming the slot and the env.
+
+:class:`EpisodeState` is the per-slot bookkeeping between two batches: the reward accumulated from
+score changes, episode ends (terminated / truncated), the running episode return and length, the
+metrics to report and the observations given to ``game_over`` on truncation. The greenlet
+:class:`~gymloop.runtime.executor.Executor` updates it when a game ends an episode or returns, and
+hands it to :meth:`BatchBuilder.build`, which folds the new scores in and empties it into the batch.
+Without one (a trace featurizing one decision at a time) a batch has zero rewards and no ends.
+
+The low-level :class:`~gymloop.runtime.envexec.EnvExecutor` builds its batches from arrays an
+:class:`~gymloop.env.Environment` returns, not from Python objects, so it has its own entity and mask
+packing; what the two share is the batch layout's pieces: the empty batch and the empty parts of a
+``final`` batch (:meth:`Batch.empty <gymloop.batch.Batch.empty>`) and each kind's masks
+(:class:`~gymloop.kinds.ActionKind`).
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> from enum import Enum
+    >>> import gymloop as gl
+    >>> from gymloop.spaces import Spaces
+    >>> from gymloop.runtime.builder import BatchBuilder, EpisodeState
+    >>> @dataclass
+    ... class Head:
+    ...     x: int
+    ...     y: int
+    >>> class Move(Enum):
+    ...     UP = 0
+    ...     DOWN = 1
+    >>> sp = Spaces.build([Head], None, [Move])
+    >>> bb = BatchBuilder(sp, num_slots=2)
+    >>> ep = EpisodeState(2)
+    >>> pending = [gl.Obs(score=1).actor(Head(0, 1)), gl.Obs(score=2).actor(Head(3, 4))]
+    >>> b = bb.build(pending, [(Move,), (Move,)], ep)
+    >>> b.entities["Head"].tolist(), b.actor_slot["Move"].tolist()
+    ([[0.0, 1.0], [3.0, 4.0]], [0, 1])
+    >>> bb.decode([np.array([1, 0])])
+    [[<Move.DOWN: 1>, <Move.UP: 0>]]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..agent import no_actor_message
+from ..batch import Batch
+from ..errors import InvalidObservationError
+from ..obs import Obs, mask_vector
+from ..spaces import Spaces
+
+__all__ = ["BatchBuilder", "EpisodeState", "Plan"]
+
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+class EpisodeState:
+    """Per-slot rewards, episode ends, returns, lengths and metrics between two batches.
+
+    Attributes (per slot; the float64 arrays are updated with one numpy call per batch):
+        prev_score: the score of the last observation (NaN: none yet in this episode).
+        reward_acc: reward accumulated since the last batch.
+        ep_ret, ep_len: the running episode return and length.
+        term, trunc: whether an episode ended (terminated / truncated) since the last batch.
+        metrics: ``{name: {slot: value}}`` to report in the next batch.
+        final_obs: ``{slot: obs}`` given to ``game_over`` on truncation (for the ``final`` batch).
+    """
+
+    def __init__(self, num_slots: int, slot_lo: int = 0) -> None:
+        n = self.n = num_slots
+        self.slot_lo = slot_lo
+        self.prev_score = np.full(n, np.nan)
+        self.reward_acc = np.zeros(n)
+        self.term = [False] * n
+        self.trunc = [False] * n
+        self.any_done = False
+        self.ep_ret = np.zeros(n)
+        self.ep_len = np.zeros(n, dtype=np.int64)
+        self.metrics: dict[str, dict[int, float]] = {}
+        self.final_obs: dict[int, Obs] = {}
+
+    def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
+        """Slot ``s``'s game ended its episode with ``obs`` (``agent.game_over``)."""
+        if type(obs) is not Obs:
+            raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r}")
+        prev = float(self.prev_score[s])
+        if not math.isnan(prev):
+            try:
+                r = float(obs.score) - prev
+            except (TypeError, ValueError):
+                raise InvalidObservationError(
+                    f"game_over: the observation's score must be a number, got {obs.score!r}"
+                ) from None
+            self.reward_acc[s] += r
+            self.ep_ret[s] += r
+        self.prev_score[s] = math.nan
+        if truncated:
+            self.trunc[s] = True
+            if obs._chunks or obs._actors:
+                self.final_obs[s] = obs
+        else:
+            self.term[s] = True
+        self.any_done = True
+        self.episode_end(s, obs._metrics)
+
+    def game_returned(self, s: int) -> None:
+        """Slot ``s``'s game function returned: close its open episode (if any) as truncated."""
+        if not math.isnan(self.prev_score[s]):
+            self.prev_score[s] = math.nan
+            self.trunc[s] = True
+            self.any_done = True
+            self.episode_end(s, None)
+
+    def episode_end(self, s: int, metrics: dict[str, float] | None) -> None:
+        buf = self.metrics
+        if metrics:
+            for name, v in metrics.items():
+                buf.setdefault(name, {})[s] = v
+        buf.setdefault("episode_return", {})[s] = float(self.ep_ret[s])
+        buf.setdefault("episode_length", {})[s] = int(self.ep_len[s])
+        self.ep_ret[s] = 0.0
+        self.ep_len[s] = 0
+
+    def fold(self, idx: list[int], sc: np.ndarray) -> None:
+        """Fold the scores ``sc`` (float64, checked) of slots ``idx`` into rewards, returns and lengths."""
+        if len(idx) == self.n:
+            prev = self.prev_score
+            r = sc - prev
+            np.nan_to_num(r, copy=False, nan=0.0)  # no previous score: no reward yet
+            self.reward_acc += r
+            self.ep_ret += r
+            self.prev_score = sc
+            self.ep_len += 1
+        else:
+            ii = np.array(idx, dtype=np.intp)
+            r = sc - self.prev_score[ii]
+            np.nan_to_num(r, copy=False, nan=0.0)
+            self.reward_acc[ii] += r
+            self.ep_ret[ii] += r
+            self.prev_score[ii] = sc
+            self.ep_len[ii] += 1
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """``(reward, terminated, truncated, metrics)`` since the last batch, as arrays; then clear them."""
+        n = self.n
+        reward = self.reward_acc.astype(np.float32)
+        if not math.isfinite(reward.sum()) and not np.isfinite(reward).all():
+            s = int(np.flatnonzero(~np.isfinite(reward))[0])
+            raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite (reward {reward[s]})")
+        self.reward_acc = np.zeros(n)
+        if self.any_done:
+            terminated = np.array(self.term, dtype=bool)
+            truncated = np.array(self.trunc, dtype=bool)
+            self.term = [False] * n
+            self.trunc = [False] * n
+            self.any_done = False
+        else:
+            terminated = np.zeros(n, dtype=bool)
+            truncated = np.zeros(n, dtype=bool)
+        metrics: dict[str, np.ndarray] = {}
+        if self.metrics:
+            for name, d in self.metrics.items():
+                v = np.full(n, np.nan)
+                v[list(d.keys())] = list(d.values())
+                metrics[name] = v
+            self.metrics = {}
+        return reward, terminated, truncated, metrics
+
+
+class BatchBuilder:
+    """Builds :class:`~gymloop.batch.Batch` es of slots ``[slot_lo, slot_lo + num_slots)`` from ``gl.Obs`` objects.
+
+    Args:
+        spaces: the compiled :class:`~gymloop.spaces.Spaces` (:meth:`Spaces.build
+            <gymloop.spaces.Spaces.build>`): entity schemas and action specs.
+        num_slots: how many slots each batch has.
+        slot_lo: the global index of the first slot (a batch's ``actor_slot`` is global).
+        env_lo, agents_per_game: the global index of the first env and the agents per game, for
+            error messages (slot ``s`` is env ``env_lo + s // agents_per_game``).
+
+    Only :meth:`build` and :meth:`decode` are on the hot path. The low-level
+    :class:`~gymloop.runtime.envexec.EnvExecutor` is not built on this class (its observations are
+    arrays, not objects); it shares :meth:`Batch.empty <gymloop.batch.Batch.empty>` and the kinds'
+    masks with it (see the module docstring).
+    """
+
+    def __init__(self, spaces: Spaces, num_slots: int, slot_lo: int = 0, env_lo: int = 0, agents_per_game: int = 1) -> None:
+        self.spaces = spaces
+        self.n = num_slots
+        self.slot_lo = slot_lo
+        self.env_lo = env_lo
+        self.apg = agents_per_game
+        #: what :meth:`decode` needs from the last batch (``None`` before the first)
+        self.plan: Plan | None = None
+
+    # ------------------------------------------------------------------ building
+    def build(self, pobs: list[Obs | None], ptypes: list[tuple | None], episodes: EpisodeState | None = None) -> Batch:
+        """The batch of every pending decision (one numpy call per entity type).
+
+        ``pobs[s]`` / ``ptypes[s]``: slot ``s``'s observation and the action types asked (``None``:
+        no decision pending; that slot is inactive). With ``episodes`` the scores are folded into it
+        and its rewards, ends, metrics and final observations are emptied into the batch; without,
+        those are zero / empty. An observation that entities(...) gave with several types in one call
+        is regrouped in place (its chunks split by type).
+
+        Raises:
+            InvalidObservationError: a bad observation; the message names the slot (and env).
+        """
+        sp = self.spaces
+        n = self.n
+        schemas = sp.entity_schemas
+        T = len(schemas)
+        specs = sp.action_specs
+        mbuf = episodes.metrics if episodes is not None else {}
+        objs, cnt, a_slot, a_t, a_rank, masked, simple, active = self._gather(pobs, ptypes, mbuf, episodes, True)
+        for t, sc in enumerate(schemas):
+            lst = objs[t]
+            if lst and (type(lst[0]) is not sc.cls or len(set(map(type, lst))) != 1):
+                self._regroup(pobs)
+                objs, cnt, a_slot, a_t, a_rank, masked, simple, active = self._gather(pobs, ptypes, mbuf, episodes, False)
+                break
+
+        # ---- entities: one numpy call per type
+        entities: dict[str, np.ndarray] = {}
+        counts: dict[str, np.ndarray] = {}
+        C = np.array(cnt, dtype=np.int64).reshape(T, n)
+        for t, sc in enumerate(schemas):
+            entities[sc.name] = self._featurize(sc, objs[t], cnt[t])
+            counts[sc.name] = C[t]
+
+        # ---- globals
+        gs = sp.globals_schema
+        if gs is not None:
+            gl_objs = []
+            for s in range(n):
+                obs = pobs[s]
+                if obs is None:
+                    continue
+                g = obs._globals
+                if g is None or type(g) is not gs.cls:
+                    raise InvalidObservationError(
+                        f"slot {self.slot_lo + s}: the observation space has globals of type {gs.name!r} but the "
+                        f"observation gave {g!r}; call obs.globals({gs.name}(...)) on every observation"
+                    )
+                gl_objs.append(g)
+            garr = self._featurize(gs, gl_objs, active.astype(np.int64).tolist())
+            if active.all():
+                globs = garr
+            else:
+                globs = np.zeros((n, len(gs.features)), dtype=np.float32)
+                globs[active] = garr
+        else:
+            globs = np.zeros((n, 0), dtype=np.float32)
+
+        # ---- actors and masks
+        tindex = sp.entity_index
+        starts = np.cumsum(C, axis=0) - C
+        actor_slot: dict[str, np.ndarray] = {}
+        actor_index: dict[str, np.ndarray] = {}
+        masks: dict[str, np.ndarray] = {}
+        ncand: dict[str, np.ndarray] = {}
+        among: list[tuple[int, ...]] = []
+        cand_types: dict[str, tuple[str, ...]] = {}
+        for a, spec in enumerate(specs):
+            if simple and len(a_slot[a]) == n:  # one actor in every slot: slots 0..n-1 in order
+                sl = np.arange(n, dtype=np.int64)
+            else:
+                sl = np.array(a_slot[a], dtype=np.int64)
+            kind = spec.kind
+            if not kind.actor_bound:
+                ai = np.full(sl.size, -1, dtype=np.int64)
+            elif sl.size:
+                ta = a_t[a]
+                if ta.count(ta[0]) == len(ta):  # one actor type (the common case): one row of starts
+                    ai = starts[ta[0]][sl]
+                else:
+                    ai = starts[np.array(ta, dtype=np.int64), sl]
+                if a_rank[a]:
+                    pos, rank = zip(*a_rank[a])
+                    ai[list(pos)] += rank
+            else:
+                ai = _EMPTY_I64.copy()
+            actor_slot[spec.name] = sl + self.slot_lo
+            actor_index[spec.name] = ai
+            if kind.selects_entities:
+                ts = tuple(tindex[c] for c in spec.among)
+                among.append(ts)
+                cand_types[spec.name] = tuple(schemas[t].name for t in ts)
+                nc = C[list(ts)].sum(axis=0)[sl] if sl.size else _EMPTY_I64.copy()
+                ncand[spec.name] = nc
+                masks[spec.name] = kind.all_legal(sl.size, spec.n, int(nc.sum()))
+            else:
+                among.append(())
+                masks[spec.name] = kind.all_legal(sl.size, spec.n)
+        if masked:
+            self._apply_masks(masked, masks, ncand, specs, ptypes)
+        for a, spec in enumerate(specs):
+            m = masks[spec.name]
+            if not spec.kind.selects_entities:
+                if m.shape[0] and not m.any(axis=1).all():
+                    j = int(np.flatnonzero(~m.any(axis=1))[0])
+                    self._no_legal(spec.name, a_slot[a][j])
+            else:
+                nc = ncand[spec.name]
+                if nc.size:
+                    if (nc == 0).any():
+                        j = int(np.flatnonzero(nc == 0)[0])
+                        raise InvalidObservationError(
+                            f"select-entity action {spec.name!r}: the actor of slot {self.slot_lo + a_slot[a][j]} has no "
+                            f"candidate (no entity of type {cand_types[spec.name]} was observed); observe at least one "
+                            "candidate or do not ask for this action type"
+                        )
+                    legal = np.add.reduceat(m.astype(np.int64), np.cumsum(nc) - nc)
+                    if (legal == 0).any():
+                        self._no_legal(spec.name, a_slot[a][int(np.flatnonzero(legal == 0)[0])])
+
+        # ---- rewards, ends, metrics
+        final = None
+        if episodes is not None:
+            reward, terminated, truncated, metrics = episodes.take()
+        else:
+            reward = np.zeros(n, dtype=np.float32)
+            terminated = np.zeros(n, dtype=bool)
+            truncated = np.zeros(n, dtype=bool)
+            metrics = {}
+        self.plan = Plan(simple, a_slot, among, objs, cnt)
+        if episodes is not None and episodes.final_obs:
+            final = self.build_final(episodes.final_obs)
+            episodes.final_obs = {}
+        return Batch(
+            final=final,
+            num_slots=n,
+            entities=entities,
+            counts=counts,
+            globals=globs,
+            actor_slot=actor_slot,
+            actor_index=actor_index,
+            masks=masks,
+            num_candidates=ncand,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            active=active,
+            metrics=metrics,
+            candidate_types=cand_types,
+        )
+
+    def build_final(self, final_obs: dict[int, Obs]) -> Batch:
+        """The observations given to ``game_over`` on truncation (``{slot: obs}``), as a batch without actors."""
+        sp = self.spaces
+        n = self.n
+        schemas = sp.entity_schemas
+        tindex = sp.entity_index
+        objs: list[list[Any]] = [[] for _ in schemas]
+        cnt = [[0] * n for _ in schemas]
+        f = Batch.empty(sp, n)
+        has = f.active
+        gs = sp.globals_schema
+        globs = f.globals
+        for s in sorted(final_obs):
+            obs = final_obs[s]
+            has[s] = True
+            for o in obs.entity_list():  # actors first within a type, as in every batch
+                t = tindex.get(type(o))
+                if t is None:
+                    self._unknown_type(type(o))
+                objs[t].append(o)
+                cnt[t][s] += 1
+            if gs is not None and type(obs._globals) is gs.cls:
+                globs[s] = self._featurize(gs, [obs._globals], [1])[0]
+        f.entities = {sc.name: self._featurize(sc, objs[t], cnt[t]) for t, sc in enumerate(schemas)}
+        f.counts = {sc.name: np.array(cnt[t], dtype=np.int64) for t, sc in enumerate(schemas)}
+        return f
+
+    # ------------------------------------------------------------------ decoding
+    def decode(self, actions: Sequence[np.ndarray]) -> list[list[Any]]:
+        """The chosen values (enum members, composites, entity objects) of the last batch's actors.
+
+        ``actions``: one int array per action type, in space order, aligned with that batch's
+        actors. Returns one list per action type, aligned with ``plan.a_slot``.
+        """
+        decoded: list[list[Any]] = []
+        for a, spec in enumerate(self.spaces.action_specs):
+            idx = actions[a].tolist()
+            if spec.kind.selects_entities:
+                decoded.append(self._decode_select(a, idx))
+            else:
+                vals = spec.values
+                decoded.append([vals[i] for i in idx])
+        return decoded
+
+    def _decode_select(self, a: int, idx: list[int]) -> list[Any]:
+        plan = self.plan
+        among_t = plan.among[a]
+        objs = plan.objs
+        offs = plan.offsets()
+        cnt = plan.cnt
+        out = []
+        for s, k in zip(plan.a_slot[a], idx):
+            for t in among_t:
+                c = cnt[t][s]
+                if k < c:
+                    out.append(objs[t][offs[t][s] + k])
+                    break
+                k -= c
+            else:  # pragma: no cover - VecEnv validates ranges first
+                raise InvalidObservationError(f"select-entity index out of range for slot {s}")
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _gather(self, pobs: list[Any], ptypes: list[Any], mbuf: dict[str, dict[int, float]], episodes: EpisodeState | None, rewards: bool) -> tuple:
+        """One pass over the pending observations: objects per type, counts, actors.
+
+        With ``rewards`` it also checks each observation's score and folds its change into
+        ``episodes`` (one numpy call for the whole batch).
+
+        Returns ``(objs, cnt, a_slot, a_t, a_rank, masked, simple, active)``: ``a_rank`` holds,
+        per action type, ``(position in a_slot, rank)`` only for actors whose rank within their
+        type is not 0 (a single actor always has rank 0: actors come first within a type).
+        """
+        sp = self.spaces
+        n = self.n
+        T = len(sp.entity_schemas)
+        tindex = sp.entity_index
+        aindex = sp.action_index
+        A = len(sp.action_specs)
+        bound = [spec.kind.actor_bound for spec in sp.action_specs]
+        objs: list[list[Any]] = [[] for _ in range(T)]
+        cnt = [[0] * n for _ in range(T)]
+        a_slot: list[list[int]] = [[] for _ in range(A)]
+        a_t: list[list[int]] = [[] for _ in range(A)]
+        a_rank: list[list[tuple[int, int]]] = [[] for _ in range(A)]
+        masked: list[tuple[int, int, int, Any]] = []  # (slot, action, first position in actor list, obs)
+        simple = True
+        idx: list[int] = []
+        scores: list[Any] = []
+        s = 0
+        try:
+            for s, obs in enumerate(pobs):
+                if obs is None:
+                    continue
+                idx.append(s)
+                scores.append(obs.score)
+                pt = ptypes[s]
+                if obs._single and len(pt) == 1 and bound[aindex[pt[0]]]:
+                    x = obs._actors[0]
+                    t = tindex[type(x)]
+                    objs[t].append(x)
+                    cnt[t][s] = 1
+                    a = aindex[pt[0]]
+                    if obs._masks is not None:
+                        masked.append((s, a, len(a_slot[a]), obs))
+                    a_slot[a].append(s)
+                    a_t[a].append(t)
+                else:
+                    simple = False
+                    acts = obs._actors
+                    if not acts and any(bound[aindex[key]] for key in pt):
+                        raise InvalidObservationError(
+                            f"slot {self.slot_lo + s}: " + no_actor_message([sp.action_specs[aindex[key]] for key in pt])
+                        )
+                    ranks = []
+                    for x in acts:
+                        t = tindex[type(x)]
+                        objs[t].append(x)
+                        c = cnt[t]
+                        ranks.append((t, c[s]))
+                        c[s] += 1
+                    for key in pt:
+                        a = aindex[key]
+                        sl_a, t_a, r_a = a_slot[a], a_t[a], a_rank[a]
+                        if obs._masks is not None:
+                            masked.append((s, a, len(sl_a), obs))
+                        if not bound[a]:  # one decision for the observation: no actor entity
+                            sl_a.append(s)
+                            t_a.append(-1)
+                            continue
+                        for t, r in ranks:
+                            if r:
+                                r_a.append((len(sl_a), r))
+                            sl_a.append(s)
+                            t_a.append(t)
+                for ch in obs._chunks:
+                    t = tindex[type(ch[0])]
+                    objs[t] += ch
+                    cnt[t][s] += len(ch)
+                if obs._metrics:
+                    for mname, mv in obs._metrics.items():
+                        mbuf.setdefault(mname, {})[s] = mv
+        except KeyError as e:
+            key = e.args[0] if e.args else None
+            self._unknown_type(key, is_action=any(p is not None and key in p for p in ptypes))
+            raise  # pragma: no cover
+        except TypeError as e:
+            raise InvalidObservationError(f"slot {self.slot_lo + s}: invalid action type passed to act: {e}") from None
+        if rewards and idx:
+            sc = self._scores(idx, scores)
+            if episodes is not None:
+                episodes.fold(idx, sc)
+        if len(idx) == n:
+            active = np.ones(n, dtype=bool)
+        else:
+            active = np.zeros(n, dtype=bool)
+            active[idx] = True
+        return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
+
+    def _scores(self, idx: list[int], scores: list[Any]) -> np.ndarray:
+        """The scores of slots ``idx`` as float64, each checked to be a finite number."""
+        try:
+            sc = np.array(scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            sc = None
+        if sc is None or sc.shape != (len(idx),) or not math.isfinite(sc.sum()):
+            for s, v in zip(idx, scores):
+                if not isinstance(v, (int, float, np.integer, np.floating)):
+                    raise InvalidObservationError(
+                        f"slot {self.slot_lo + s}: the observation's score must be a number, got {v!r}"
+                    )
+                if not math.isfinite(v):
+                    raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite ({v})")
+        return sc  # type: ignore[return-value]
+
+    def _no_legal(self, name: str, s: int) -> None:
+        raise InvalidObservationError(
+            f"action type {name!r}: an actor of slot {self.slot_lo + s} (env {self.env_lo + s // self.apg}) has a mask "
+            "that leaves no legal choice; every mask must allow at least one choice"
+        )
+
+    def _unknown_type(self, key: Any, is_action: bool = False) -> None:
+        sp = self.spaces
+        known_e = [s.name for s in sp.entity_schemas]
+        known_a = [s.name for s in sp.action_specs]
+        if not is_action:
+            raise InvalidObservationError(
+                f"entity type {key.__qualname__!r} appeared after the observation space was fixed (known entity "
+                f"types: {known_e}); declare every entity type up front: gl.VecEnv(..., entity_types=[...])"
+            )
+        raise InvalidObservationError(
+            f"action type {getattr(key, '__name__', key)!r} appeared after the action space was fixed (known action "
+            f"types: {known_a}); declare every action type up front: gl.VecEnv(..., action_types=[...])"
+        )
+
+    def _featurize(self, sc: Any, lst: list[Any], per_slot: list[int]) -> np.ndarray:
+        nf = len(sc.features)
+        if not lst:
+            return np.zeros((0, nf), dtype=np.float32)
+        try:
+            arr = np.array(sc.flat(lst), dtype=np.float32)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            self._locate_bad(sc, lst, per_slot, e)
+            raise  # pragma: no cover
+        arr = arr.reshape(len(lst), nf)
+        # a finite sum proves every value finite (one cheap reduction); only then-not is checked fully
+        if not math.isfinite(arr.sum()) and not np.isfinite(arr).all():
+            bad = np.argwhere(~np.isfinite(arr))[0]
+            row, col = int(bad[0]), int(bad[1])
+            s = int(np.searchsorted(np.cumsum(per_slot), row, side="right"))
+            raise InvalidObservationError(
+                f"entity type {sc.name!r}, feature {sc.features[col]!r} is {arr[row, col]} in env "
+                f"{self.env_lo + s // self.apg} (slot {self.slot_lo + s}); features must be finite numbers"
+            )
+        return arr
+
+    def _locate_bad(self, sc: Any, lst: list[Any], per_slot: list[int], e: Exception) -> None:
+        """Slow path after featurizing failed: name the object, its field and its env."""
+        ends = np.cumsum(per_slot)
+        for i, o in enumerate(lst):
+            env = self.env_lo + int(np.searchsorted(ends, i, side="right")) // self.apg
+            for f in sc.fields:
+                if not hasattr(o, f):
+                    raise InvalidObservationError(f"entity type {sc.name!r}: object {o!r} in env {env} has no field {f!r}")
+            try:
+                np.array(sc.flat([o]), dtype=np.float32)
+            except Exception as e2:
+                raise InvalidObservationError(
+                    f"entity type {sc.name!r}: cannot featurize {o!r} in env {env}: {type(e2).__name__}: {e2}; "
+                    "every feature must be a number (an Enum field must hold one of its members)"
+                ) from None
+        raise InvalidObservationError(f"entity type {sc.name!r}: cannot featurize: {e}") from None
+
+    def _regroup(self, pobs: list[Any]) -> None:
+        """Slow path: some ``entities(...)`` call mixed several types; split such chunks by type."""
+        tindex = self.spaces.entity_index
+        for obs in pobs:
+            if obs is None:
+                continue
+            new: list[Any] = []
+            for ch in obs._chunks:
+                first = type(ch[0])
+                if all(type(o) is first for o in ch):
+                    new.append(ch)
+                    continue
+                groups: dict[type, list[Any]] = {}
+                for o in ch:
+                    t = type(o)
+                    if t not in tindex:
+                        self._unknown_type(t)
+                    groups.setdefault(t, []).append(o)
+                new.extend(groups.values())
+            obs._chunks = new
+
+    def _apply_masks(self, masked: list, masks: dict[str, np.ndarray], ncand: dict[str, np.ndarray], specs: list, ptypes: list[Any]) -> None:
+        """Write the masks the games set (slow path, only for observations that have masks)."""
+        ncand_cum = {k: np.cumsum(v) - v for k, v in ncand.items()}
+        for s, a, pos, obs in masked:
+            spec = specs[a]
+            raw_list = obs._masks.get(spec.key)
+            if raw_list is None:
+                continue
+            for i, raw in enumerate(raw_list):
+                if raw is None:
+                    continue
+                j = pos + i
+                try:
+                    if spec.kind.selects_entities:
+                        cands = obs.entities_of(spec.among)
+                        start = int(ncand_cum[spec.name][j])
+                        masks[spec.name][start : start + len(cands)] = mask_vector(raw, spec, len(cands), cands)
+                    else:
+                        masks[spec.name][j] = mask_vector(raw, spec, spec.n, None)
+                except InvalidObservationError as e:
+                    who = f"actor {i}" if spec.kind.actor_bound else "the observation"
+                    raise InvalidObservationError(f"slot {self.slot_lo + s}, {who}: {e}") from None
+        for s, _a, _pos, obs in masked:
+            unknown = [k for k in obs._masks if k not in ptypes[s]]
+            if unknown:
+                raise InvalidObservationError(
+                    f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
+                    f"(asked: {list(ptypes[s])!r}); a mask must belong to a requested action type"
+                )
+
+
+class Plan:
+    """What decoding needs from the last batch: per action type the slot of each actor, the candidate
+    entity types of select-entity actions, and the entity objects per type with their counts per slot.
+
+    ``simple``: every pending decision asked one actor-bound action type for one actor.
+    """
+
+    __slots__ = ("simple", "a_slot", "among", "objs", "cnt", "_offs")
+
+    def __init__(self, simple: bool, a_slot: list[list[int]], among: list[tuple[int, ...]], objs: list[list[Any]], cnt: list[list[int]]) -> None:
+        self.simple = simple
+        self.a_slot = a_slot
+        self.among = among
+        self.objs = objs
+        self.cnt = cnt
+        self._offs: list[list[int]] | None = None
+
+    def offsets(self) -> list[list[int]]:
+        if self._offs is None:
+            self._offs = [(np.cumsum(c) - np.array(c)).tolist() for c in self.cnt]
+        return self._offs

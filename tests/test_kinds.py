@@ -273,3 +273,42 @@ def test_a_global_decision_mixed_with_an_actor_bound_one_learns():
 
     result = gl.train.train(tg.global_and_actor, tiny(24_576))
     assert final_return(result, last=4) >= 1.8, [h.get("episode_return_mean") for h in result.history]  # random: 0.75
+
+
+# ---------------------------------------------------------------------- traces and behaviour cloning
+class Oracle:
+    """Picks the lit light (global decision) and arm C: the best play of ``tg.global_and_actor``."""
+
+    def act(self, obs, *types):
+        lit = next(x.index for x in obs.entities_of(tg.Light) if x.on)
+        return tg.Guess(lit), tg.Arm.C
+
+    def game_over(self, obs, truncated=False):
+        pass
+
+
+def test_traces_record_save_and_replay_global_decisions(tmp_path):
+    pytest.importorskip("torch")
+    path = tmp_path / "cmd.trace.safetensors"
+    trace = gl.record_trace(commander, gl.RandomAgent(seed=3), seed=2, max_steps=25, path=path)
+    assert trace.action_space["Stance"].kind is GLOBAL
+    assert trace.batch.actor_index["Stance"].tolist() == [-1] * 25
+    loaded = gl.load_trace(path)
+    assert loaded.spaces == trace.spaces
+    for k in range(loaded.num_decisions):
+        assert loaded.choices(k)["Stance"].shape == (1,)
+    result = gl.replay(path, commander)
+    assert len(result.episodes) == len(trace.episodes)
+
+
+@pytest.mark.slow
+def test_behaviour_cloning_learns_a_global_decision(tmp_path):
+    pytest.importorskip("torch")
+    from gymloop.train.bc import BCConfig, train_bc
+
+    traces = [gl.record_trace(tg.global_and_actor, Oracle(), seed=s, max_steps=200) for s in range(3)]
+    res = train_bc(traces, BCConfig(epochs=150, minibatch_size=64, net=gl.train.NetConfig(d_model=16, n_head=2)), out_path=tmp_path / "bc.safetensors")
+    assert res.agreement >= 0.95, res.history
+    agent = gl.load(tmp_path / "bc.safetensors", greedy=True)
+    r = gl.run(tg.global_and_actor, agent, seed=99, max_episodes=50)
+    assert np.mean([e.score for e in r.episodes]) >= 1.9  # random play: 0.75

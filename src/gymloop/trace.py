@@ -63,13 +63,13 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .actions import CATEGORICAL, SELECT_ENTITY, action_spec
+from .actions import action_spec
 from .agent import EpisodeResult, RunResult, check_action, pack_result, run
 from .batch import Batch, stack
 from .checkpoint import read_safetensors, write_safetensors
 from .errors import CheckpointError, ConfigError, InvalidObservationError, TraceError
 from .obs import Obs
-from .spaces import ActionDesc, ObsSpace, Spaces, declared_types, spaces_to_json
+from .spaces import ActionDesc, ObsSpace, Spaces, declared_types
 
 __all__ = ["TRACE_FORMAT_VERSION", "TRACE_SUFFIX", "Recorder", "Trace", "load_trace", "load_traces", "record_trace", "replay"]
 
@@ -78,9 +78,6 @@ log = logging.getLogger("gymloop.trace")
 TRACE_FORMAT_VERSION = 1
 TRACE_SUFFIX = ".trace.safetensors"
 _META_KEY = "gymloop-trace"
-
-_Space = tuple[ObsSpace, dict[str, ActionDesc]]
-
 
 # ---------------------------------------------------------------------- the trace
 @dataclass(eq=False)
@@ -158,9 +155,9 @@ class Trace:
             tensors[f"actor_index/{name}"] = b.actor_index[name]
             tensors[f"masks/{name}"] = b.masks[name]
             tensors[f"actions/{name}"] = self.actions[name]
-            if a.kind == SELECT_ENTITY:
+            if a.kind.selects_entities:
                 tensors[f"num_candidates/{name}"] = b.num_candidates[name]
-        obs, acts = spaces_to_json(self.obs_space, self.action_space)
+        obs, acts = self.spaces.to_json()
         doc = {
             "format_version": TRACE_FORMAT_VERSION,
             "library_version": __version__,
@@ -184,6 +181,11 @@ class Trace:
         write_safetensors(p, tensors, {_META_KEY: json.dumps(doc), "format": "gymloop-trace"})
         self.path = p
         return p
+
+    @property
+    def spaces(self) -> Spaces:
+        """The trace's observation and action spaces as one :class:`~gymloop.spaces.Spaces` value."""
+        return Spaces(self.obs_space, self.action_space)
 
     def decision(self, k: int) -> Batch:
         """Decision ``k`` as a one-slot batch (views into ``batch``)."""
@@ -248,37 +250,7 @@ def _names(x: Any, what: str, bad: Callable[[str], TraceError], nonempty: bool =
     return tuple(x)
 
 
-def _spaces_from_json(obs: Any, acts: Any, bad: Callable[[str], TraceError]) -> _Space:
-    """The spaces a trace file describes (the JSON of :func:`~gymloop.spaces.spaces_to_json`), checked."""
-    if not isinstance(obs, dict) or not isinstance(obs.get("entities"), dict):
-        raise bad(f"obs_space must be an object with an 'entities' object, got {obs!r}")
-    ents = {k: _names(v, f"the features of entity type {k!r}", bad) for k, v in obs["entities"].items()}
-    o = ObsSpace(entities=ents, globals=_names(obs.get("globals", []), "the global features", bad))
-    if not isinstance(acts, dict):
-        raise bad(f"action_space must be an object, got {acts!r}")
-    a = {}
-    for k, v in acts.items():
-        if not isinstance(v, dict):
-            raise bad(f"action type {k!r} must be an object with kind, labels and among, got {v!r}")
-        kind = v.get("kind")
-        if kind not in (CATEGORICAL, SELECT_ENTITY):
-            raise bad(f"action type {k!r} has unknown kind {kind!r} (expected {CATEGORICAL!r} or {SELECT_ENTITY!r})")
-        labels = _names(v.get("labels", []), f"the labels of action type {k!r}", bad, nonempty=kind == CATEGORICAL)
-        among = _names(v.get("among", []), f"the candidate types of action type {k!r}", bad, nonempty=kind == SELECT_ENTITY)
-        if (among if kind == CATEGORICAL else labels):
-            raise bad(f"action type {k!r} is {kind}: it has {'labels' if kind == CATEGORICAL else 'candidate types'} only")
-        unknown = [t for t in among if t not in ents]
-        if unknown:
-            raise bad(f"action type {k!r} selects among {unknown}, which are not entity types of the trace")
-        a[k] = ActionDesc(k, kind, labels, among)
-    return o, a
-
-
-def _empty_batch(space: _Space) -> Batch:
-    return Batch.empty(Spaces(*space), 0)
-
-
-def relayout(b: Batch, src: _Space, dst: _Space) -> Batch:
+def relayout(b: Batch, src: Spaces, dst: Spaces) -> Batch:
     """The batch ``b`` (laid out for the spaces ``src``) laid out for the spaces ``dst``.
 
     ``dst`` may have more entity and action types (they get zero rows / no actors); types of
@@ -288,8 +260,8 @@ def relayout(b: Batch, src: _Space, dst: _Space) -> Batch:
     Raises:
         TraceError: ``b`` holds something ``dst`` cannot (the message lists every difference).
     """
-    so, sa = src
-    do, da = dst
+    so, sa = src.obs, src.actions
+    do, da = dst.obs, dst.actions
     if so == do and sa == da:
         return b
     S = b.num_slots
@@ -307,7 +279,7 @@ def relayout(b: Batch, src: _Space, dst: _Space) -> Batch:
             if b.actor_slot[name].size:
                 problems.append(f"action type {name!r} is not in the trace's action space {sorted(da)}")
         elif da[name] != a:
-            problems.append(f"action type {name!r} is {_desc(a)}, in the trace {_desc(da[name])}")
+            problems.append(f"action type {name!r} is {a.describe()}, in the trace {da[name].describe()}")
     if problems:
         raise TraceError("; ".join(problems))
     src_names = list(so.entities)
@@ -326,7 +298,7 @@ def relayout(b: Batch, src: _Space, dst: _Space) -> Batch:
         t = (end_src[:, sl] <= idx).sum(axis=0)
         return off_dst[pos[t], sl] + idx - off_src[t, sl]
 
-    out = _empty_batch(dst)
+    out = Batch.empty(dst, 0)
     out.num_slots = S
     for n in dst_names:
         if n in b.entities:
@@ -356,11 +328,7 @@ def join(batches: Sequence[Batch], copy: bool = False) -> Batch:
     return Batch.concat(shifted, copy=copy)
 
 
-def _desc(a: ActionDesc) -> str:
-    return f"{a.kind} with labels {list(a.labels)}" if a.kind == CATEGORICAL else f"select-entity among {list(a.among)}"
-
-
-def merge_spaces(spaces: Sequence[_Space], names: Sequence[str] | None = None) -> _Space:
+def merge_spaces(spaces: Sequence[Spaces], names: Sequence[str] | None = None) -> Spaces:
     """The union of several spaces (entity and action types sorted by name, as a VecEnv orders them).
 
     Raises:
@@ -371,20 +339,21 @@ def merge_spaces(spaces: Sequence[_Space], names: Sequence[str] | None = None) -
     ents: dict[str, tuple[tuple[str, ...], str]] = {}
     acts: dict[str, tuple[ActionDesc, str]] = {}
     glob: tuple[tuple[str, ...], str] | None = None
-    for (o, a), who in zip(spaces, names):
+    for sp, who in zip(spaces, names):
+        o, a = sp.obs, sp.actions
         for n, f in o.entities.items():
             if n in ents and ents[n][0] != f:
                 raise TraceError(f"entity type {n!r} has the features {list(ents[n][0])} in {ents[n][1]} but {list(f)} in {who}")
             ents.setdefault(n, (f, who))
         for n, d in a.items():
             if n in acts and acts[n][0] != d:
-                raise TraceError(f"action type {n!r} is {_desc(acts[n][0])} in {acts[n][1]} but {_desc(d)} in {who}")
+                raise TraceError(f"action type {n!r} is {acts[n][0].describe()} in {acts[n][1]} but {d.describe()} in {who}")
             acts.setdefault(n, (d, who))
         if glob is not None and glob[0] != o.globals:
             raise TraceError(f"the global features are {list(glob[0])} in {glob[1]} but {list(o.globals)} in {who}")
         glob = (o.globals, who)
     obs = ObsSpace(entities={n: ents[n][0] for n in sorted(ents)}, globals=glob[0] if glob else ())
-    return obs, {n: acts[n][0] for n in sorted(acts)}
+    return Spaces(obs, {n: acts[n][0] for n in sorted(acts)})
 
 
 # ---------------------------------------------------------------------- featurizing one decision
@@ -401,10 +370,10 @@ class _Featurizer:
             e, g, a = declared
             self.parts.append((list(e), [g] if g is not None else [], list(a)))
         self.known: set[Any] = set()
-        self.space: _Space | None = None
+        self.space: Spaces | None = None
         self.builder: Any = None
 
-    def one(self, obs: Obs, types: tuple) -> tuple[Batch, _Space]:
+    def one(self, obs: Obs, types: tuple) -> tuple[Batch, Spaces]:
         from .runtime.builder import BatchBuilder
         from .runtime.executor import merge_types
 
@@ -419,13 +388,13 @@ class _Featurizer:
         if new or self.builder is None:
             self.parts.append((ents, glob, list(types)))
             sp = Spaces.build(*merge_types(self.parts))
-            if self.space is not None and sp.globals_schema is not None and not self.space[0].globals:
+            if self.space is not None and sp.globals_schema is not None and not self.space.obs.globals:
                 g = sp.globals_schema.name
                 raise InvalidObservationError(
                     f"this observation brings the globals {g!r}, but the earlier ones had none; give obs.globals(...) on "
                     f"every observation from the first, or declare it with @gl.game(globals={g})"
                 )
-            self.space = (sp.obs_space, sp.action_space)
+            self.space = sp
             known.update(s.cls for s in sp.entity_schemas)
             known.update(s.key for s in sp.action_specs)
             if sp.globals_schema is not None:
@@ -440,13 +409,13 @@ def _choice_indices(obs: Obs, types: tuple, res: Any) -> dict[str, list[int]]:
     out = {}
     for t, vals in zip(types, per_type):
         spec = action_spec(t)
-        if obs._single:
+        if obs._single or not spec.kind.actor_bound:
             vals = [vals]
-        if spec.kind == CATEGORICAL:
-            out[spec.name] = [spec.index_of(v) for v in vals]
-        else:
+        if spec.kind.selects_entities:
             cands = obs.entities_of(spec.among)
             out[spec.name] = [next(j for j, c in enumerate(cands) if c is v) for v in vals]
+        else:
+            out[spec.name] = [spec.index_of(v) for v in vals]
     return out
 
 
@@ -569,9 +538,9 @@ class Recorder:
         self._fn = fn
         self._feat = _Featurizer(declared_types(fn))
         self._groups: dict[Any, object] = {}  # inner act_all group -> this recorder's token for it
-        self._chunks: list[tuple[Batch, _Space]] = []  # decisions so far, stacked in chunks of one space
+        self._chunks: list[tuple[Batch, Spaces]] = []  # decisions so far, stacked in chunks of one space
         self._recent: list[Batch] = []  # the latest decisions, one batch each, all of _recent_space
-        self._recent_space: _Space | None = None
+        self._recent_space: Spaces | None = None
         self._choices: dict[str, list[int]] = {}
         self._score: list[float] = []
         self._agent: list[int] = []
@@ -597,7 +566,7 @@ class Recorder:
             raise ConfigError("this Recorder records several agents; hand recorder.agents to the game, not the recorder")
         self._seats[0].game_over(obs, truncated)
 
-    def _add(self, seat: int, obs: Obs, types: tuple, res: Any, b: Batch, space: _Space) -> None:
+    def _add(self, seat: int, obs: Obs, types: tuple, res: Any, b: Batch, space: Spaces) -> None:
         names = tuple(action_spec(t).name for t in types)
         for name, idx in _choice_indices(obs, types, res).items():
             self._choices.setdefault(name, []).extend(idx)
@@ -628,9 +597,9 @@ class Recorder:
         batch.reward = np.zeros(batch.num_slots, dtype=np.float32)  # see the module docstring
         batch.terminated = np.zeros(batch.num_slots, dtype=bool)
         batch.truncated = np.zeros(batch.num_slots, dtype=bool)
-        actions = {n: np.array(self._choices.get(n, []), dtype=np.int64) for n in space[1]}
+        actions = {n: np.array(self._choices.get(n, []), dtype=np.int64) for n in space.actions}
         return Trace(
-            game=self.game, seed=self.seed, num_agents=len(self._seats), obs_space=space[0], action_space=space[1],
+            game=self.game, seed=self.seed, num_agents=len(self._seats), obs_space=space.obs, action_space=space.action_space,
             batch=batch, actions=actions, score=np.array(self._score, dtype=np.float64),
             agent=np.array(self._agent, dtype=np.int64), asked=np.array(self._asked, dtype=np.int64),
             asked_table=list(self._asked_table), episodes=list(self._ends), episode_after=list(self._ends_after),
@@ -743,7 +712,11 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
     for key in ("game", "seed", "agents", "obs_space", "action_space", "decisions", "asked", "episodes"):
         if key not in doc:
             raise bad(f"the trace metadata lacks {key!r}")
-    obs, acts = _spaces_from_json(doc["obs_space"], doc["action_space"], bad)
+    try:
+        spaces = Spaces.from_json(doc["obs_space"], doc["action_space"], TraceError, f"{p}: ")
+    except TraceError as e:
+        raise bad(str(e)[len(p) + 2 :]) from None
+    obs, acts = spaces.obs, spaces.actions
     N, A, seed, game = doc["decisions"], doc["agents"], doc["seed"], doc["game"]
     if not (_is_int(N) and N >= 0 and _is_int(A) and A >= 1 and _is_int(seed)):
         raise bad(f"decisions {N!r}, agents {A!r} and seed {seed!r} must be ints (decisions >= 0, agents >= 1)")
@@ -791,7 +764,7 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
         table.append((names, e["single"]))
     if N and (asked.min() < 0 or asked.max() >= len(table)):
         raise bad(f"asked indices must be in [0, {len(table)})")
-    b = _empty_batch((obs, acts))
+    b = Batch.empty(spaces, 0)
     b.num_slots = N
     b.entities, b.counts, b.globals = ents, counts, glob
     b.reward, b.terminated, b.truncated = np.zeros(N, dtype=np.float32), np.zeros(N, dtype=bool), np.zeros(N, dtype=bool)
@@ -805,10 +778,13 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
             raise bad(f"actor_slot/{n} must be slot indices in [0, {N}) in ascending order")
         actors[n] = np.bincount(sl, minlength=N)
         idx = get(f"actor_index/{n}", "int64", (m,))
-        if m and ((idx < 0).any() or (idx >= total[sl]).any()):
+        if not a.kind.actor_bound:
+            if m and ((idx != -1).any() or (np.diff(sl) == 0).any()):
+                raise bad(f"actor_index/{n} must be -1 (a global decision has no actor entity), one per deciding slot")
+        elif m and ((idx < 0).any() or (idx >= total[sl]).any()):
             raise bad(f"actor_index/{n} points outside its slot's entities")
         choice = get(f"actions/{n}", "int64", (m,))
-        if a.kind == CATEGORICAL:
+        if not a.kind.selects_entities:
             mask = get(f"masks/{n}", "bool", (m, a.n))
             if m and ((choice < 0).any() or (choice >= a.n).any() or not mask[np.arange(m), np.clip(choice, 0, a.n - 1)].all()):
                 raise bad(f"actions/{n} holds a choice outside [0, {a.n}) or one its mask forbids")
@@ -833,8 +809,13 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
         ks = np.flatnonzero(asked == i)
         if not ks.size:
             continue
-        n_act = actors[names[0]][ks]
-        if (n_act < 1).any() or (single and (n_act != 1).any()) or any((actors[n][ks] != n_act).any() for n in names[1:]):
+        bound = [n for n in names if acts[n].kind.actor_bound]
+        if any((actors[n][ks] != 1).any() for n in names if n not in bound):
+            raise bad(f"decisions that asked for {list(names)} must have one row for each global decision among them")
+        n_act = actors[bound[0]][ks] if bound else None
+        if n_act is not None and (
+            (n_act < 1).any() or (single and (n_act != 1).any()) or any((actors[n][ks] != n_act).any() for n in bound[1:])
+        ):
             raise bad(f"decisions that asked for {list(names)} must have {'one actor' if single else 'actors'} for each of them")
         others = [n for n in acts if n not in names and actors[n][ks].any()]
         if others:
@@ -902,7 +883,7 @@ class _Replayer:
         self.k = 0
         self.e = 0
         self.where = trace.path or f"trace of {trace.game!r} (seed {trace.seed})"
-        self.space = (trace.obs_space, trace.action_space)
+        self.space = trace.spaces
         self.ep_len = [0] * trace.num_agents
 
     def fail(self, what: str) -> TraceError:
@@ -940,14 +921,14 @@ class _Replayer:
         for t in types:
             spec = action_spec(t)
             idx = ch[spec.name].tolist()
-            if spec.kind == CATEGORICAL:
-                per_type.append([spec.values[i] for i in idx])
-            else:
+            if spec.kind.selects_entities:
                 cands = obs.entities_of(spec.among)
                 per_type.append([cands[i] for i in idx])
+            else:
+                per_type.append([spec.values[i] for i in idx])
         self.k += 1
         self.ep_len[seat] += 1
-        return pack_result(obs, per_type)
+        return pack_result(obs, per_type, types)
 
     def game_over(self, seat: int, obs: Obs, truncated: bool) -> None:
         tr = self.trace

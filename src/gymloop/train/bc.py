@@ -198,9 +198,9 @@ def train_bc(
                 log.warning("trace %s was recorded for game %r, not %r", t.path or "?", t.game, game_name)
     elif len({t.game for t in trs}) == 1:
         game_name = trs[0].game
-    space = merge_spaces([(t.obs_space, t.action_space) for t in trs], [t.path or f"trace {i}" for i, t in enumerate(trs)])
-    batch = join([relayout(t.batch, (t.obs_space, t.action_space), space) for t in trs])
-    names = list(space[1])
+    space = merge_spaces([t.spaces for t in trs], [t.path or f"trace {i}" for i, t in enumerate(trs)])
+    batch = join([relayout(t.batch, t.spaces, space) for t in trs])
+    names = list(space.actions)
     actions = {n: np.concatenate([t.actions[n] if n in t.actions else np.zeros(0, np.int64) for t in trs]) for n in names}
     N = batch.num_slots
     if not sum(a.size for a in actions.values()):
@@ -209,7 +209,7 @@ def train_bc(
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    policy = Policy(space[0], space[1], cfg.net)
+    policy = Policy(space.obs, space.action_space, cfg.net)
     policy.update_norms(policy.pack(batch))
     optim = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
     mb = min(cfg.minibatch_size, N)
@@ -236,7 +236,7 @@ def train_bc(
                 if lp.numel() == 0:
                     continue
                 lps.append(lp)
-                if not space[1][n].kind.selects_entities:
+                if not space.actions[n].kind.selects_entities:
                     best = out.logits[n].max(-1).values
                 else:
                     seg = torch.from_numpy(p.cand_seg[n])

@@ -153,7 +153,7 @@ def test_unknown_library_version_and_malformed_entries(tmp_path, archive):
         (lambda d: d.update(format_version=99), "unknown agent library format version 99"),
         (lambda d: d.pop("agents"), "lacks its 'agents' table"),
         (lambda d: d["agents"]["easy"].pop("id"), "entry of agent 'easy' is malformed"),
-        (lambda d: d["agents"]["easy"]["info"].update(format_version=7), "agent 'easy' has unknown checkpoint format version 7"),
+        (lambda d: d["agents"]["easy"]["info"].update(format_version=7), "agent 'easy': unknown checkpoint format version 7"),
     ]:
         d = json.loads(json.dumps(doc))
         change(d)

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from .checkpoint import FORMAT_VERSION, SafetensorsFile, read_agent, write_safetensors
+from .checkpoint import FORMAT_VERSION, SafetensorsFile, check_agent_document, read_agent, write_safetensors
 from .errors import CheckpointError
 from .neural import NeuralAgent, load
 from .nn.numpy_policy import NumpyPolicy
@@ -291,11 +291,7 @@ def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[
         if not isinstance(ent, dict) or not isinstance(ent.get("id"), str) or not isinstance(ent.get("info"), dict):
             raise CheckpointError(f"{p}: the library entry of agent {name!r} is malformed")
         info = ent["info"]
-        if info.get("format_version") != FORMAT_VERSION:
-            raise CheckpointError(f"{p}: agent {name!r} has unknown checkpoint format version {info.get('format_version')!r}")
-        for key in ("obs_space", "action_space", "net"):
-            if key not in info:
-                raise CheckpointError(f"{p}: agent {name!r}'s metadata lacks {key!r}")
+        check_agent_document(info, f"{p}: agent {name!r}", "its metadata")
         infos[name] = info
         ids[name] = ent["id"]
     return infos, ids

@@ -222,6 +222,19 @@ class AgentFile:
         return self.info["action_space"]
 
 
+def check_agent_document(info: Any, where: str, who: str = "the gymloop metadata") -> None:
+    """Raise :class:`CheckpointError` unless ``info`` is an agent document of this format version
+    with its required entries (its spaces are validated by :func:`spaces_of`)."""
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{where}: {who} must be a JSON object")
+    v = info.get("format_version")
+    if v != FORMAT_VERSION:
+        raise CheckpointError(f"{where}: unknown checkpoint format version {v!r}; this gymloop reads version {FORMAT_VERSION}")
+    for key in ("obs_space", "action_space", "net"):
+        if key not in info:
+            raise CheckpointError(f"{where}: {who} lacks {key!r}")
+
+
 def spaces_of(info: Mapping[str, Any], where: str) -> Spaces:
     """The validated :class:`Spaces` of an agent document (``where`` names the file in errors)."""
     for key in ("obs_space", "action_space"):
@@ -251,14 +264,7 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
         info = json.loads(meta["gymloop"])
     except json.JSONDecodeError as e:
         raise CheckpointError(f"{p}: the gymloop metadata is not valid JSON: {e}") from None
-    if not isinstance(info, dict):
-        raise CheckpointError(f"{p}: the gymloop metadata must be a JSON object")
-    v = info.get("format_version")
-    if v != FORMAT_VERSION:
-        raise CheckpointError(f"{p}: unknown checkpoint format version {v!r}; this gymloop reads version {FORMAT_VERSION}")
-    for key in ("obs_space", "action_space", "net"):
-        if key not in info:
-            raise CheckpointError(f"{p}: the gymloop metadata lacks {key!r}")
+    check_agent_document(info, p)
     af = AgentFile(p, tensors, info)
     af.spaces  # validated once, here  # noqa: B018
     return af

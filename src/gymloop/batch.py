@@ -16,6 +16,8 @@ For each action type ``name`` the actors are listed in slot order:
 * ``actor_slot[name]``: ``(n_actors,)`` int64, the slot of each actor;
 * ``actor_index[name]``: ``(n_actors,)`` int64, the actor's entity index within its slot;
 * categorical: ``masks[name]`` ``(n_actors, n_choices)`` bool (all True when the game set no mask);
+* global decision (``global_categorical``, one choice per observation): one row per slot that
+  asked for it, ``actor_index`` ``-1`` (no actor entity), ``masks[name]`` ``(n_rows, n_choices)``;
 * select-entity: ``num_candidates[name]`` ``(n_actors,)`` int64 and ``masks[name]``
   ``(num_candidates.sum(),)`` bool, actor after actor; ``candidate_index(name)`` gives each
   candidate's entity index within the actor's slot.

@@ -120,13 +120,17 @@ def test_mixed_entity_chunks_are_regrouped():
 def test_the_same_batch_as_the_executor():
     """Rebuilding an executor's pending decisions gives its batch (rewards aside)."""
     from gymloop.games.snake import snake
+    from gymloop.runtime.executor import Executor
 
-    with gl.VecEnv(snake, num_envs=4, seed=3) as env:
-        b = env.reset()
+    ex = Executor(snake, env_lo=0, num_games=4, agents_per_game=1, seed=3)
+    try:
+        b = ex.reset()
+        rng = np.random.default_rng(0)
         for _ in range(3):
-            b = env.step(env.sample_actions())
-        ex = env._state.backend.ex
-        again = BatchBuilder(env.spaces, 4).build(list(ex.pobs), list(ex.ptypes))
+            b = ex.step([rng.integers(0, 4, 4)])
+        again = BatchBuilder(ex.spaces, 4).build(list(ex.pobs), list(ex.ptypes))
+    finally:
+        ex.close_games()
     for f in ("entities", "counts", "actor_slot", "actor_index", "masks", "num_candidates"):
         x, y = getattr(b, f), getattr(again, f)
         assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x), f

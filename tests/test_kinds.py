@@ -312,3 +312,23 @@ def test_behaviour_cloning_learns_a_global_decision(tmp_path):
     agent = gl.load(tmp_path / "bc.safetensors", greedy=True)
     r = gl.run(tg.global_and_actor, agent, seed=99, max_episodes=50)
     assert np.mean([e.score for e in r.episodes]) >= 1.9  # random play: 0.75
+
+
+def test_relayout_keeps_global_rows_without_an_actor_entity():
+    from gymloop.trace import relayout
+
+    mode = gl.ActionDesc("Mode", "global_categorical", ("A", "B"))
+    pick = gl.ActionDesc("Pick", "select_entity", (), ("B",))
+    src = gl.Spaces(gl.ObsSpace({"C": ("x",), "B": ("x",)}), {"Mode": mode, "Pick": pick})
+    dst = gl.Spaces(gl.ObsSpace({"A": ("x",), "B": ("x",), "C": ("x",)}), {"Mode": mode, "Pick": pick})
+    b = gl.Batch.empty(src, 1)
+    b.entities = {"C": np.zeros((1, 1), np.float32), "B": np.ones((2, 1), np.float32)}
+    b.counts = {"C": np.array([1]), "B": np.array([2])}
+    b.active[:] = True
+    b.actor_slot = {"Mode": np.array([0]), "Pick": np.array([0])}
+    b.actor_index = {"Mode": np.array([-1]), "Pick": np.array([2])}  # the second B (after C's row)
+    b.masks = {"Mode": np.ones((1, 2), bool), "Pick": np.ones(2, bool)}
+    b.num_candidates = {"Pick": np.array([2])}
+    out = relayout(b, src, dst)
+    assert out.actor_index["Mode"].tolist() == [-1]
+    assert out.actor_index["Pick"].tolist() == [1]  # B comes first now (no A rows)

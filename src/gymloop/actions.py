@@ -129,7 +129,7 @@ class ActionSpec:
         name: the action type name.
         kind: the :class:`~gymloop.kinds.ActionKind` (it compares equal to its tag, e.g. ``"categorical"``).
         labels: the choice labels of a categorical or global action (empty for select-entity).
-        values: the Python value returned for each choice index (categorical only).
+        values: the Python value returned for each choice index (categorical and global kinds).
         among: the entity classes a select-entity action chooses from.
     """
 

@@ -122,16 +122,18 @@ class Batch:
         num_candidates: Mapping[str, np.ndarray] | None = None,
     ) -> Batch:
         """The one constructor of empty batches: ``masks`` are the empty masks by action type."""
-        z = np.zeros(0, dtype=np.int64)
+        def z() -> np.ndarray:  # a fresh array each (no two arrays of a batch share memory)
+            return np.zeros(0, dtype=np.int64)
+
         return Batch(
             num_slots=n,
             entities={k: np.zeros((0, nf), dtype=np.float32) for k, nf in features.items()},
             counts={k: np.zeros(n, dtype=np.int64) for k in features},
             globals=np.zeros((n, n_globals), dtype=np.float32),
-            actor_slot={k: z for k in masks},
-            actor_index={k: z for k in masks},
+            actor_slot={k: z() for k in masks},
+            actor_index={k: z() for k in masks},
             masks=masks,
-            num_candidates={k: z for k in (candidate_types if num_candidates is None else num_candidates)},
+            num_candidates={k: z() for k in (candidate_types if num_candidates is None else num_candidates)},
             reward=np.zeros(n, dtype=np.float32),
             terminated=np.zeros(n, dtype=bool),
             truncated=np.zeros(n, dtype=bool),

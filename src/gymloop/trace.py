@@ -308,7 +308,8 @@ def relayout(b: Batch, src: Spaces, dst: Spaces) -> Batch:
     for n in da:
         if n in b.actor_slot:
             out.actor_slot[n] = b.actor_slot[n]
-            out.actor_index[n] = remap(b.actor_slot[n], b.actor_index[n])
+            # a global decision's rows have no actor entity (index -1): nothing to renumber
+            out.actor_index[n] = remap(b.actor_slot[n], b.actor_index[n]) if da[n].kind.actor_bound else b.actor_index[n]
             out.masks[n] = b.masks[n]
             if n in b.num_candidates:
                 out.num_candidates[n] = b.num_candidates[n]

@@ -203,7 +203,7 @@ def discover_spaces(found: Sequence[Any], is_env: bool) -> tuple[Any, Any]:
 
     Args:
         found: one :meth:`ShardExecutor.discover` value per shard, in env order.
-        is_env: the shards run low-level environments (each found value is their ``EnvSpaces``).
+        is_env: the shards run low-level environments (each found value is their :class:`~gymloop.spaces.Spaces`).
 
     Returns:
         ``(fixed, spaces)``: ``fixed`` is the picklable value every shard receives through

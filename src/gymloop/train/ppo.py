@@ -26,7 +26,6 @@ import torch
 from ..batch import Batch, stack, take
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
 from ..errors import CheckpointError, ConfigError, TrainingError
-from ..nn.inputs import pack
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
 from ..spaces import spaces_to_json
 from ..vector import VecEnv
@@ -449,7 +448,7 @@ class Trainer:
                 stats["loss/entropy"].append(entropy.item())
         self.policy.eval()
         # fold this rollout's observations into the input normalization for the next rollout
-        self.policy.update_norms(pack(obs, self.policy.entity_names, self.policy.position_idx))
+        self.policy.update_norms(self.policy.pack(obs))
         result = {k: float(np.mean(v)) for k, v in stats.items() if v}
         var = np.var(flat_ret)
         result["explained_variance"] = float("nan") if var == 0 else float(1 - np.var(flat_ret - flat_old_value) / var)

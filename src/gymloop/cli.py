@@ -95,7 +95,7 @@ def _config_keys(obj: object, prefix: str = "") -> list[str]:
     import dataclasses
 
     keys = []
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]  # obj: a config dataclass (TrainConfig or one of its sections)
         v = getattr(obj, f.name)
         if dataclasses.is_dataclass(v):
             keys += _config_keys(v, f"{prefix}{f.name}.")

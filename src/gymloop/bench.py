@@ -259,9 +259,9 @@ def run_benchmarks(
         num_envs, scale_envs = min(num_envs, 8), min(scale_envs, 200)
         worker_num_envs = min(worker_num_envs or 8, 8)
         async_num_envs = (2,)
-    for name, v, lo in (("num_envs", num_envs, 1), ("repeats", repeats, 1), ("scale_envs", scale_envs, 1), ("workers", workers, 1)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ConfigError(f"{name} must be an int >= {lo}, got {v!r}")
+    for name, val, lo in (("num_envs", num_envs, 1), ("repeats", repeats, 1), ("scale_envs", scale_envs, 1), ("workers", workers, 1)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < lo:
+            raise ConfigError(f"{name} must be an int >= {lo}, got {val!r}")
     if not seconds > 0:
         raise ConfigError(f"seconds must be > 0, got {seconds!r}")
     async_sizes = tuple(async_num_envs)
@@ -353,6 +353,7 @@ def run_benchmarks(
                 if v.error is not None:
                     continue
                 try:
+                    assert v.step is not None  # set by its opener, which succeeded (no error)
                     v.runs.append(_time_run(v.step, v.num_envs, seconds))
                 except Exception as e:
                     v.fail(e)

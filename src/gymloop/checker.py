@@ -99,7 +99,7 @@ def _batch_consistent(b: Batch, env: Any) -> None:
             raise CheckError(f"batch counts[{name!r}] do not add up to its rows")
         if not np.isfinite(arr).all():
             raise CheckError(f"batch entities[{name!r}] has non-finite values")
-    total = sum(b.counts.values()) if b.counts else np.zeros(n, dtype=np.int64)
+    total = sum(b.counts.values(), np.zeros(n, dtype=np.int64))
     for name in b.actor_slot:
         sl, ai = b.actor_slot[name], b.actor_index[name]
         if not env.spaces.actions[name].kind.actor_bound:  # one decision per observation, no actor entity
@@ -118,7 +118,11 @@ def _same(a: Batch, b: Batch) -> bool:
             return x.keys() == y.keys() and all(eq(x[k], y[k]) for k in x)
         return np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
 
-    if (a.final is None) != (b.final is None) or (a.final is not None and not _same(a.final, b.final)):
+    fa, fb = a.final, b.final
+    if fa is None or fb is None:
+        if fa is not fb:
+            return False
+    elif not _same(fa, fb):
         return False
     return all(
         eq(getattr(a, f), getattr(b, f))

@@ -42,7 +42,7 @@ ARCH = "gymloop-entity-transformer"
 
 FORMAT_VERSION = 1
 _MAX_HEADER = 100 * 1024 * 1024
-_DT = {
+_DT: dict[str, np.dtype] = {
     "F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2"), "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
 }

@@ -95,7 +95,7 @@ def _config_keys(obj: object, prefix: str = "") -> list[str]:
     import dataclasses
 
     keys = []
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]  # obj: a config dataclass (TrainConfig or one of its sections)
         v = getattr(obj, f.name)
         if dataclasses.is_dataclass(v):
             keys += _config_keys(v, f"{prefix}{f.name}.")
@@ -190,9 +190,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
               f"the agent's most probable choice is the recorded one {100 * bc.agreement:.1f}% of the time")
         if steps == 0:
             if args.eval_episodes:
-                before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
-                after = evaluate(game, bc.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
-                _print_scores(before, after, "cloned agent")
+                random_scores = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
+                cloned_scores = evaluate(game, bc.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
+                _print_scores(random_scores, cloned_scores, "cloned agent")
             print(f"files in {os.path.abspath(args.out)}: agent.safetensors")
             return 0
         cfg.init_from = bc_path  # PPO goes on from the cloned weights

@@ -154,7 +154,7 @@ class ActionKind:
             ok = m[np.arange(n_act), arr]
             if not ok.all():
                 j = int(np.flatnonzero(~ok)[0])
-                return j, f"masked out (legal: {[labels[i] for i in np.flatnonzero(m[j])]})"
+                return j, f"masked out (legal: {[labels[i] for i in np.flatnonzero(m[j]).tolist()]})"
         return None
 
     def sample(self, b: Batch, name: str, n_choices: int, rng: np.random.Generator) -> np.ndarray:
@@ -164,13 +164,13 @@ class ActionKind:
             nc = b.num_candidates[name]
             if nc.size == 0:
                 return np.zeros(0, dtype=np.int64)
-            r = rng.random(m.shape[0])
+            r = rng.random(len(m))
             r[~m] = -1.0
             start = np.cumsum(nc) - nc
             seg = np.repeat(np.arange(nc.size), nc)
             order = np.lexsort((-r, seg))  # by (segment, -r): each segment's first entry is its maximum
             return (order[start] - start).astype(np.int64)
-        n_act = m.shape[0]
+        n_act: int = m.shape[0]
         if n_act == 0:
             return np.zeros(0, dtype=np.int64)
         if m.all():

@@ -34,10 +34,11 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import os
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -107,10 +108,11 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             key = (os.path.realpath(p), st.st_mtime_ns, st.st_size)
         except OSError as e:
             raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
-        policy = _loaded.get(key)
-        if policy is None:
-            policy = NumpyPolicy.from_file(p)
-            _loaded[key] = policy
+        cached = _loaded.get(key)
+        if cached is None:
+            cached = NumpyPolicy.from_file(p)
+            _loaded[key] = cached
+        policy = cached
     agent = NeuralAgent(policy, seed=seed, greedy=greedy)
     if game is not None:
         agent.check(game)
@@ -150,7 +152,13 @@ class _ActBind:
         self.partial = False  # some of the game's candidate classes are not candidates for the network
 
 
-_MISSING = object()
+class _Missing(enum.Enum):
+    """The type of the "not cached yet" sentinel (``None`` is a cached value)."""
+
+    MISSING = enum.auto()
+
+
+_MISSING: Final = _Missing.MISSING
 
 
 class _Runtime:
@@ -173,7 +181,7 @@ class _Runtime:
     def bind_entity(self, cls: type) -> _EntBind | None:
         b = self.ents.get(cls, _MISSING)
         if b is not _MISSING:
-            return b  # type: ignore[return-value]
+            return b
         sc = schema_of(cls)
         t = self.tindex.get(sc.name)
         if t is None:
@@ -233,6 +241,9 @@ class _Runtime:
             for c, n in zip(spec.among, game_names):
                 if ck.among_any or n in ck.among:
                     eb = self.bind_entity(c)
+                    if eb is None:  # (among_any) an entity type the checkpoint does not know: never a candidate
+                        b.partial = True
+                        continue
                     b.among_t.append(eb.t)
                     b.among_cls.append(c)
                 else:
@@ -293,8 +304,9 @@ class _Runtime:
             if lst is None:
                 lst = per[t] = []
                 binds[t] = b
-            elif binds[t] is not b:
-                self._two_classes(binds[t], b)
+            elif (bt := binds[t]) is not b:
+                assert bt is not None  # binds[t] is set with per[t]
+                self._two_classes(bt, b)
             actor_loc.append((t, len(lst)))
             lst.append(x)
         for ch in obs._chunks:
@@ -316,8 +328,9 @@ class _Runtime:
                 per[t] = list(ch)
                 binds[t] = b
             else:
-                if binds[t] is not b:
-                    self._two_classes(binds[t], b)
+                if (bt := binds[t]) is not b:
+                    assert bt is not None  # binds[t] is set with per[t]
+                    self._two_classes(bt, b)
                 lst += ch
         return per, binds, actor_loc
 
@@ -441,7 +454,7 @@ class _Runtime:
             if lst is not None:
                 o += len(lst)
         rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
-        requests = []
+        requests: list[tuple[str, np.ndarray | None, str | np.ndarray | None]] = []
         decode = []
         for ab in abs_:
             if not ab.kind.actor_bound:  # one decision for the observation, from its summary

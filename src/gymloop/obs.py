@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -124,8 +124,8 @@ class Obs:
         """
         if self._actors:
             raise InvalidObservationError("Obs.actor/actors called twice; pass all actors in one .actors([...]) call")
-        xs = xs if type(xs) in _SEQ else list(xs)
-        self._actors = xs
+        seq: Sequence[Any] = cast(Sequence[Any], xs) if type(xs) in _SEQ else list(xs)  # exactly a list or tuple
+        self._actors = seq
         self._single = False
         if masks:
             m: dict[Any, list[Any]] = {}
@@ -133,10 +133,10 @@ class Obs:
                 if isinstance(v, np.ndarray) and v.ndim == 2:
                     v = list(v)
                 v = list(v)
-                if len(v) != len(xs):
+                if len(v) != len(seq):
                     raise InvalidObservationError(
                         f"masks for action type {getattr(k, '__name__', getattr(k, 'name', k))!r} have "
-                        f"{len(v)} entries but there are {len(xs)} actors; give one mask (or None) per actor"
+                        f"{len(v)} entries but there are {len(seq)} actors; give one mask (or None) per actor"
                     )
                 m[k] = v
             self._add_masks(m)

@@ -187,7 +187,7 @@ class Spaces:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Spaces) and other.obs == self.obs and list(other.actions.items()) == list(self.actions.items())
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable (mutable action dict); mypy wants a callable here
 
     def __repr__(self) -> str:
         return f"Spaces(entities={self.entity_names}, globals={list(self.obs.globals)}, actions={self.action_names})"

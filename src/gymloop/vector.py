@@ -217,7 +217,7 @@ class VecEnv:
             raise EnvStateError("step() before reset(); call env.reset() first")
         if getattr(self, "_failed", False):
             raise EnvStateError("a game raised in an earlier step; call env.reset() to restart every game")
-        arrays = self._validate(actions) if (self.checked or self._steps == 0) else self._convert(actions)
+        arrays = self._validate(self._batch, actions) if (self.checked or self._steps == 0) else self._convert(actions)
         try:
             batch = st.backend.step(arrays)
         except BaseException:
@@ -246,11 +246,10 @@ class VecEnv:
 
     # ------------------------------------------------------------------ actions
     def _convert(self, actions: Mapping[str, Any]) -> list[np.ndarray]:
-        return [np.asarray(actions[n], dtype=np.int64) for n in self._spaces.actions]
+        return [np.asarray(actions[n], dtype=np.int64) for n in self._fixed().actions]
 
-    def _validate(self, actions: Mapping[str, Any]) -> list[np.ndarray]:
-        b = self._batch
-        specs = list(self._spaces.actions.values())
+    def _validate(self, b: Batch, actions: Mapping[str, Any]) -> list[np.ndarray]:
+        specs = list(self._fixed().actions.values())
         if not isinstance(actions, Mapping):
             raise InvalidActionError(
                 f"step expects a dict from action type name to an int array, got {type(actions).__name__}"
@@ -287,12 +286,12 @@ class VecEnv:
             arr = arr.astype(np.int64, copy=False)
             bad = spec.kind.check_actions(b, name, spec.n, spec.labels, arr)
             if bad is not None:
-                self._bad(name, bad[0], arr, bad[1])
+                self._bad(b, name, bad[0], arr, bad[1])
             out.append(arr)
         return out
 
-    def _bad(self, name: str, j: int, arr: np.ndarray, why: str) -> None:
-        slot = int(self._batch.actor_slot[name][j])
+    def _bad(self, b: Batch, name: str, j: int, arr: np.ndarray, why: str) -> None:
+        slot = int(b.actor_slot[name][j])
         raise InvalidActionError(
             f"action type {name!r}, actor {j} (env {slot // self.agents_per_game}, slot {slot}): "
             f"action {int(arr[j])} is {why}"
@@ -303,7 +302,7 @@ class VecEnv:
         b = self._batch
         if b is None:
             raise EnvStateError("sample_actions() before reset(); call env.reset() first")
-        return sample_legal(b, self._spaces, self._rng)
+        return sample_legal(b, self._fixed(), self._rng)
 
 
 def sample_legal(b: Batch, spaces: Spaces, rng: np.random.Generator) -> dict[str, np.ndarray]:

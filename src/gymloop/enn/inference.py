@@ -150,14 +150,14 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
     }
     p = pack_entities(per_type, counts, np.stack(globs) if S else np.zeros((0, ng), _F32), names, policy.position_idx)
     L = p.L
-    for name, a in policy.action_space.items():
+    for name, ad in policy.action_space.items():
         actors, masks, cand, ncand = [], [], [], []
         for s, o in enumerate(observations):
             act = _obs_indices(o.actors.get(name), int(totals[s]), f"observation {s}: actor index for action {name!r}")
             actors.append(act + s * L)
-            if not a.kind.selects_entities:
+            if not ad.kind.selects_entities:
                 m = o.masks.get(name)
-                k = len(a.labels)
+                k = len(ad.labels)
                 if m is None:
                     m = np.ones((act.size, k), dtype=bool)
                 else:
@@ -182,8 +182,8 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
                 ncand += [ae.size] * act.size
                 masks.append(np.ones(act.size * ae.size, dtype=bool))
         act = np.concatenate(actors) if actors else np.zeros(0, np.int64)
-        if not a.kind.selects_entities:
-            add_choices(p, name, act, np.concatenate(masks) if masks else np.zeros((0, len(a.labels)), bool))
+        if not ad.kind.selects_entities:
+            add_choices(p, name, act, np.concatenate(masks) if masks else np.zeros((0, len(ad.labels)), bool))
         else:
             add_select(p, name, act, np.concatenate(cand) if cand else np.zeros(0, np.int64), np.array(ncand, dtype=np.int64),
                        np.concatenate(masks) if masks else np.zeros(0, bool))
@@ -217,6 +217,7 @@ def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list
         return []
     p = pack(policy, obs)
     res = policy.forward(p, value=True)
+    assert res.value is not None  # value=True
     outs = [EnnOutput({}, float(v)) for v in res.value]
     for name, a in policy.action_space.items():
         lp = res.logp[name]

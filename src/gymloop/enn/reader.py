@@ -121,6 +121,13 @@ class _HeaderReader:
     def tell(self) -> int:
         return self.f.tell()
 
+    # the rest of tarfile's file-object protocol, never used in mode "r:"
+    def write(self, b: bytes) -> int:
+        raise io.UnsupportedOperation("write")
+
+    def close(self) -> None:
+        """Nothing: the caller owns (and closes) the file."""
+
 
 def _check_member(m: tarfile.TarInfo, p: str) -> None:
     """Refuse members no checkpoint archive holds: links, devices, sparse files, unsafe names."""
@@ -459,9 +466,9 @@ def _read_state(st: Any, where: str) -> tuple[dict[str, list[str]], list[str], d
         if not isinstance(name, str) or not name:
             raise CheckpointError(f"{where}: action name {name!r} must be a non-empty string")
         if not isinstance(a, RonStruct) or a.name not in _ACTION_KINDS:
-            what = a.name if isinstance(a, RonStruct) else _show(a, 40)
+            got = a.name if isinstance(a, RonStruct) else _show(a, 40)
             raise CheckpointError(
-                f"{where}: action {name!r} has unknown action space {what}; supported: {', '.join(_ACTION_KINDS)}"
+                f"{where}: action {name!r} has unknown action space {got}; supported: {', '.join(_ACTION_KINDS)}"
             )
         kind = _ACTION_KINDS[a.name]
         _known_fields(a, set() if kind == "select" else {"index_to_label"}, where, f"action {name!r}")

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..env import Environment, EnvObservation
 from ..errors import ConfigError, EnvStateError, InvalidActionError
+from ..kinds import CATEGORICAL
 from ..spaces import ActionDesc, ObsSpace
 from . import snake as _snake
 from .snake import SIZE, Move, SnakeGame
@@ -118,7 +119,7 @@ class SnakeEnv(Environment):
         return ObsSpace(entities={"Body": _XY, "Food": _XY, "Head": _XY})
 
     def action_space(self) -> dict[str, ActionDesc]:
-        return {"Move": ActionDesc("Move", "categorical", _LABELS)}
+        return {"Move": ActionDesc("Move", CATEGORICAL, _LABELS)}
 
     def reset(self, seed: int) -> EnvObservation:
         game = self._game
@@ -249,7 +250,7 @@ def _build_gym_snake_env() -> type:
             else:
                 self._game.reset()  # the next episode of the same random stream
             self._length = 1 + len(self._game.body)
-            return self._observe(), {}
+            return self._observe(self._game), {}
 
         def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
             game = self._game
@@ -265,10 +266,9 @@ def _build_gym_snake_env() -> type:
             terminated = game.over
             truncated = not terminated and game.steps >= self.max_steps
             info = {"length": length} if terminated or truncated else {}
-            return self._observe(), reward, terminated, truncated, info
+            return self._observe(game), reward, terminated, truncated, info
 
-        def _observe(self) -> np.ndarray:
-            game = self._game
+        def _observe(self, game: SnakeGame) -> np.ndarray:
             s = self.size
             # occupied[x * size + y]: 0 free, 1 body, 2 food -> one-hot rows of _CELL (a new array)
             obs = _CELL.take(np.frombuffer(game.occupied, dtype=np.uint8), axis=0).reshape(s, s, 3)

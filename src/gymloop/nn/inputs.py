@@ -88,7 +88,7 @@ def pack_entities(
         d = slot * L + starts[slot, t] + rank
         dest[name] = d
         feats[name] = np.concatenate([r, g[slot]], axis=1) if g.shape[1] else r
-        if positions is not None and n:
+        if positions is not None and position_idx and n:  # (positions is set only with position_idx)
             positions[d] = r[:, position_idx[name]]
     valid = np.arange(L)[None, :] < totals[:, None]
     return Packed(

@@ -322,8 +322,9 @@ class _Block:
         wq, bq = f("query.weight").T, f("query.bias")
         ws = [wq, f("key.weight").T, f("value.weight").T]
         bs = [bq, f("key.bias"), f("value.bias")]
-        self.gated = relpos is not None and relpos.wg is not None
-        if self.gated:
+        self.gated = False
+        if relpos is not None and relpos.wg is not None and relpos.bg is not None:  # (wg and bg are set together)
+            self.gated = True
             ws.append(relpos.wg)
             bs.append(relpos.bg)
         self.w_in, self.b_in = _fold(np.concatenate(ws, axis=1), np.concatenate(bs), ln1w, ln1b)
@@ -575,7 +576,7 @@ class NumpyPolicy:
         v = a[..., 2 * C : 3 * C].reshape(S, L, H, dh)
         att = q.transpose(0, 2, 1, 3) @ k.transpose(0, 2, 3, 1)  # (S, H, Lq, Lk)
         rp = self.relpos
-        if idx is not None:
+        if idx is not None and rp is not None:  # (idx comes from relpos)
             rk = rp.keys[idx]  # (S, Lq, Lk, dh); per query row: (H, dh) @ (dh, Lk)
             att += (q @ rk.transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3)
         att *= self.scale
@@ -583,7 +584,7 @@ class NumpyPolicy:
             att = np.where(pad[:, None, None, :], _MASKED, att)
         att = _softmax_last(att)
         y = att @ v.transpose(0, 2, 1, 3)  # (S, H, L, dh)
-        if idx is not None:
+        if idx is not None and rp is not None:
             vals = rp.values[idx]  # (S, Lq, Lk, dh)
             if blk.gated:
                 vals *= rp.activate(a[..., 3 * C :])[:, None, :, :]
@@ -594,6 +595,7 @@ class NumpyPolicy:
         """The readout block's output at flat ``rows`` of ``x`` ``(S, L, d)``; ``a`` is the block's
         input projection of every row, ``(S, L, 3d [+ dh])``."""
         blk = self.readout
+        assert blk is not None  # called only with a readout block
         S, L, C = x.shape
         H, dh = self.H, self.dh
         n = rows.shape[0]
@@ -623,6 +625,7 @@ class NumpyPolicy:
     def _readout_value(self, a: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
         """The readout block's output at each slot's value query, ``(S, d)``."""
         blk = self.readout
+        assert blk is not None and blk.vq is not None  # called only with a readout block (which has the value query)
         S, L, _ = a.shape
         C, H, dh = self.d, self.H, self.dh
         att = (a[..., C : 2 * C].reshape(S, L, H, dh) * blk.vq_q).sum(-1).transpose(0, 2, 1)  # (S, H, L)
@@ -698,10 +701,11 @@ class NumpyPolicy:
         if value:
             v = (summary @ self.value_w + self.value_b)[:, 0]
         for n in summary_names:  # the value head's per-observation summary, at each deciding slot
+            assert summary is not None  # computed: summary_names sets need_summary
             actor_emb[n] = summary[p.actors[n]]
         out: dict[str, np.ndarray] = {}
-        for name, a in self.action_space.items():
-            if head_of(a) == POINTER:
+        for name, ad in self.action_space.items():
+            if head_of(ad) == POINTER:
                 out[name] = self._select_logits(name, flat, actor_emb[name], p)
             else:
                 out[name] = self._categorical_logits(name, actor_emb[name], p.masks[name])
@@ -752,14 +756,14 @@ class NumpyPolicy:
         for name, a in self.action_space.items():
             lg = out.logits[name]  # the argmax of logits (plus noise) is that of log-probabilities
             if not a.kind.selects_entities:
-                score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
+                score = lg if greedy or rng is None else lg + rng.gumbel(size=lg.shape).astype(_F32)  # (rng is None: greedy)
                 acts[name] = score.argmax(-1).astype(np.int64)
             else:
                 nc = p.n_cand.get(name)
                 if nc is None or nc.size == 0:
                     acts[name] = np.zeros(0, np.int64)
                     continue
-                score = lg if greedy else lg + rng.gumbel(size=lg.shape).astype(_F32)
+                score = lg if greedy or rng is None else lg + rng.gumbel(size=lg.shape).astype(_F32)
                 acts[name] = segment_argmax(score, nc)
         return acts, out
 
@@ -817,6 +821,7 @@ class NumpyPolicy:
     def _readout_one(self, x: np.ndarray, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
         """The readout block at ``rows`` of one observation's embeddings ``x`` ``(L, d)`` (no padding)."""
         blk = self.readout
+        assert blk is not None  # called only with a readout block
         L, C = x.shape
         H, dh = self.H, self.dh
         n = rows.shape[0]
@@ -845,6 +850,7 @@ class NumpyPolicy:
     def _readout_one_actor(self, x: np.ndarray, a: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
         """:meth:`_readout_one` for a single actor at row ``r`` (two-dimensional arrays throughout)."""
         blk = self.readout
+        assert blk is not None  # called only with a readout block
         L, C = x.shape
         H, dh = self.H, self.dh
         q = a[r, :C]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -34,6 +34,10 @@ class InputNorm(nn.Module):
 
     Statistics change only through :meth:`update`; the forward pass never updates them.
     """
+
+    count: torch.Tensor  # buffers (register_buffer), float64
+    mean: torch.Tensor
+    squares_sum: torch.Tensor
 
     def __init__(self, n: int, clip: float = 5.0) -> None:
         super().__init__()
@@ -78,6 +82,9 @@ class InputNorm(nn.Module):
 class Relpos(nn.Module):
     """Relative-position keys and values (shared by every block)."""
 
+    strides: torch.Tensor  # buffers (register_buffer)
+    extent_t: torch.Tensor
+
     def __init__(self, cfg: RelposConfig, d_model: int, d_head: int) -> None:
         super().__init__()
         self.cfg = cfg
@@ -102,7 +109,9 @@ class Relpos(nn.Module):
         return self.rel_index(pos.unsqueeze(2) - pos.unsqueeze(1))  # (S, Lq, Lk): query minus key
 
     def gate(self, x: torch.Tensor) -> torch.Tensor:
-        g = self.value_gate(x)
+        value_gate = self.value_gate
+        assert value_gate is not None  # callers check relpos.value_gate first
+        g = value_gate(x)
         kind = self.cfg.value_gate
         if kind == "relu":
             return F.relu(g)
@@ -113,7 +122,9 @@ class Relpos(nn.Module):
         return g
 
 
-class Block(nn.Module):
+class _BlockParams(nn.Module):
+    """The parameters of a transformer block and its output half (:meth:`_finish`)."""
+
     def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d)
@@ -126,6 +137,13 @@ class Block(nn.Module):
         self.n_head = n_head
         self.relpos = relpos
 
+    def _finish(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Output projection, residual, then the MLP with its residual."""
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+class Block(_BlockParams):
     def forward(self, x: torch.Tensor, pad: torch.Tensor, rk: Any, rv: Any) -> torch.Tensor:
         S, L, C = x.shape
         H = self.n_head
@@ -141,18 +159,15 @@ class Block(nn.Module):
         y = att @ v
         if rv is not None:
             vals = rv
-            if self.relpos.value_gate is not None:
-                vals = rv * self.relpos.gate(h).unsqueeze(1)
+            relpos = self.relpos
+            assert relpos is not None  # rk and rv come from it
+            if relpos.value_gate is not None:
+                vals = rv * relpos.gate(h).unsqueeze(1)
             y = y + torch.einsum("bhst,bstd->bhsd", att, vals)
         return self._finish(x, y.transpose(1, 2).reshape(S, L, C))
 
-    def _finish(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Output projection, residual, then the MLP with its residual."""
-        x = x + self.proj(y)
-        return x + self.mlp(self.ln2(x))
 
-
-class Readout(Block):
+class Readout(_BlockParams):
     """The last block, evaluated only at the rows whose output is used.
 
     The same parameters and math as :class:`Block`, restricted to query rows: every actor (for the
@@ -198,26 +213,27 @@ class Readout(Block):
         hq = h.reshape(S * L, C)[rows]
         q = x.new_zeros((S * Q, C)).index_copy(0, dest, self.query(hq)).view(S, Q, H, dh)
         att = torch.einsum("sqhd,slhd->shql", q, k) * scale
+        relpos = self.relpos
         rv = idx = None
-        if self.relpos is not None and positions is not None:
+        if relpos is not None and positions is not None:
             pq = x.new_zeros((S * Q, positions.shape[-1])).index_copy(0, dest, positions.reshape(S * L, -1)[rows])
             rel = pq.view(S, Q, 1, -1) - positions.unsqueeze(1)  # (S, Q, L, P): query minus key
-            idx = self.relpos.rel_index(rel)  # (S, Q, L)
+            idx = relpos.rel_index(rel)  # (S, Q, L)
             # q . keys[idx] computed as (q @ keys^T)[idx]: dense products instead of an
             # (S, Q, L, d_head) gather whose backward is a slow scatter
-            qk = torch.einsum("sqhd,pd->shqp", q, self.relpos.keys.weight)
+            qk = torch.einsum("sqhd,pd->shqp", q, relpos.keys.weight)
             att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * (1.0 / math.sqrt(dh))
-            if self.relpos.value_gate is not None:
-                rv = self.relpos.values(idx) * self.relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
+            if relpos.value_gate is not None:
+                rv = relpos.values(idx) * relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
         att = att.masked_fill(pad.view(S, 1, 1, L), -1e9).softmax(-1)
         y = torch.einsum("shql,slhd->sqhd", att, v)
         if rv is not None:
             y = y + torch.einsum("shql,sqld->sqhd", att, rv)
-        elif idx is not None:
+        elif idx is not None and relpos is not None:  # (idx is set only with relpos)
             # ungated relative values: bin the attention by relative position, then one matmul
-            bins = att.new_zeros((S, H, Q, self.relpos.values.num_embeddings))
+            bins = att.new_zeros((S, H, Q, relpos.values.num_embeddings))
             bins = bins.scatter_add(3, idx.unsqueeze(1).expand(S, H, Q, L), att)
-            y = y + torch.einsum("shqp,pd->sqhd", bins, self.relpos.values.weight)
+            y = y + torch.einsum("shqp,pd->sqhd", bins, relpos.values.weight)
         y = y.reshape(S * Q, C)[dest]
         return self._finish(xq, y), value_emb
 
@@ -276,17 +292,20 @@ class Policy(nn.Module):
         self.heads = nn.ModuleDict()
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()
+        linear_heads: list[nn.Linear] = []  # self.heads' values, in its order
         for name, a in self.action_space.items():
             if head_of(a) == POINTER:  # actor query . candidate key
                 self.qproj[name] = nn.Linear(d, cfg.d_qk)
                 self.kproj[name] = nn.Linear(d, cfg.d_qk)
             else:  # a linear head on the actor's embedding (or on the observation summary)
-                self.heads[name] = nn.Linear(d, a.n)
+                head = nn.Linear(d, a.n)
+                self.heads[name] = head
+                linear_heads.append(head)
         self.value_head = nn.Linear(d, 1)
         self.apply(self._init)
-        for name in self.heads:
-            nn.init.orthogonal_(self.heads[name].weight, 0.01)
-            nn.init.zeros_(self.heads[name].bias)
+        for head in linear_heads:
+            nn.init.orthogonal_(head.weight, 0.01)
+            nn.init.zeros_(head.bias)
         nn.init.orthogonal_(self.value_head.weight, 1.0)
         nn.init.zeros_(self.value_head.bias)
 
@@ -307,7 +326,7 @@ class Policy(nn.Module):
         """Fold the features of a batch into the running normalization statistics."""
         for name, x in p.feats.items():
             if name in self.norms:
-                self.norms[name].update(x)
+                cast(InputNorm, self.norms[name]).update(x)  # a ModuleDict's items are typed nn.Module
 
     # ------------------------------------------------------------------ forward
     def encode(self, p: Packed) -> torch.Tensor:

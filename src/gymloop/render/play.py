@@ -221,8 +221,8 @@ def play(
         failed = False
     finally:
         viewer.close()
-        if rec is not None:
-            _save_trace(rec, trace, tally.steps, failed)  # type: ignore[arg-type]
+        if rec is not None and trace is not None:  # (rec is made only with a trace path)
+            _save_trace(rec, trace, tally.steps, failed)
     return result
 
 

@@ -88,6 +88,14 @@ class _Writer:
         return ConfigError(f"no frames to write to {self.path}: none was added (in `gymloop record`: the game made "
                            f"no decision; check --max-steps)")
 
+    def close(self) -> None:
+        """Finish the file (each writer defines it)."""
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Drop a partly written file (each writer defines it)."""
+        raise NotImplementedError
+
     def __enter__(self) -> Any:
         return self
 

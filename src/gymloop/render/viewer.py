@@ -162,7 +162,7 @@ class Viewer:
         """Draw one observation as a frame, show/pass it on, then wait for the frame clock."""
         canvas = self.canvas or self._open(obs)
         self.view.draw(obs, canvas)
-        self._emit()
+        self._emit(canvas)
         self.clock.tick(poll_events if self._screen is not None else None)
 
     def end(self, obs: Obs, truncated: bool = False) -> None:
@@ -170,16 +170,16 @@ class Viewer:
         if self.canvas is None:
             return
         self.canvas.banner(self.view.end_text(obs, truncated))
-        self._emit()
+        self._emit(self.canvas)
         if self._screen is not None and self.end_seconds:
             until = time.perf_counter() + self.end_seconds
             while time.perf_counter() < until:
                 poll_events()
                 time.sleep(0.02)
 
-    def _emit(self) -> None:
+    def _emit(self, canvas: Canvas) -> None:
         self.frame_count += 1
-        surface = self.canvas.surface  # type: ignore[union-attr]
+        surface = canvas.surface
         if self._screen is not None:
             self._screen.blit(surface, (0, 0))
             self._pg.display.flip()

@@ -212,7 +212,9 @@ def _worker_main(
             msg = conn.recv_bytes()
             out_shm.close()
             out_shm = _attach(msg[1:].decode())
-        _write(out_shm.buf, arrays)
+        buf = out_shm.buf
+        assert buf is not None  # our segment, open until the worker exits
+        _write(buf, arrays)
         hb = head.tobytes()
         conn.send_bytes(_T_BATCH + np.array([len(hb)], dtype=np.int64).tobytes() + hb + "\x00".join(names).encode())
 
@@ -337,7 +339,9 @@ class _Worker:
         head = np.frombuffer(msg, dtype=np.int64, count=hl // 8, offset=9)
         names_b = msg[9 + hl :]
         names = names_b.decode().split("\x00") if names_b else []
-        arrays = _read(self.out_shm.buf, head)
+        buf = self.out_shm.buf
+        assert buf is not None  # closed only by _drop/close, never while in use
+        arrays = _read(buf, head)
         return _unflatten(arrays, names, spaces, self.n_slots)
 
     def _drop(self, shm: shared_memory.SharedMemory) -> None:

@@ -198,11 +198,10 @@ class Trainer:
                 opp.eval()
                 self.opponents.append(opp)
         self.learner_slots = np.flatnonzero(self.learner)
+        self.tb: EventWriter | None = None
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
             self.tb = EventWriter(os.path.join(self.out_dir, "tb"))
-        else:
-            self.tb = None
 
     def _check_compatible(self, other: Policy, path: str) -> None:
         mine = spaces_to_json(self.policy.obs_space, self.policy.action_space)
@@ -218,7 +217,10 @@ class Trainer:
             raise CheckpointError(f"{path} was trained on a different game; mismatches: " + "; ".join(diffs))
 
     def _load_resume(self) -> None:
-        path = os.path.join(self.out_dir, AGENT_FILE)
+        out_dir = self.out_dir
+        if not out_dir:  # refused by __init__ too; out_dir is a public attribute
+            raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
+        path = os.path.join(out_dir, AGENT_FILE)
         if not os.path.exists(path):
             raise CheckpointError(f"--resume: no checkpoint at {path}; train without --resume first")
         af = read_agent(path)
@@ -227,7 +229,7 @@ class Trainer:
         self.policy.load_state_dict(old.state_dict())
         self.step = int(af.info.get("step", 0))
         self.update = int(af.info.get("update", 0))
-        opath = os.path.join(self.out_dir, OPTIM_FILE)
+        opath = os.path.join(out_dir, OPTIM_FILE)
         if os.path.exists(opath):
             tensors, meta = read_safetensors(opath, mmap=False)
             import json

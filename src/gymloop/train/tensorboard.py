@@ -20,6 +20,8 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["EventWriter", "read_scalars"]
 
@@ -120,11 +122,13 @@ def _read_varint(b: bytes, i: int) -> tuple[int, int]:
             return n, i
 
 
-def _fields(b: bytes):
+def _fields(b: bytes) -> Iterator[tuple[int, Any]]:
+    """``(field number, value)`` pairs: the value is an int (varint) or bytes (the other wire types)."""
     i = 0
     while i < len(b):
         key, i = _read_varint(b, i)
         num, wt = key >> 3, key & 7
+        v: int | bytes
         if wt == 0:
             v, i = _read_varint(b, i)
         elif wt == 1:

@@ -234,18 +234,18 @@ def _check_removals(src: Policy, obs_space: ObsSpace, action_space: dict[str, Ac
         if lost:
             problems.append(f"entity type {name!r} features {lost}")
     for name, a in src.action_space.items():
-        now = action_space.get(name)
-        if now is None:
+        now_a = action_space.get(name)
+        if now_a is None:
             problems.append(f"action type {name!r}")
             continue
-        if now.kind != a.kind:
-            problems.append(f"action type {name!r} as {a.kind} (the game now has it as {now.kind})")
+        if now_a.kind != a.kind:
+            problems.append(f"action type {name!r} as {a.kind} (the game now has it as {now_a.kind})")
         elif not a.kind.selects_entities:
-            lost = [lab for lab in a.labels if lab not in now.labels]
+            lost = [lab for lab in a.labels if lab not in now_a.labels]
             if lost:
                 problems.append(f"action type {name!r} labels {lost}")
         else:
-            lost = [t for t in a.among if t not in now.among]
+            lost = [t for t in a.among if t not in now_a.among]
             if lost:
                 problems.append(f"select-entity action {name!r} candidates of types {lost}")
     if problems:

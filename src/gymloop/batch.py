@@ -191,11 +191,10 @@ class Batch:
         if len(parts) == 1 and not copy:
             return parts[0]
         first = parts[0]
-        if len(parts) == 1:
-            def cat(xs: list[np.ndarray]) -> np.ndarray:
-                return xs[0].copy()
-        else:
-            cat = np.concatenate
+        single = len(parts) == 1
+
+        def cat(xs: list[np.ndarray]) -> np.ndarray:
+            return xs[0].copy() if single else np.concatenate(xs)
         metrics: dict[str, np.ndarray] = {}
         keys = sorted(set().union(*(p.metrics.keys() for p in parts)))
         for k in keys:

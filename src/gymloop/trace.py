@@ -401,6 +401,7 @@ class _Featurizer:
             if sp.globals_schema is not None:
                 known.add(sp.globals_schema.cls)
             self.builder = BatchBuilder(sp, 1)  # one slot; no episode state: zero rewards, no ends
+        assert self.space is not None  # set with the builder
         return self.builder.build([obs], [types]), self.space
 
 
@@ -585,6 +586,7 @@ class Recorder:
     def _compact(self) -> None:
         """Stack the latest one-decision batches into one chunk (fewer, larger arrays)."""
         if self._recent:
+            assert self._recent_space is not None  # set with the first recent decision
             self._chunks.append((stack(self._recent), self._recent_space))
             self._recent = []
 
@@ -593,7 +595,8 @@ class Recorder:
         space = self._feat.space
         if space is None:
             raise TraceError("nothing was recorded: the game asked the recorder for no decision yet")
-        chunks = self._chunks + ([(stack(self._recent), self._recent_space)] if self._recent else [])
+        self._compact()
+        chunks = self._chunks
         batch = join([relayout(b, s, space) for b, s in chunks], copy=True)
         batch.reward = np.zeros(batch.num_slots, dtype=np.float32)  # see the module docstring
         batch.terminated = np.zeros(batch.num_slots, dtype=bool)
@@ -745,7 +748,9 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
             raise bad(f"counts/{n} must be non-negative entity counts, got entries from {c.min()} to {c.max()}")
         counts[n] = c
         ents[n] = get(f"entities/{n}", "float32", (int(c.sum()), len(feats)))
-    total = sum(counts.values()) if counts else np.zeros(N, dtype=np.int64)
+    total = np.zeros(N, dtype=np.int64)
+    for c in counts.values():
+        total += c
     glob = get("globals", "float32", (N, len(obs.globals)))
     score = get("score", "float64", (N,))
     agent = get("agent", "int64", (N,))
@@ -755,14 +760,14 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
     if not isinstance(doc["asked"], list):
         raise bad(f"'asked' must be a list of requests, got {doc['asked']!r}")
     table = []
-    for e in doc["asked"]:
-        if not isinstance(e, dict) or not isinstance(e.get("single"), bool):
-            raise bad(f"each request of 'asked' must be {{'actions': [names], 'single': bool}}, got {e!r}")
-        names = _names(e.get("actions"), "the action types of a request", bad, nonempty=True)
+    for req in doc["asked"]:
+        if not isinstance(req, dict) or not isinstance(req.get("single"), bool):
+            raise bad(f"each request of 'asked' must be {{'actions': [names], 'single': bool}}, got {req!r}")
+        names = _names(req.get("actions"), "the action types of a request", bad, nonempty=True)
         unknown = [n for n in names if n not in acts]
         if unknown:
             raise bad(f"a decision asked for the action types {unknown}, which are not in the action space {sorted(acts)}")
-        table.append((names, e["single"]))
+        table.append((names, req["single"]))
     if N and (asked.min() < 0 or asked.max() >= len(table)):
         raise bad(f"asked indices must be in [0, {len(table)})")
     b = Batch.empty(spaces, 0)
@@ -823,18 +828,19 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
             raise bad(f"decisions that asked for {list(names)} have actors for {others} too")
     if not isinstance(doc["episodes"], list):
         raise bad(f"'episodes' must be a list of episode ends, got {doc['episodes']!r}")
-    episodes, after = [], []
-    for e in doc["episodes"]:
+    episodes: list[EpisodeResult] = []
+    after: list[int] = []
+    for end in doc["episodes"]:
         keys = ("after", "agent", "score", "length", "truncated", "metrics")
-        if not isinstance(e, dict) or any(x not in e for x in keys):
-            raise bad(f"an episode end must be an object with the keys {list(keys)}, got {e!r}")
-        k, seat, sc, length, trunc, mets = (e[x] for x in keys)
+        if not isinstance(end, dict) or any(x not in end for x in keys):
+            raise bad(f"an episode end must be an object with the keys {list(keys)}, got {end!r}")
+        k, seat, sc, length, trunc, mets = (end[x] for x in keys)
         if not _is_int(k) or not 0 <= k <= N or (after and k < after[-1]):
             raise bad(f"episode end 'after' values must be ascending decision counts in [0, {N}], got {k!r}")
         if not _is_int(seat) or not 0 <= seat < A:
             raise bad(f"episode end of seat {seat!r}, outside [0, {A})")
         if not _is_number(sc) or not _is_int(length) or length < 0 or not isinstance(trunc, bool):
-            raise bad(f"an episode end needs a finite score, a length >= 0 and truncated true/false, got {e!r}")
+            raise bad(f"an episode end needs a finite score, a length >= 0 and truncated true/false, got {end!r}")
         if not isinstance(mets, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in mets.values()):
             raise bad(f"an episode end's metrics must map names to numbers, got {mets!r}")
         episodes.append(EpisodeResult(seat, float(sc), length, trunc, {str(m): float(v) for m, v in mets.items()}))

@@ -49,13 +49,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..agent import no_actor_message
 from ..batch import Batch
-from ..errors import InvalidObservationError
+from ..errors import EnvStateError, InvalidObservationError
 from ..obs import Obs, mask_vector
 from ..spaces import Spaces
 
@@ -399,8 +399,14 @@ class BatchBuilder:
                 decoded.append([vals[i] for i in idx])
         return decoded
 
+    def last_plan(self) -> Plan:
+        """The decoding plan of the last batch built (an :class:`EnvStateError` before the first)."""
+        if self.plan is None:
+            raise EnvStateError("no batch was built yet, so there are no actions to decode; reset first")
+        return self.plan
+
     def _decode_select(self, a: int, idx: list[int]) -> list[Any]:
-        plan = self.plan
+        plan = self.last_plan()
         among_t = plan.among[a]
         objs = plan.objs
         offs = plan.offsets()
@@ -536,7 +542,7 @@ class BatchBuilder:
             "that leaves no legal choice; every mask must allow at least one choice"
         )
 
-    def _unknown_type(self, key: Any, is_action: bool = False) -> None:
+    def _unknown_type(self, key: Any, is_action: bool = False) -> NoReturn:
         sp = self.spaces
         known_e = [s.name for s in sp.entity_schemas]
         known_a = [s.name for s in sp.action_specs]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
-from ..errors import GameError, InvalidObservationError, SchemaError
+from ..errors import EnvStateError, GameError, InvalidObservationError, SchemaError
 from ..spaces import ActionDesc, ObsSpace, Spaces
 from .executor import derive_seed
 
@@ -129,8 +129,13 @@ class EnvExecutor:
         done = [False] * self.n
         return self._build(self.obs, [0.0] * self.n, done, done, [None] * self.n)
 
+    def _fixed(self) -> Spaces:
+        if self.spaces is None:
+            raise EnvStateError("the spaces are not fixed yet (no reset); call reset() first")
+        return self.spaces
+
     def step(self, actions: Sequence[np.ndarray]) -> Batch:
-        names = self.spaces.action_names
+        names = self._fixed().action_names
         n = self.n
         per_env: list[dict[str, np.ndarray]] = [dict() for _ in range(n)]
         for a, name in enumerate(names):
@@ -180,7 +185,7 @@ class EnvExecutor:
 
     def _final_batch(self, finals: dict[int, Any], b: Batch) -> Batch:
         """The last observations of truncated episodes, as a batch without actors."""
-        sp = self.spaces
+        sp = self._fixed()
         n = self.n
         f = Batch.empty(sp, n)
         for name, feats in sp.obs.entities.items():
@@ -200,7 +205,7 @@ class EnvExecutor:
         return f
 
     def _build(self, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool], mets: list[Any]) -> Batch:
-        sp = self.spaces
+        sp = self._fixed()
         n = self.n
         self.obs = obs
         entities: dict[str, np.ndarray] = {}
@@ -339,8 +344,8 @@ def _check_declared(sp: Spaces, declared: Any) -> None:
             f"globals are {list(have_obs.globals)}"
         )
     for name, d in want.action_space.items():
-        got = sp.actions.get(name)
-        if got is None:
+        have = sp.actions.get(name)
+        if have is None:
             raise SchemaError(f"declared action type {name!r} is not in the environment's action_space() {sp.action_names}")
-        if got != d:
-            raise SchemaError(f"declared action type {name!r} is {d}, but the environment's action_space() has {got}")
+        if have != d:
+            raise SchemaError(f"declared action type {name!r} is {d}, but the environment's action_space() has {have}")

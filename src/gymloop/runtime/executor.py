@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import greenlet
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..agent import pack_result
 from ..batch import Batch
-from ..errors import ConfigError, GameError, InvalidObservationError, SchemaError
+from ..errors import ConfigError, EnvStateError, GameError, InvalidObservationError, SchemaError
 from ..obs import Obs
 from ..spaces import Spaces
 from .builder import BatchBuilder, EpisodeState
@@ -293,16 +293,16 @@ class Executor:
         glob: set[type] = set()
         acts: list[Any] = []
         for s in range(self.n):
-            obs = self.pobs[s]
-            if obs is None:
+            obs, pt = self.pobs[s], self.ptypes[s]
+            if obs is None or pt is None:
                 continue
             ents.update(type(a) for a in obs._actors)
             for ch in obs._chunks:
                 ents.update(map(type, ch))
             if obs._globals is not None:
                 glob.add(type(obs._globals))
-            acts.extend(self.ptypes[s])
-        parts = [(ents, glob, acts)]
+            acts.extend(pt)
+        parts: list[tuple[Iterable[type], Iterable[type], list[Any]]] = [(ents, glob, acts)]
         if self.declared:
             e, g, a = self.declared
             parts.insert(0, (e, [g] if g is not None else [], a))
@@ -327,9 +327,9 @@ class Executor:
     def step(self, actions: Sequence[np.ndarray]) -> Batch:
         """Resume each waiting game with its action (one int array per action type, in space order)."""
         self._set_caller()
-        builder = self.builder
-        plan = builder.plan
-        specs = self.spaces.action_specs
+        builder = self._builder()
+        plan = builder.last_plan()
+        specs = builder.spaces.action_specs
         apg = self.apg
         pobs = self.pobs
         decoded = builder.decode(actions)  # the chosen values, per action type
@@ -376,7 +376,7 @@ class Executor:
                     if d is None:
                         d = per_slot[s] = [[] for _ in specs]
                     d[a].append(v)
-            aindex = self.spaces.action_index
+            aindex = builder.spaces.action_index
             games: dict[int, list[int]] = {}
             for s in per_slot:
                 games.setdefault(s // apg, []).append(s)
@@ -384,8 +384,9 @@ class Executor:
             for k, slots in games.items():
                 for s in slots:
                     d = per_slot[s]
-                    pt = self.ptypes[s]
-                    res[s] = pack_result(pobs[s], [d[aindex[key]] for key in pt], pt)
+                    pt, ob = self.ptypes[s], pobs[s]
+                    assert pt is not None and ob is not None  # a slot with actions has a pending decision
+                    res[s] = pack_result(ob, [d[aindex[key]] for key in pt], pt)
                     pobs[s] = None
                 g = gls[k]
                 try:
@@ -414,4 +415,9 @@ class Executor:
     # ------------------------------------------------------------------ batching (the builder's)
     def build(self) -> Batch:
         """Build the batch of all pending decisions (see :class:`~gymloop.runtime.builder.BatchBuilder`)."""
-        return self.builder.build(self.pobs, self.ptypes, self.episodes)
+        return self._builder().build(self.pobs, self.ptypes, self.episodes)
+
+    def _builder(self) -> BatchBuilder:
+        if self.builder is None:
+            raise EnvStateError("the spaces are not fixed yet (no reset); call reset() first")
+        return self.builder

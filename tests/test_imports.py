@@ -176,3 +176,14 @@ def test_shadowing_is_detected():
     fake.checker = lambda: None  # a function named like gymloop/checker.py
     fake.actions = importlib.import_module("gymloop.actions")  # the module itself: fine
     assert _shadowing(fake) == ["checker"]
+
+
+def test_tests_mirror_the_package_layout():
+    """A test file in ``tests/<folder>/`` tests the subpackage ``gymloop/<folder>``: no stray folders."""
+    tests = Path(__file__).resolve().parent
+    stray = [
+        str(p.relative_to(tests))
+        for p in tests.rglob("test_*.py")
+        if p.parent != tests and "fixtures" not in p.parts and not (SRC / p.parent.relative_to(tests)).is_dir()
+    ]
+    assert not stray, f"test files outside a folder that mirrors a gymloop subpackage: {stray}"

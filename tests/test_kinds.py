@@ -3,19 +3,16 @@ batches, workers, sampling, the neural agent, bad input)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 import pytest
+import train_games as tg
+from train_games import final_return, tiny
 
 import gymloop as gl
 from gymloop.kinds import CATEGORICAL, GLOBAL, KINDS, SELECT_ENTITY, ActionKind, kind_named
-
-sys.path.insert(0, os.path.dirname(__file__))
-import train_games as tg  # noqa: E402
 
 
 @gl.global_decision
@@ -261,16 +258,12 @@ def test_neural_agent_answers_global_decisions_one_by_one_and_batched(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("readout", [True, False])
 def test_a_game_asking_only_a_global_decision_learns(readout):
-    from test_train import final_return, tiny
-
     result = gl.train.train(tg.global_only, tiny(24_576, readout=readout))
     assert final_return(result, last=4) >= 0.9, [h.get("episode_return_mean") for h in result.history]  # random: 1/3
 
 
 @pytest.mark.slow
 def test_a_global_decision_mixed_with_an_actor_bound_one_learns():
-    from test_train import final_return, tiny
-
     result = gl.train.train(tg.global_and_actor, tiny(24_576))
     assert final_return(result, last=4) >= 1.8, [h.get("episode_return_mean") for h in result.history]  # random: 0.75
 

@@ -20,6 +20,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from policy_helpers import game_policy, write_policy
+
 import gymloop as gl  # noqa: E402
 from gymloop.games import duel as duel_mod  # noqa: E402
 from gymloop.games import snake as snake_mod  # noqa: E402
@@ -27,9 +29,6 @@ from gymloop.games import tactics as tactics_mod  # noqa: E402
 from gymloop.neural import NeuralAgent, load  # noqa: E402
 from gymloop.nn.config import NetConfig  # noqa: E402
 from gymloop.nn.numpy_policy import NumpyPolicy  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-from policy_helpers import game_policy, write_policy  # noqa: E402
 
 
 # ---------------------------------------------------------------------- a test game with everything

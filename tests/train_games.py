@@ -1,4 +1,4 @@
-"""Trivial games for learning tests: each has an obvious optimal policy."""
+"""Trivial games for learning tests (each has an obvious optimal policy), and a tiny training config."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import random
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 import gymloop as gl
+from gymloop.train import NetConfig, PPOConfig, TrainConfig
 
 
 class Arm(Enum):
@@ -125,3 +128,16 @@ def global_and_actor(agent, seed):
         if guess not in allowed:
             raise AssertionError("the trainer chose a masked global choice")
         agent.game_over(gl.Obs(score=(1.0 if guess.value == lit else 0.0) + (1.0 if arm is Arm.C else 0.0)))
+
+
+# ---------------------------------------------------------------------- a tiny config for learning tests
+def tiny(steps: int, **kw) -> TrainConfig:
+    cfg = TrainConfig(steps=steps, num_envs=32, rollout_steps=8, threads=1, seed=kw.pop("seed", 0))
+    cfg.ppo = PPOConfig(lr=kw.pop("lr", 1e-2), minibatch_size=128, epochs=2, ent_coef=0.01)
+    cfg.net = NetConfig(d_model=16, n_head=2, **kw)
+    return cfg
+
+
+def final_return(result, last: int = 1) -> float:
+    """Mean episode return over the last ``last`` updates (each is one rollout of noisy episodes)."""
+    return float(np.mean([h["episode_return_mean"] for h in result.history[-last:]]))

@@ -10,7 +10,7 @@ Same rules (they share :class:`~gymloop.games.snake.SnakeGame`), three ways to d
   used.
 
 They exist to measure the overhead of each API (``benchmarks/throughput.py``) and to check that
-the three drivers agree step for step (``tests/test_snake_envs.py``).
+the three drivers agree step for step (``tests/games/test_snake_envs.py``).
 
 **Seeding.** The game loop seeds one :class:`SnakeGame` per run and restarts its episodes in place,
 continuing that game's random stream. The other two follow it: a reset that comes right after an

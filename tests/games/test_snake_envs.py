@@ -409,7 +409,7 @@ def test_run_benchmarks_rejects_unknown_variant() -> None:
 
 
 def test_throughput_script_quick() -> None:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "throughput.py"
     out = subprocess.run(
         [sys.executable, str(script), "--quick", "-q", "--only", "loop_w0", "env_w0"],
         check=True, capture_output=True, text=True,

@@ -33,7 +33,7 @@ from gymloop.enn import reader as enn_reader
 from gymloop.errors import CheckpointError, ConfigError, InvalidObservationError
 from gymloop.neural import NeuralAgent
 
-FIX = Path(__file__).parent / "fixtures" / "enn"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "enn"
 NAMES = ["xor", "multisnake", "cherrypick"]
 P_TOL, LOGP_TOL, V_TOL = 1e-5, 1e-4, 1e-5
 

@@ -4,39 +4,26 @@ from __future__ import annotations
 
 import csv
 import os
-import sys
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
+import train_games as tg
+from train_games import final_return, tiny
+
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent  # noqa: E402
 from gymloop.nn import NetConfig  # noqa: E402
-from gymloop.train import PPOConfig, TrainConfig  # noqa: E402
+from gymloop.train import TrainConfig  # noqa: E402
 from gymloop.train.ppo import Rollout, Trainer, evaluate  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-import train_games as tg  # noqa: E402
-
-
-def tiny(steps: int, **kw) -> TrainConfig:
-    cfg = TrainConfig(steps=steps, num_envs=32, rollout_steps=8, threads=1, seed=kw.pop("seed", 0))
-    cfg.ppo = PPOConfig(lr=kw.pop("lr", 1e-2), minibatch_size=128, epochs=2, ent_coef=0.01)
-    cfg.net = NetConfig(d_model=16, n_head=2, **kw)
-    return cfg
 
 
 def gae_rollout(values, rewards, terminated, truncated, last_values, final_values=None) -> Rollout:
     """A rollout with only what :meth:`Trainer._gae` reads (no observations, actions or metrics)."""
     return Rollout(observations=[], actions=[], logprobs=[], values=values, rewards=rewards, terminated=terminated,
                    truncated=truncated, last_values=last_values, episode_metrics={}, final_values=final_values)
-
-
-def final_return(result, last: int = 1) -> float:
-    """Mean episode return over the last ``last`` updates (each is one rollout of noisy episodes)."""
-    return float(np.mean([h["episode_return_mean"] for h in result.history[-last:]]))
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,11 @@ import sys
 
 import numpy as np
 import pytest
+import workers_games as wg
 
 import gymloop as gl
 from gymloop.checker import _same
 from gymloop.games.snake import snake
-
-sys.path.insert(0, os.path.dirname(__file__))
-import workers_games as wg  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -139,7 +137,6 @@ def test_unguarded_script_gets_an_error_naming_the_main_guard(tmp_path):
     """A script that builds a workers VecEnv at top level (no __main__ guard): the worker re-imports
     it; both sides say what to do, and no shared memory is leaked."""
     import subprocess
-    import sys
 
     script = tmp_path / "noguard.py"
     script.write_text(

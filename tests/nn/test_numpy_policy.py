@@ -21,15 +21,14 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from policy_helpers import random_policy, synthetic_batch, write_policy
+
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent, read_safetensors, write_agent, write_safetensors  # noqa: E402
 from gymloop.nn.config import NetConfig, RelposConfig  # noqa: E402
 from gymloop.nn.numpy_policy import NumpyPolicy, erf, expected_shapes, gelu, segment_argmax  # noqa: E402
 from gymloop.nn.torch_policy import Policy, policy_info, policy_tensors  # noqa: E402
 from gymloop.spaces import ActionDesc, ObsSpace  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-from policy_helpers import random_policy, synthetic_batch, write_policy  # noqa: E402
 
 # ---------------------------------------------------------------------- spaces and configurations
 ACTS = {

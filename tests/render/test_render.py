@@ -657,7 +657,7 @@ def test_play_trace_is_kept_when_the_game_fails_and_skipped_when_empty(display, 
     pygame.display.init()  # play closed its window
     press(pygame.K_ESCAPE)
     empty = tmp_path / "empty.trace.safetensors"
-    with caplog.at_level("WARNING", logger="gymloop.render.play"):
+    with caplog.at_level("WARNING", logger="gymloop.render.session"):
         r = play("snake", gl.RandomAgent(0), fps=0, trace=empty)
     assert r.stopped == "quit" and not empty.exists()
     assert "no trace written" in caplog.text

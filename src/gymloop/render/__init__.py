@@ -47,7 +47,7 @@ from .draw import (
     view_for,
 )
 from .keyboard import ARROWS, WASD, KeyboardAgent, PlayerQuit, TakeOver, poll_events
-from .play import RecordResult, load_agent, play, record
+from .session import RecordResult, load_agent, play, record
 from .video import VIDEO_FORMATS, GifWriter, Mp4Writer, open_video, write_video
 from .viewer import FrameClock, Viewer, Watch
 

@@ -281,9 +281,9 @@ class EnvExecutor:
                 m = d.kind.all_legal(len(flat_idx), d.n)
                 if any(name in o.masks for o in obs):
                     parts = []
-                    for o, k in zip(obs, ac):
+                    for i, (o, k) in enumerate(zip(obs, ac)):
                         mm = o.masks.get(name)
-                        parts.append(np.ones((k, d.n), dtype=bool) if mm is None else np.asarray(mm, dtype=bool).reshape(k, d.n))
+                        parts.append(np.ones((k, d.n), dtype=bool) if mm is None else self._mask(i, name, mm, (k, d.n)))
                     m = np.concatenate(parts) if parts else m
                 masks[name] = m
             else:
@@ -295,11 +295,19 @@ class EnvExecutor:
                 m = d.kind.all_legal(len(flat_idx), d.n, int(nc.sum()))
                 if any(name in o.masks for o in obs):
                     parts = []
-                    for o, k, pe in zip(obs, ac, per_env):
+                    for i, (o, k, pe) in enumerate(zip(obs, ac, per_env)):
                         mm = o.masks.get(name)
-                        parts.append(np.ones(k * pe, dtype=bool) if mm is None else np.asarray(mm, dtype=bool).reshape(k * pe))
+                        parts.append(np.ones(k * pe, dtype=bool) if mm is None else self._mask(i, name, mm, (int(k * pe),)))
                     m = np.concatenate(parts) if parts else m
                 masks[name] = m
+            j = d.kind.no_legal(masks[name], ncand.get(name))
+            if j is not None:
+                env = self.env_lo + int(sl[j])
+                raise InvalidObservationError(
+                    f"environment copy {env}: action type {name!r}, actor {j - int(np.searchsorted(sl, sl[j]))} has no legal "
+                    f"{d.kind.choice_word} (its mask allows none{', or it has no candidate' if d.kind.selects_entities else ''}); "
+                    "every actor must have at least one"
+                )
         metrics: dict[str, np.ndarray] = {}
         for i, m in enumerate(mets):
             if m:
@@ -314,6 +322,20 @@ class EnvExecutor:
             truncated=np.array(trunc, dtype=bool), active=np.ones(n, dtype=bool), metrics=metrics,
             candidate_types=cand_types,
         )
+
+    def _mask(self, i: int, name: str, mm: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """Environment copy ``i``'s mask of action type ``name`` as booleans of ``shape``."""
+        try:
+            a = np.asarray(mm, dtype=bool)
+        except (TypeError, ValueError):
+            a = None
+        if a is None or a.size != int(np.prod(shape)):
+            got = "not an array of booleans" if a is None else f"{a.size} entries (shape {a.shape})"
+            raise InvalidObservationError(
+                f"environment copy {self.env_lo + i}: the mask of action type {name!r} has {got}, expected {shape} "
+                "(one row per actor, one column per choice; for select-entity one flat entry per candidate of each actor)"
+            )
+        return a.reshape(shape)
 
     def close_games(self) -> None:
         for e in self.envs:

@@ -14,7 +14,7 @@ The measurements mirror the three benchmark scripts, through the public API both
   configuration, environment steps per second of wall time after set-up;
 * ``infer_one``, ``infer_batch``: ``benchmarks/inference.py``: a random default-network snake agent
   deciding for one observation (decisions/s), and the numpy forward pass of a 256-slot batch
-  (slots/s).
+  (slots/s), in a process without torch (as in a shipped game).
 
 Usage (the base tree: a worktree of the commit to compare with)::
 
@@ -34,6 +34,17 @@ import textwrap
 _COMMON = """
 import time, numpy as np, gymloop as gl
 from gymloop.games.snake import snake
+"""
+
+# A random default-network snake agent, written by a child process: the measuring process never
+# imports torch, as in a shipped game (importing torch changes numpy's matrix-product speed on this
+# machine, by up to 5x either way depending on import order, which would swamp the comparison).
+_CHECKPOINT = """
+import subprocess, sys, tempfile, os
+path = os.path.join(tempfile.mkdtemp(), "a.safetensors")
+subprocess.run([sys.executable, "-c", "import sys; from gymloop.neural import random_checkpoint; "
+                "from gymloop.games.snake import snake; random_checkpoint(sys.argv[1], snake, seed=0)", path], check=True)
+assert "torch" not in sys.modules
 """
 
 MEASUREMENTS: dict[str, str] = {
@@ -71,11 +82,7 @@ r = t.train()
 h = r.history[1:]  # the first update includes set-up
 print(sum(x["steps_per_second"] for x in h) / len(h))
 """,
-    "infer_one": """
-import tempfile, os
-from gymloop.neural import random_checkpoint
-path = os.path.join(tempfile.mkdtemp(), "a.safetensors")
-random_checkpoint(path, snake, seed=0)
+    "infer_one": _CHECKPOINT + """
 agent = gl.load(path, seed=0)
 class Keep:
     def __init__(self): self.seen = []; self.r = gl.RandomAgent(0)
@@ -93,11 +100,7 @@ while time.perf_counter() - t0 < SECONDS:
     n += len(obs)
 print(n / (time.perf_counter() - t0))
 """,
-    "infer_batch": """
-import tempfile, os
-from gymloop.neural import random_checkpoint
-path = os.path.join(tempfile.mkdtemp(), "a.safetensors")
-random_checkpoint(path, snake, seed=0)
+    "infer_batch": _CHECKPOINT + """
 pol = gl.load(path).policy
 env = gl.VecEnv(snake, num_envs=256, seed=0)
 b = env.reset()

@@ -318,6 +318,11 @@ class Policy(nn.Module):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
 
+    @property
+    def spaces(self) -> Spaces:
+        """The policy's observation and action spaces as one :class:`~gymloop.spaces.Spaces` value."""
+        return Spaces(self.obs_space, self.action_space)
+
     # ------------------------------------------------------------------ inputs
     def pack(self, b: Any) -> Packed:
         return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions)
@@ -458,7 +463,7 @@ def policy_tensors(policy: Policy) -> dict[str, np.ndarray]:
 
 def policy_info(policy: Policy, **extra: Any) -> dict[str, Any]:
     """The agent document of ``policy`` (see :func:`gymloop.checkpoint.agent_document`)."""
-    return agent_document(Spaces(policy.obs_space, policy.action_space), policy.cfg.to_dict(), **extra)
+    return agent_document(policy.spaces, policy.cfg.to_dict(), **extra)
 
 
 def policy_from_file(af: Any) -> Policy:

@@ -202,6 +202,10 @@ class BatchBuilder:
         self.apg = agents_per_game
         #: what :meth:`decode` needs from the last batch (``None`` before the first)
         self.plan: Plan | None = None
+        self._bound = [spec.kind.actor_bound for spec in spaces.action_specs]
+        # the action types not tied to an actor (global decisions); empty in most games, so the
+        # single-actor fast path of _gather costs one truth test for them
+        self._unbound = {spec.key for spec in spaces.action_specs if not spec.kind.actor_bound}
 
     # ------------------------------------------------------------------ building
     def build(self, pobs: list[Obs | None], ptypes: list[tuple | None], episodes: EpisodeState | None = None) -> Batch:
@@ -440,7 +444,8 @@ class BatchBuilder:
         tindex = sp.entity_index
         aindex = sp.action_index
         A = len(sp.action_specs)
-        bound = [spec.kind.actor_bound for spec in sp.action_specs]
+        bound = self._bound
+        unbound = self._unbound
         objs: list[list[Any]] = [[] for _ in range(T)]
         cnt = [[0] * n for _ in range(T)]
         a_slot: list[list[int]] = [[] for _ in range(A)]
@@ -458,7 +463,7 @@ class BatchBuilder:
                 idx.append(s)
                 scores.append(obs.score)
                 pt = ptypes[s]
-                if obs._single and len(pt) == 1 and bound[aindex[pt[0]]]:
+                if obs._single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
                     x = obs._actors[0]
                     t = tindex[type(x)]
                     objs[t].append(x)

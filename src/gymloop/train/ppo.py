@@ -27,7 +27,6 @@ from ..batch import Batch, stack, take
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
 from ..errors import CheckpointError, ConfigError, TrainingError
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
-from ..spaces import spaces_to_json
 from ..vector import VecEnv
 from .config import TrainConfig
 from .tensorboard import EventWriter
@@ -204,8 +203,8 @@ class Trainer:
             self.tb = EventWriter(os.path.join(self.out_dir, "tb"))
 
     def _check_compatible(self, other: Policy, path: str) -> None:
-        mine = spaces_to_json(self.policy.obs_space, self.policy.action_space)
-        theirs = spaces_to_json(other.obs_space, other.action_space)
+        mine = self.policy.spaces.to_json()
+        theirs = other.spaces.to_json()
         if mine != theirs:
             diffs = []
             for what, a, b in (("entity types", mine[0]["entities"], theirs[0]["entities"]), ("action types", mine[1], theirs[1])):

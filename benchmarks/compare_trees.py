@@ -11,7 +11,8 @@ The measurements mirror the three benchmark scripts, through the public API both
 * ``env``, ``env_workers``: ``benchmarks/throughput.py``'s agent-API rows: snake in a ``gl.VecEnv``
   (256 copies in-process; 1024 copies on 2 worker processes), random legal actions, steps/s;
 * ``train``: ``benchmarks/train_throughput.py``: ``gymloop.train`` on snake with the default
-  configuration, environment steps per second of wall time after set-up;
+  configuration (one process, one torch thread), environment steps per CPU second of the process
+  (CPU time, not wall time: this machine's steal time would otherwise swamp a few percent);
 * ``infer_one``, ``infer_batch``: ``benchmarks/inference.py``: a random default-network snake agent
   deciding for one observation (decisions/s), and the numpy forward pass of a 256-slot batch
   (slots/s), in a process without torch (as in a shipped game).
@@ -78,9 +79,9 @@ from gymloop.train import TrainConfig
 from gymloop.train.ppo import Trainer
 cfg = TrainConfig(steps=int(150_000 * SECONDS), seed=0)
 t = Trainer(snake, cfg, progress=False) if "progress" in Trainer.__init__.__code__.co_varnames else Trainer(snake, cfg)
+c0 = time.process_time()
 r = t.train()
-h = r.history[1:]  # the first update includes set-up
-print(sum(x["steps_per_second"] for x in h) / len(h))
+print(r.steps / (time.process_time() - c0))  # steps per CPU second (set-up included, the same in both trees)
 """,
     "infer_one": _CHECKPOINT + """
 agent = gl.load(path, seed=0)

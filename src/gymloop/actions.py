@@ -31,6 +31,7 @@ import dataclasses
 import enum
 import itertools
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,7 +169,7 @@ class ActionSpec:
             ) from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ActionDesc:
     """One action type of an action space (names only).
 
@@ -198,13 +199,22 @@ class ActionDesc:
     among: tuple[str, ...] = ()
     among_any: bool = field(default=False, repr=False)
 
-    def __post_init__(self) -> None:
-        k = kind_named(self.kind, f"action type {self.name!r}")
+    def __init__(
+        self,
+        name: str,
+        kind: ActionKind | str,
+        labels: Sequence[str] = (),
+        among: Sequence[str] = (),
+        among_any: bool = False,
+    ) -> None:
+        k = kind_named(kind, f"action type {name!r}")
+        object.__setattr__(self, "name", name)
         object.__setattr__(self, "kind", k)
-        object.__setattr__(self, "labels", tuple(self.labels))
-        object.__setattr__(self, "among", tuple(self.among))
-        if not (self.among_any and k.selects_entities and not self.among):
-            k.check_desc(self.name, self.labels, self.among)
+        object.__setattr__(self, "labels", tuple(labels))
+        object.__setattr__(self, "among", tuple(among))
+        object.__setattr__(self, "among_any", among_any)
+        if not (among_any and k.selects_entities and not self.among):
+            k.check_desc(name, self.labels, self.among)
 
     @property
     def n(self) -> int:

@@ -109,21 +109,17 @@ class ActionKind:
         """Masks allowing every choice: ``(n_actors, n_choices)``, or ``(n_candidates,)`` when selecting entities."""
         return np.ones(n_candidates if self.selects_entities else (n_actors, n_choices), dtype=bool)
 
-    def mask_shape(self, n_choices: int) -> str:
-        """What one mask of this kind is, in words (for error messages)."""
-        if self.selects_entities:
-            return "one boolean per candidate entity (or a collection of the allowed entities)"
-        return f"{n_choices} booleans (one per label, or a collection of the allowed values)"
-
     def no_legal(self, masks: np.ndarray, num_candidates: np.ndarray | None) -> int | None:
-        """Index of the first actor whose mask allows nothing, or ``None``."""
+        """Index of the first actor whose mask allows nothing (or, selecting entities, that has no
+        candidate), or ``None``."""
         if self.selects_entities:
             nc = num_candidates if num_candidates is not None else _EMPTY
             if not nc.size:
                 return None
-            legal = np.add.reduceat(masks.astype(np.int64), np.cumsum(nc) - nc) if masks.size else np.zeros(nc.size, np.int64)
-            bad = (legal == 0) | (nc == 0)
-            return int(np.flatnonzero(bad)[0]) if bad.any() else None
+            if (nc == 0).any():  # (reduceat below needs non-empty segments)
+                return int(np.flatnonzero(nc == 0)[0])
+            legal = np.add.reduceat(masks.astype(np.int64), np.cumsum(nc) - nc)
+            return int(np.flatnonzero(legal == 0)[0]) if (legal == 0).any() else None
         if masks.shape[0] and not masks.any(axis=1).all():
             return int(np.flatnonzero(~masks.any(axis=1))[0])
         return None

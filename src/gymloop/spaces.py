@@ -19,7 +19,7 @@ from .errors import ConfigError, GymloopError, SchemaError
 from .kinds import kind_named
 from .schema import EntitySchema, schema_of
 
-__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json", "spaces_from_json"]
+__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json"]
 
 
 @dataclass(frozen=True)
@@ -179,11 +179,6 @@ class Spaces:
     def action_names(self) -> list[str]:
         return list(self.actions)
 
-    @property
-    def compiled(self) -> bool:
-        """Whether this holds a game loop's classes (:meth:`build`), not only names."""
-        return bool(self.action_specs) or bool(self.entity_schemas)
-
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Spaces) and other.obs == self.obs and list(other.actions.items()) == list(self.actions.items())
 
@@ -280,8 +275,3 @@ def spaces_to_json(obs_space: ObsSpace, action_space: dict[str, ActionDesc]) -> 
     obs = {"entities": {k: list(v) for k, v in obs_space.entities.items()}, "globals": list(obs_space.globals)}
     acts = {k: a.to_json() for k, a in action_space.items()}
     return obs, acts
-
-
-def spaces_from_json(obs: Any, acts: Any, error: type[GymloopError] = SchemaError, where: str = "") -> Spaces:
-    """The :class:`Spaces` of a JSON observation and action space (see :meth:`Spaces.from_json`)."""
-    return Spaces.from_json(obs, acts, error, where)

@@ -67,3 +67,24 @@ def test_sampled_actions_respect_the_masks():
             a = env.sample_actions()
             assert a["Move"].tolist() == [2, 0] * 3 and a["Pick"].tolist() == [0] * 3
             env.step(a)
+
+
+def test_a_select_entity_actor_without_candidates_is_named():
+    """Copy 0 sees coins, copy 1 none: the empty candidate list comes after a full one."""
+
+    class SomeCoins(make()):
+        made = 0
+
+        def __init__(self):
+            self.copy, SomeCoins.made = SomeCoins.made, SomeCoins.made + 1
+
+        def reset(self, seed):
+            self.coins = [] if self.copy else [[2.0], [3.0]]
+            return self._obs()
+
+        def _obs(self):
+            return gl.EnvObservation(entities={"Unit": [[0.0]], "Coin": self.coins}, actors={"Move": [0], "Pick": [0]})
+
+    with gl.VecEnv(SomeCoins, num_envs=2) as env:
+        with pytest.raises(gl.InvalidObservationError, match=r"environment copy 1: action type 'Pick', actor 0 has no legal candidate"):
+            env.reset()

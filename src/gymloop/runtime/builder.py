@@ -309,24 +309,17 @@ class BatchBuilder:
         if masked:
             self._apply_masks(masked, masks, ncand, specs, ptypes)
         for a, spec in enumerate(specs):
-            m = masks[spec.name]
-            if not spec.kind.selects_entities:
-                if m.shape[0] and not m.any(axis=1).all():
-                    j = int(np.flatnonzero(~m.any(axis=1))[0])
-                    self._no_legal(spec.name, a_slot[a][j])
-            else:
-                nc = ncand[spec.name]
-                if nc.size:
-                    if (nc == 0).any():
-                        j = int(np.flatnonzero(nc == 0)[0])
-                        raise InvalidObservationError(
-                            f"select-entity action {spec.name!r}: the actor of slot {self.slot_lo + a_slot[a][j]} has no "
-                            f"candidate (no entity of type {cand_types[spec.name]} was observed); observe at least one "
-                            "candidate or do not ask for this action type"
-                        )
-                    legal = np.add.reduceat(m.astype(np.int64), np.cumsum(nc) - nc)
-                    if (legal == 0).any():
-                        self._no_legal(spec.name, a_slot[a][int(np.flatnonzero(legal == 0)[0])])
+            nc = ncand.get(spec.name)
+            if nc is not None and (nc == 0).any():
+                j = int(np.flatnonzero(nc == 0)[0])
+                raise InvalidObservationError(
+                    f"select-entity action {spec.name!r}: the actor of slot {self.slot_lo + a_slot[a][j]} has no "
+                    f"candidate (no entity of type {cand_types[spec.name]} was observed); observe at least one "
+                    "candidate or do not ask for this action type"
+                )
+            bad = spec.kind.no_legal(masks[spec.name], nc)
+            if bad is not None:
+                self._no_legal(spec.name, a_slot[a][bad])
 
         # ---- rewards, ends, metrics
         final = None

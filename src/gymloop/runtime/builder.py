@@ -205,7 +205,7 @@ class BatchBuilder:
         self._bound = [spec.kind.actor_bound for spec in spaces.action_specs]
         # the action types not tied to an actor (global decisions); empty in most games, so the
         # single-actor fast path of _gather costs one truth test for them
-        self._unbound = {spec.key for spec in spaces.action_specs if not spec.kind.actor_bound}
+        self.unbound = {spec.key for spec in spaces.action_specs if not spec.kind.actor_bound}
 
     # ------------------------------------------------------------------ building
     def build(self, pobs: list[Obs | None], ptypes: list[tuple | None], episodes: EpisodeState | None = None) -> Batch:
@@ -438,7 +438,7 @@ class BatchBuilder:
         aindex = sp.action_index
         A = len(sp.action_specs)
         bound = self._bound
-        unbound = self._unbound
+        unbound = self.unbound
         objs: list[list[Any]] = [[] for _ in range(T)]
         cnt = [[0] * n for _ in range(T)]
         a_slot: list[list[int]] = [[] for _ in range(A)]

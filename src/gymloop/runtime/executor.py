@@ -377,6 +377,7 @@ class Executor:
                         d = per_slot[s] = [[] for _ in specs]
                     d[a].append(v)
             aindex = builder.spaces.action_index
+            unbound = builder.unbound  # global decisions come back alone, not in a list
             games: dict[int, list[int]] = {}
             for s in per_slot:
                 games.setdefault(s // apg, []).append(s)
@@ -386,7 +387,7 @@ class Executor:
                     d = per_slot[s]
                     pt, ob = self.ptypes[s], pobs[s]
                     assert pt is not None and ob is not None  # a slot with actions has a pending decision
-                    res[s] = pack_result(ob, [d[aindex[key]] for key in pt], pt)
+                    res[s] = pack_result(ob, [d[aindex[key]] for key in pt], pt if unbound else None)
                     pobs[s] = None
                 g = gls[k]
                 try:

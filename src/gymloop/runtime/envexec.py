@@ -193,7 +193,7 @@ class EnvExecutor:
             for i in sorted(finals):
                 r = finals[i].entities.get(name)
                 if r is not None and len(r):
-                    rows.append(np.asarray(r, dtype=np.float32).reshape(-1, len(feats)))
+                    rows.append(np.asarray(r, dtype=np.float32).reshape(len(r), len(feats)))
                     cnt[i] = rows[-1].shape[0]
             if rows:
                 f.entities[name] = np.concatenate(rows)
@@ -228,7 +228,7 @@ class EnvExecutor:
             if total == 0:
                 arr = np.zeros((0, nf), dtype=np.float32)
             elif use_arrays:
-                arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(-1, nf) for r in rows_all])
+                arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(len(r), nf) for r in rows_all])
             else:
                 flat: list[Any] = []
                 for r in rows_all:

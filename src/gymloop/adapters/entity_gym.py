@@ -1,0 +1,281 @@
+"""entity-gym, both ways: its environments run in gymloop, gymloop games run in enn-trainer.
+
+- :class:`EntityGymEnv` wraps any ``entity_gym.env.Environment`` as a :class:`gymloop.Environment`,
+  so :class:`gymloop.VecEnv`, the trainer, ``gymloop train module:Class`` and the checks run it:
+  categorical, select-entity (the actees chosen per step become a mask over the candidates) and
+  global categorical actions, masks, entity types without features, entities hidden from the
+  policy (``Observation.visible``) and entity ids (mapped to indices and back, whether or not
+  every type has ids).
+- :class:`GymloopVecEnv` (in :mod:`gymloop.adapters.entity_gym_vec`) runs any gymloop game or
+  environment as an ``entity_gym.env.VecEnv``, so enn-trainer can train it.
+
+entity-gym's examples draw their randomness from the global :mod:`random` and ``numpy.random``
+generators and take no seed. :class:`EntityGymEnv` gives each copy its own state of both, seeded
+by ``reset(seed)`` and swapped in around each of the environment's calls, so a copy's episodes
+depend on its seed only (not on the other copies stepped before it) and a fault is reproduced
+by the seed its :class:`~gymloop.errors.GameError` names.
+
+Installing entity-gym 0.1.10 on Python 3.11 needs ``pip install --ignore-requires-python
+--prefer-binary entity-gym==0.1.10 "numpy<2"`` (its metadata says < 3.11; ragged-buffer needs
+numpy < 2). This module imports ``entity_gym`` when it is imported; ``import gymloop`` does not.
+
+Example:
+    >>> import gymloop as gl
+    >>> from gymloop.adapters.entity_gym import from_entity_gym
+    >>> from entity_gym.examples import Xor                       # doctest: +SKIP
+    >>> env = gl.VecEnv(from_entity_gym(Xor), num_envs=4, seed=0)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import entity_gym.env as eg
+except ImportError as e:  # pragma: no cover - depends on the environment
+    from ..errors import ConfigError
+
+    raise ConfigError(
+        "gymloop.adapters.entity_gym needs entity-gym: pip install --ignore-requires-python --prefer-binary "
+        f'entity-gym==0.1.10 "numpy<2" ({e})'
+    ) from e
+
+from ..env import Environment, EnvObservation
+from ..errors import InvalidObservationError, SchemaError
+from ..spaces import ActionDesc, ObsSpace
+
+__all__ = ["EntityGymEnv", "from_entity_gym", "is_entity_gym_env"]
+
+
+def is_entity_gym_env(obj: Any) -> bool:
+    """True for an ``entity_gym.env.Environment`` subclass (or a ``functools.partial`` of one)."""
+    target = obj.func if isinstance(obj, functools.partial) else obj
+    return isinstance(target, type) and issubclass(target, eg.Environment)
+
+
+def from_entity_gym(make: Callable[..., Any], *args: Any, isolate_random: bool = True, **kwargs: Any) -> Callable[[], EntityGymEnv]:
+    """A factory for :class:`gymloop.VecEnv` and the trainer: ``make(*args, **kwargs)`` wrapped.
+
+    Args:
+        make: an ``entity_gym.env.Environment`` subclass, or any function returning an instance.
+        isolate_random: give each copy its own :mod:`random` / ``numpy.random`` state (see the
+            module docstring).
+
+    Example:
+        >>> import gymloop as gl
+        >>> from entity_gym.examples import Count                         # doctest: +SKIP
+        >>> gl.train.train(from_entity_gym(Count), gl.train.TrainConfig(steps=4096))  # doctest: +SKIP
+    """
+    factory = functools.partial(EntityGymEnv, make, *args, isolate_random=isolate_random, **kwargs)
+    factory.__name__ = getattr(make, "__name__", "entity_gym_env")  # type: ignore[attr-defined]  # the trainer's game name
+    return factory
+
+
+class EntityGymEnv(Environment):
+    """One ``entity_gym.env.Environment`` as a gymloop :class:`~gymloop.Environment`.
+
+    Args:
+        make: an entity-gym environment class (or a function returning an instance); called with
+            ``*args`` and ``**kwargs``.
+        isolate_random: give this copy its own :mod:`random` and ``numpy.random`` state.
+
+    Its spaces: entity types and their features in the environment's order, its global features;
+    a ``CategoricalActionSpace`` is a categorical action, a ``GlobalCategoricalActionSpace`` a
+    global decision, a ``SelectEntityActionSpace`` a select-entity action whose candidates are
+    every (visible) entity, of any type, with a mask allowing the actees that step's
+    ``SelectEntityActionMask`` names.
+
+    Raises:
+        SchemaError: an action space of a kind entity-gym 0.1.10 does not have.
+        InvalidObservationError: an observation that breaks the environment's own spaces (an
+            entity type it does not declare, rows with the wrong number of features, an actor or
+            actee id that no entity has, ids and features of different lengths); the message
+            names the environment, the type and the id.
+    """
+
+    def __init__(self, make: Callable[..., Any], *args: Any, isolate_random: bool = True, **kwargs: Any) -> None:
+        self._isolate = isolate_random
+        self._py_state: Any = None
+        self._np_state: Any = None
+        self.env = make(*args, **kwargs)
+        if not isinstance(self.env, eg.Environment):
+            raise SchemaError(f"{make!r} made {self.env!r}, not an entity_gym.env.Environment")
+        self.name = type(self.env).__name__
+        space = self.env.obs_space()
+        self._types = list(space.entities)
+        self._feats = {t: tuple(e.features) for t, e in space.entities.items()}
+        self._globals = tuple(space.global_features)
+        self._obs_space = ObsSpace(entities=dict(self._feats), globals=self._globals)
+        self._actions: dict[str, ActionDesc] = {}
+        self._eg_actions = self.env.action_space()
+        for name, a in self._eg_actions.items():
+            if isinstance(a, eg.CategoricalActionSpace):
+                self._actions[name] = ActionDesc(name, "categorical", tuple(a.index_to_label))
+            elif isinstance(a, eg.GlobalCategoricalActionSpace):
+                self._actions[name] = ActionDesc(name, "global_categorical", tuple(a.index_to_label))
+            elif isinstance(a, eg.SelectEntityActionSpace):
+                self._actions[name] = ActionDesc(name, "select_entity", among=tuple(self._types))
+            else:
+                raise SchemaError(
+                    f"{self.name}: action {name!r} has space {type(a).__name__}; supported: CategoricalActionSpace, "
+                    "GlobalCategoricalActionSpace, SelectEntityActionSpace"
+                )
+        self._last: Any = None
+        self._index_to_id: list[Any] = []
+        self._actor_ids: dict[str, list[Any]] = {}
+
+    # ------------------------------------------------------------------ gl.Environment
+    def obs_space(self) -> ObsSpace:
+        return self._obs_space
+
+    def action_space(self) -> dict[str, ActionDesc]:
+        return dict(self._actions)
+
+    def reset(self, seed: int) -> EnvObservation:
+        if self._isolate:
+            self._py_state = random.Random(seed).getstate()
+            self._np_state = np.random.RandomState(seed % 2**32).get_state()
+        return self._convert(self._call(self.env.reset))
+
+    def act(self, actions: Mapping[str, np.ndarray]) -> EnvObservation:
+        last = self._last
+        eg_actions: dict[str, Any] = {}
+        for name in last.actions:
+            desc = self._actions[name]
+            arr = np.asarray(actions.get(name, ()), dtype=np.int64).reshape(-1)
+            if desc.kind == "global_categorical":
+                i = int(arr[0])
+                eg_actions[name] = eg.GlobalCategoricalAction(index=i, label=desc.labels[i])
+            elif desc.kind == "categorical":
+                eg_actions[name] = eg.CategoricalAction(actors=self._actor_ids[name], indices=arr, index_to_label=list(desc.labels))
+            else:
+                eg_actions[name] = eg.SelectEntityAction(actors=self._actor_ids[name], actees=[self._index_to_id[c] for c in arr])
+        return self._convert(self._call(self.env.act, eg_actions))
+
+    def close(self) -> None:
+        self.env.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` with this copy's random states swapped in (when isolated)."""
+        if not self._isolate or self._py_state is None:
+            return fn(*args)
+        outer_py, outer_np = random.getstate(), np.random.get_state()
+        random.setstate(self._py_state)
+        np.random.set_state(self._np_state)
+        try:
+            return fn(*args)
+        finally:
+            self._py_state, self._np_state = random.getstate(), np.random.get_state()
+            random.setstate(outer_py)
+            np.random.set_state(outer_np)
+
+    def _bad(self, msg: str) -> InvalidObservationError:
+        return InvalidObservationError(f"entity-gym environment {self.name}: {msg}")
+
+    def _convert(self, o: Any) -> EnvObservation:
+        """An entity-gym ``Observation`` as an :class:`EnvObservation` (ids become indices)."""
+        if not isinstance(o, eg.Observation):
+            raise self._bad(f"reset/act returned {type(o).__name__}, expected an entity_gym Observation")
+        unknown = [t for t in o.features if t not in self._feats]
+        if unknown:
+            raise self._bad(f"the observation has entity type(s) {unknown} that obs_space() does not declare {self._types}")
+        entities: dict[str, np.ndarray] = {}
+        index_to_id: list[Any] = []
+        id_to_index: dict[Any, int] = {}
+        rows_of: dict[str, np.ndarray] = {}  # type -> global indices of its (visible) rows
+        offset = 0
+        for t in self._types:
+            raw = o.features.get(t)
+            nf = len(self._feats[t])
+            if raw is None:
+                continue
+            arr = np.asarray(raw, dtype=np.float32)
+            if arr.ndim == 1 and arr.size == 0:
+                arr = arr.reshape(0, nf)
+            if arr.ndim != 2 or arr.shape[1] != nf:
+                raise self._bad(
+                    f"entity type {t!r} has rows of shape {arr.shape[1:] if arr.ndim == 2 else arr.shape}, expected "
+                    f"{nf} features {list(self._feats[t])} per row"
+                )
+            n = arr.shape[0]
+            ids = o.ids.get(t)
+            if ids is not None and len(ids) != n:
+                raise self._bad(f"entity type {t!r} has {n} rows but {len(ids)} ids")
+            keep = np.arange(n)
+            vis = o.visible.get(t)
+            if vis is not None:
+                v = np.asarray(vis, dtype=bool).reshape(-1)
+                if v.size != n:
+                    raise self._bad(f"entity type {t!r}: visible has {v.size} entries for {n} entities")
+                keep = np.flatnonzero(v)
+                arr = arr[keep]
+            entities[t] = arr
+            rows_of[t] = np.arange(offset, offset + len(keep))
+            for j, r in enumerate(keep):
+                eid = ids[r] if ids is not None else None
+                index_to_id.append(eid)
+                if eid is not None:
+                    id_to_index[eid] = offset + j
+            offset += len(keep)
+        total = offset
+        hidden = {t for t, v in o.visible.items() if not np.all(np.asarray(v, dtype=bool))}
+
+        def indices_of(name: str, ids: Sequence[Any] | None, types: Sequence[str] | None, role: str) -> np.ndarray:
+            if ids is not None:
+                out = []
+                for eid in ids:
+                    j = id_to_index.get(eid)
+                    if j is None:
+                        where = f" (types with hidden entities: {sorted(hidden)})" if hidden else ""
+                        raise self._bad(f"action {name!r} names {role} id {eid!r}, which no visible entity has{where}")
+                    out.append(j)
+                return np.asarray(out, dtype=np.int64)
+            if types is not None:
+                bad = [t for t in types if t not in self._feats]
+                if bad:
+                    raise self._bad(f"action {name!r} names {role} type(s) {bad} that obs_space() does not declare {self._types}")
+                parts = [rows_of[t] for t in types if t in rows_of]
+                return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+            return np.arange(total, dtype=np.int64)
+
+        actors: dict[str, Sequence[int]] = {}
+        masks: dict[str, Any] = {}
+        actor_ids: dict[str, list[Any]] = {}
+        for name, m in o.actions.items():
+            desc = self._actions.get(name)
+            if desc is None:
+                raise self._bad(f"the observation asks for action {name!r}, which action_space() does not declare {list(self._actions)}")
+            if desc.kind == "global_categorical":
+                actors[name] = ()
+                if getattr(m, "mask", None) is not None:
+                    masks[name] = np.asarray(m.mask, dtype=bool).reshape(1, -1)
+                continue
+            idx = indices_of(name, m.actor_ids, m.actor_types, "actor")
+            actors[name] = idx
+            actor_ids[name] = list(m.actor_ids) if m.actor_ids is not None else [index_to_id[j] for j in idx]
+            if desc.kind == "categorical":
+                if m.mask is not None:
+                    masks[name] = np.asarray(m.mask, dtype=bool)
+            else:
+                actees = indices_of(name, m.actee_ids, m.actee_types, "actee")
+                mask = np.zeros((len(idx), total), dtype=bool)
+                if m.mask is not None:
+                    sub = np.asarray(m.mask, dtype=bool)
+                    if sub.shape != (len(idx), len(actees)):
+                        raise self._bad(f"action {name!r}: mask has shape {sub.shape}, expected (actors, actees) = {(len(idx), len(actees))}")
+                    mask[:, actees] = sub
+                else:
+                    mask[:, actees] = True
+                masks[name] = mask.reshape(-1)
+        self._last, self._index_to_id, self._actor_ids = o, index_to_id, actor_ids
+        glob = o.global_features
+        return EnvObservation(
+            entities=entities, actors=actors, masks=masks, reward=float(o.reward), terminated=bool(o.done),
+            globals=np.asarray(glob, dtype=np.float32) if len(self._globals) else None, metrics=dict(o.metrics),
+        )

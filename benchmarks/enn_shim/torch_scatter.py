@@ -21,12 +21,14 @@ def scatter(src: torch.Tensor, index: torch.Tensor, dim: int = -1, out: torch.Te
     shape = [1] * src.dim()
     shape[dim] = -1
     idx = index.reshape(shape).expand_as(src) if index.dim() == 1 else index.expand_as(src)
-    if out is None:
-        size = list(src.shape)
-        size[dim] = dim_size if dim_size is not None else (int(index.max()) + 1 if index.numel() else 0)
-        out = torch.zeros(size, dtype=src.dtype, device=src.device)
+    size = list(src.shape)
+    if out is not None:
+        size[dim] = out.shape[dim]
     else:
-        out.zero_()
-    result = out.scatter_reduce(dim, idx, src, reduce=_REDUCE[reduce], include_self=False)
-    out.copy_(result)
+        size[dim] = dim_size if dim_size is not None else (int(index.max()) + 1 if index.numel() else 0)
+    zeros = torch.zeros(size, dtype=src.dtype, device=src.device)
+    result = zeros.scatter_reduce(dim, idx, src, reduce=_REDUCE[reduce], include_self=False)
+    if out is None:
+        return result
+    out.copy_(result)  # rogue-net passes a fresh zeros tensor as out and reads it afterwards
     return out

@@ -130,6 +130,11 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
         if not hasattr(obj, field):
             raise ConfigError(f"unknown config field {key!r}{_suggest_field(cfg, key)}; see gymloop.train.TrainConfig")
         old = getattr(obj, field)
+        if old is None:  # an automatic or unset field: parse as its declared type
+            old = _declared_example(obj, field)
+            if raw.lower() in ("none", "auto"):
+                setattr(obj, field, None)
+                continue
         try:
             if isinstance(old, bool):
                 if raw.lower() not in ("true", "false", "1", "0"):
@@ -146,6 +151,17 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
         except ValueError:
             raise ConfigError(f"config field {key!r} expects a {type(old).__name__}, got {raw!r}") from None
         setattr(obj, field, val)
+
+
+def _declared_example(obj: object, name: str) -> object:
+    """A value of the type a dataclass field declares besides ``None`` (``0`` for ``int | None``)."""
+    import typing
+
+    hint = typing.get_type_hints(type(obj)).get(name)
+    for t in (bool, int, float, str):
+        if hint is t or t in typing.get_args(hint):
+            return t()
+    return None
 
 
 def _cmd_train(args: argparse.Namespace) -> int:

@@ -128,9 +128,15 @@ class EntityGymEnv(Environment):
                     f"{self.name}: action {name!r} has space {type(a).__name__}; supported: CategoricalActionSpace, "
                     "GlobalCategoricalActionSpace, SelectEntityActionSpace"
                 )
+        self._labels = {name: list(d.labels) for name, d in self._actions.items()}
         self._last: Any = None
-        self._index_to_id: list[Any] = []
-        self._actor_ids: dict[str, list[Any]] = {}
+        self._rows: list[tuple[str, int, int, Any, Any]] = []
+        self._offset: dict[str, tuple[int, int]] = {}
+        self._total = 0
+        self._to_id: list[Any] | None = None
+        self._to_index: dict[Any, int] | None = None
+        self._actor_ids: dict[str, Any] = {}
+        self._actor_index: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ gl.Environment
     def obs_space(self) -> ObsSpace:
@@ -144,18 +150,18 @@ class EntityGymEnv(Environment):
         return self._convert(self._call(self.env.reset))
 
     def act(self, actions: Mapping[str, np.ndarray]) -> EnvObservation:
-        last = self._last
         eg_actions: dict[str, Any] = {}
-        for name in last.actions:
+        for name in self._last.actions:
             desc = self._actions[name]
             arr = np.asarray(actions.get(name, ()), dtype=np.int64).reshape(-1)
             if desc.kind == "global_categorical":
                 i = int(arr[0])
                 eg_actions[name] = eg.GlobalCategoricalAction(index=i, label=desc.labels[i])
             elif desc.kind == "categorical":
-                eg_actions[name] = eg.CategoricalAction(actors=self._actor_ids[name], indices=arr, index_to_label=list(desc.labels))
+                eg_actions[name] = eg.CategoricalAction(actors=self._ids_of_actors(name), indices=arr, index_to_label=self._labels[name])
             else:
-                eg_actions[name] = eg.SelectEntityAction(actors=self._actor_ids[name], actees=[self._index_to_id[c] for c in arr])
+                to_id = self._index_to_id()
+                eg_actions[name] = eg.SelectEntityAction(actors=self._ids_of_actors(name), actees=[to_id[c] for c in arr])
         return self._convert(self._call(self.env.act, eg_actions))
 
     def close(self) -> None:
@@ -174,75 +180,104 @@ class EntityGymEnv(Environment):
     def _bad(self, msg: str) -> InvalidObservationError:
         return InvalidObservationError(f"entity-gym environment {self.name}: {msg}")
 
+    def _index_to_id(self) -> list[Any]:
+        """The last observation's entity ids by index (``None`` for an entity without id)."""
+        if self._to_id is None:
+            to_id: list[Any] = []
+            for _t, _off, n, keep, ids in self._rows:
+                if ids is None:
+                    to_id += [None] * n
+                elif keep is None:
+                    to_id += list(ids)
+                else:
+                    to_id += [ids[r] for r in keep]
+            self._to_id = to_id
+        return self._to_id
+
+    def _id_to_index(self) -> dict[Any, int]:
+        if self._to_index is None:
+            self._to_index = {eid: j for j, eid in enumerate(self._index_to_id()) if eid is not None}
+        return self._to_index
+
+    def _ids_of_actors(self, name: str) -> list[Any]:
+        ids = self._actor_ids[name]
+        if ids is None:
+            to_id = self._index_to_id()
+            ids = [to_id[j] for j in self._actor_index[name]]
+        return list(ids)
+
+    def _indices(self, name: str, ids: Sequence[Any] | None, types: Sequence[str] | None, role: str) -> list[int]:
+        """Entity indices of the actors (or actees) a mask names by id, by type, or all."""
+        if ids is not None:
+            to_index = self._id_to_index()
+            try:
+                return [to_index[eid] for eid in ids]
+            except KeyError as e:
+                hidden = sorted(t for t, _off, _n, keep, _ids in self._rows if keep is not None)
+                where = f" (types with hidden entities: {hidden})" if hidden else ""
+                raise self._bad(f"action {name!r} names {role} id {e.args[0]!r}, which no visible entity has{where}") from None
+        if types is not None:
+            out: list[int] = []
+            for t in types:
+                if t not in self._feats:
+                    raise self._bad(f"action {name!r} names {role} type {t!r}, which obs_space() does not declare {self._types}")
+                row = self._offset.get(t)
+                if row is not None:
+                    out += range(row[0], row[0] + row[1])
+            return out
+        return list(range(self._total))
+
     def _convert(self, o: Any) -> EnvObservation:
         """An entity-gym ``Observation`` as an :class:`EnvObservation` (ids become indices)."""
         if not isinstance(o, eg.Observation):
             raise self._bad(f"reset/act returned {type(o).__name__}, expected an entity_gym Observation")
-        unknown = [t for t in o.features if t not in self._feats]
-        if unknown:
-            raise self._bad(f"the observation has entity type(s) {unknown} that obs_space() does not declare {self._types}")
-        entities: dict[str, np.ndarray] = {}
-        index_to_id: list[Any] = []
-        id_to_index: dict[Any, int] = {}
-        rows_of: dict[str, np.ndarray] = {}  # type -> global indices of its (visible) rows
+        feats = o.features
+        for t in feats:
+            if t not in self._feats:
+                raise self._bad(f"the observation has entity type {t!r}, which obs_space() does not declare {self._types}")
+        entities: dict[str, Any] = {}
+        rows: list[tuple[str, int, int, Any, Any]] = []  # (type, offset, count, kept rows or None, ids)
+        offset_of: dict[str, tuple[int, int]] = {}
         offset = 0
+        visible = o.visible
         for t in self._types:
-            raw = o.features.get(t)
-            nf = len(self._feats[t])
+            raw = feats.get(t)
             if raw is None:
                 continue
-            arr = np.asarray(raw, dtype=np.float32)
-            if arr.ndim == 1 and arr.size == 0:
-                arr = arr.reshape(0, nf)
-            if arr.ndim != 2 or arr.shape[1] != nf:
-                raise self._bad(
-                    f"entity type {t!r} has rows of shape {arr.shape[1:] if arr.ndim == 2 else arr.shape}, expected "
-                    f"{nf} features {list(self._feats[t])} per row"
-                )
-            n = arr.shape[0]
+            nf = len(self._feats[t])
+            if isinstance(raw, np.ndarray):
+                if raw.ndim == 1 and raw.size == 0:
+                    raw = raw.reshape(0, nf)
+                if raw.ndim != 2 or raw.shape[1] != nf:
+                    raise self._bad(f"entity type {t!r} has rows of shape {raw.shape}, expected (n, {nf}): features {list(self._feats[t])}")
+            else:
+                for r in raw:
+                    if len(r) != nf:
+                        raise self._bad(f"entity type {t!r} has a row of {len(r)} features, expected {nf}: {list(self._feats[t])}")
+            n = len(raw)
             ids = o.ids.get(t)
             if ids is not None and len(ids) != n:
                 raise self._bad(f"entity type {t!r} has {n} rows but {len(ids)} ids")
-            keep = np.arange(n)
-            vis = o.visible.get(t)
+            keep = None
+            vis = visible.get(t) if visible else None
             if vis is not None:
                 v = np.asarray(vis, dtype=bool).reshape(-1)
                 if v.size != n:
                     raise self._bad(f"entity type {t!r}: visible has {v.size} entries for {n} entities")
-                keep = np.flatnonzero(v)
-                arr = arr[keep]
-            entities[t] = arr
-            rows_of[t] = np.arange(offset, offset + len(keep))
-            for j, r in enumerate(keep):
-                eid = ids[r] if ids is not None else None
-                index_to_id.append(eid)
-                if eid is not None:
-                    id_to_index[eid] = offset + j
-            offset += len(keep)
-        total = offset
-        hidden = {t for t, v in o.visible.items() if not np.all(np.asarray(v, dtype=bool))}
-
-        def indices_of(name: str, ids: Sequence[Any] | None, types: Sequence[str] | None, role: str) -> np.ndarray:
-            if ids is not None:
-                out = []
-                for eid in ids:
-                    j = id_to_index.get(eid)
-                    if j is None:
-                        where = f" (types with hidden entities: {sorted(hidden)})" if hidden else ""
-                        raise self._bad(f"action {name!r} names {role} id {eid!r}, which no visible entity has{where}")
-                    out.append(j)
-                return np.asarray(out, dtype=np.int64)
-            if types is not None:
-                bad = [t for t in types if t not in self._feats]
-                if bad:
-                    raise self._bad(f"action {name!r} names {role} type(s) {bad} that obs_space() does not declare {self._types}")
-                parts = [rows_of[t] for t in types if t in rows_of]
-                return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
-            return np.arange(total, dtype=np.int64)
-
+                if not v.all():
+                    keep = np.flatnonzero(v)
+                    raw = np.asarray(raw, dtype=np.float32).reshape(n, nf)[keep]
+                    n = len(keep)
+            entities[t] = raw
+            rows.append((t, offset, n, keep, ids))
+            offset_of[t] = (offset, n)
+            offset += n
+        self._rows, self._offset, self._total = rows, offset_of, offset
+        self._to_id, self._to_index = None, None
         actors: dict[str, Sequence[int]] = {}
         masks: dict[str, Any] = {}
-        actor_ids: dict[str, list[Any]] = {}
+        self._actor_ids: dict[str, Any] = {}
+        self._actor_index: dict[str, list[int]] = {}
         for name, m in o.actions.items():
             desc = self._actions.get(name)
             if desc is None:
@@ -252,15 +287,18 @@ class EntityGymEnv(Environment):
                 if getattr(m, "mask", None) is not None:
                     masks[name] = np.asarray(m.mask, dtype=bool).reshape(1, -1)
                 continue
-            idx = indices_of(name, m.actor_ids, m.actor_types, "actor")
+            idx = self._indices(name, m.actor_ids, m.actor_types, "actor")
             actors[name] = idx
-            actor_ids[name] = list(m.actor_ids) if m.actor_ids is not None else [index_to_id[j] for j in idx]
+            self._actor_index[name] = idx
+            self._actor_ids[name] = m.actor_ids
             if desc.kind == "categorical":
                 if m.mask is not None:
-                    masks[name] = np.asarray(m.mask, dtype=bool)
+                    masks[name] = m.mask
             else:
-                actees = indices_of(name, m.actee_ids, m.actee_types, "actee")
-                mask = np.zeros((len(idx), total), dtype=bool)
+                actees = self._indices(name, m.actee_ids, m.actee_types, "actee")
+                if m.mask is None and len(actees) == offset:
+                    continue  # every entity may be chosen: no mask
+                mask = np.zeros((len(idx), offset), dtype=bool)
                 if m.mask is not None:
                     sub = np.asarray(m.mask, dtype=bool)
                     if sub.shape != (len(idx), len(actees)):
@@ -269,11 +307,10 @@ class EntityGymEnv(Environment):
                 else:
                     mask[:, actees] = True
                 masks[name] = mask.reshape(-1)
-        self._last, self._index_to_id, self._actor_ids = o, index_to_id, actor_ids
-        glob = o.global_features
+        self._last = o
         return EnvObservation(
             entities=entities, actors=actors, masks=masks, reward=float(o.reward), terminated=bool(o.done),
-            globals=np.asarray(glob, dtype=np.float32) if len(self._globals) else None, metrics=dict(o.metrics),
+            globals=o.global_features if self._globals else None, metrics=o.metrics,
         )
 
 

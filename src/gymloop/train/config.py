@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -9,6 +11,16 @@ from ..errors import ConfigError
 from ..nn.config import NetConfig
 
 __all__ = ["PPOConfig", "TrainConfig"]
+
+#: PPO updates the automatic ``num_envs`` aims at over a run (see :meth:`TrainConfig.resolved`).
+TARGET_UPDATES = 256
+#: bounds of the automatic ``num_envs``.
+MIN_ENVS, MAX_ENVS = 64, 512
+#: the automatic minibatch is a quarter of the rollout, at most this.
+MAX_MINIBATCH = 2048
+#: automatic ``ppo.epochs`` up to :data:`LARGE_BUDGET` steps; 1 beyond.
+SMALL_BUDGET_EPOCHS = 3
+LARGE_BUDGET = 2_000_000
 
 
 @dataclass
@@ -27,8 +39,15 @@ class PPOConfig:
         anneal_entropy: decay the entropy bonus linearly to 0 over training.
         max_grad_norm: gradient norm clipping.
         norm_adv: normalize advantages per minibatch.
-        epochs: passes over each rollout.
-        minibatch_size: slot-steps per minibatch (must divide num_envs * rollout_steps).
+        epochs: passes over each rollout; ``None``: chosen from the budget (see
+            :meth:`TrainConfig.resolved`).
+        minibatch_size: slot-steps per minibatch (must divide the rollout, ``num_envs *
+            agents_per_game * rollout_steps``); ``None``: chosen from the rollout (see
+            :meth:`TrainConfig.resolved`).
+        scale_rewards: divide rewards by a running estimate of the standard deviation of the
+            discounted return before computing values and advantages, so the value loss, its
+            clipping and the entropy bonus mean the same whatever the game's reward scale (the
+            reported returns stay the game's own).
         chunk_size: a minibatch is run through the network in chunks of at most this many
             slot-steps, grouped by entity count to keep padding small.
     """
@@ -44,9 +63,10 @@ class PPOConfig:
     anneal_entropy: bool = True
     max_grad_norm: float = 2.0
     norm_adv: bool = True
-    epochs: int = 1
-    minibatch_size: int = 4096
+    epochs: int | None = None
+    minibatch_size: int | None = None
     chunk_size: int = 512
+    scale_rewards: bool = True
 
 
 @dataclass
@@ -55,7 +75,7 @@ class TrainConfig:
 
     Attributes:
         steps: total environment steps (decisions of all slots).
-        num_envs: game copies.
+        num_envs: game copies; ``None``: chosen from the budget (see :meth:`resolved`).
         rollout_steps: steps per game copy between updates.
         workers: worker processes for the games (0: in the trainer's process).
         seed: root seed (environments, network init, sampling).
@@ -73,7 +93,7 @@ class TrainConfig:
     """
 
     steps: int = 1_000_000
-    num_envs: int = 512
+    num_envs: int | None = None
     rollout_steps: int = 16
     workers: int = 0
     seed: int = 0
@@ -87,15 +107,60 @@ class TrainConfig:
 
     @property
     def batch_size(self) -> int:
-        """Slot-steps per rollout."""
-        return self.num_envs * self.agents_per_game * self.rollout_steps
+        """Slot-steps per rollout (of the :meth:`resolved` configuration)."""
+        r = self.resolved()
+        assert r.num_envs is not None  # resolved() fills it
+        return r.num_envs * r.agents_per_game * r.rollout_steps
+
+    def resolved(self) -> TrainConfig:
+        """A copy with every automatic (``None``) field chosen from the budget.
+
+        The rules (the reasoning and the measurements behind them are in ``docs/training.md``):
+
+        - ``num_envs``: about :data:`TARGET_UPDATES` PPO updates over ``steps``, as a power of two
+          in ``[MIN_ENVS, MAX_ENVS]``: a small budget gets small rollouts and many updates, a
+          large one the widest rollouts (the fastest steps per second).
+        - ``ppo.minibatch_size``: a quarter of the rollout, at most :data:`MAX_MINIBATCH`.
+        - ``ppo.epochs``: :data:`SMALL_BUDGET_EPOCHS` while the budget is at most
+          :data:`LARGE_BUDGET` steps (sample efficiency matters most), 1 beyond it (speed does).
+
+        Example:
+            >>> from gymloop.train import TrainConfig
+            >>> r = TrainConfig(steps=49_152).resolved()
+            >>> r.num_envs, r.ppo.minibatch_size, r.ppo.epochs
+            (64, 256, 3)
+            >>> r = TrainConfig(steps=3_000_000).resolved()
+            >>> r.num_envs, r.ppo.minibatch_size, r.ppo.epochs
+            (512, 2048, 1)
+        """
+        r = copy.deepcopy(self)
+        steps = self.steps if isinstance(self.steps, int) and self.steps > 0 else 1
+        per_env = max(1, self.rollout_steps) * max(1, self.agents_per_game)
+        if r.num_envs is None:
+            want = steps / (per_env * TARGET_UPDATES)
+            r.num_envs = int(min(MAX_ENVS, max(MIN_ENVS, 2 ** round(math.log2(max(want, 1.0))))))
+        rollout = r.num_envs * per_env
+        if r.ppo.minibatch_size is None:
+            r.ppo.minibatch_size = _divisor_near(rollout, min(MAX_MINIBATCH, max(1, rollout // 4)))
+        if r.ppo.epochs is None:
+            r.ppo.epochs = SMALL_BUDGET_EPOCHS if steps <= LARGE_BUDGET else 1
+        return r
 
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
         for name in ("steps", "num_envs", "rollout_steps", "threads", "agents_per_game"):
             v = getattr(self, name)
+            if v is None and name == "num_envs":
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"{name} must be a positive int, got {v!r}")
+                raise ConfigError(f"{name} must be a positive int{' or None (automatic)' if name == 'num_envs' else ''}, got {v!r}")
+        for name in ("epochs", "minibatch_size"):
+            v = getattr(self.ppo, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ConfigError(f"ppo.{name} must be a positive int or None (automatic), got {v!r}")
+        if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None:
+            self.resolved().check()
+            return
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
         p = self.ppo

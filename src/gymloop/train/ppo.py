@@ -129,6 +129,52 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+class RewardScaler:
+    """Running standard deviation of each slot's discounted return, to scale rewards by.
+
+    The return is accumulated per slot as the agent sees it (``ret = ret * gamma + reward``,
+    reset at episode ends); its second moment over every slot and step so far (Welford's
+    parallel update) gives the scale. Scaled rewards are clipped to ``[-clip, clip]`` so the
+    first rewards of a game that was silent until then cannot explode.
+    """
+
+    def __init__(self, num_slots: int, gamma: float, clip: float = 10.0) -> None:
+        self.gamma, self.clip = gamma, clip
+        self.ret = np.zeros(num_slots, dtype=np.float64)
+        self.count, self.mean, self.var = 0.0, 0.0, 0.0
+
+    def update(self, rewards: np.ndarray, done: np.ndarray) -> None:
+        """Fold one step of rewards (and which slots' episodes ended) into the statistics."""
+        self.ret = self.ret * self.gamma + rewards
+        n = float(self.ret.size)
+        if n:
+            m, v = float(self.ret.mean()), float(self.ret.var())
+            total = self.count + n
+            delta = m - self.mean
+            self.mean += delta * n / total
+            self.var = (self.var * self.count + v * n + delta**2 * self.count * n / total) / total
+            self.count = total
+        self.ret[done] = 0.0
+
+    @property
+    def scale(self) -> float:
+        """The divisor: the return's standard deviation (1 until it has seen a non-zero reward)."""
+        sd = math.sqrt(self.var)
+        return sd if sd > 1e-8 else 1.0
+
+    def __call__(self, rewards: np.ndarray) -> np.ndarray:
+        return np.clip(rewards / self.scale, -self.clip, self.clip).astype(np.float32)
+
+    def state(self) -> dict[str, Any]:
+        return {"ret": self.ret.tolist(), "count": self.count, "mean": self.mean, "var": self.var}
+
+    def load(self, d: dict[str, Any]) -> None:
+        ret = np.asarray(d["ret"], dtype=np.float64)
+        if ret.shape == self.ret.shape:
+            self.ret = ret
+        self.count, self.mean, self.var = float(d["count"]), float(d["mean"]), float(d["var"])
+
+
 class Trainer:
     """Trains one policy for a game.
 
@@ -153,7 +199,7 @@ class Trainer:
     ) -> None:
         cfg.check()
         self.game = game
-        self.cfg = cfg
+        self.cfg = cfg.resolved()  # automatic fields chosen from the budget; the checkpoint records these
         self.out_dir = out_dir
         self.game_name = game_name or getattr(game, "__name__", "game")
         self.resume = resume
@@ -197,6 +243,9 @@ class Trainer:
                 opp.eval()
                 self.opponents.append(opp)
         self.learner_slots = np.flatnonzero(self.learner)
+        self.reward_scaler = RewardScaler(self.learner_slots.size, cfg.ppo.gamma) if cfg.ppo.scale_rewards else None
+        if self.reward_scaler is not None and getattr(self, "_resumed_scaler", None):
+            self.reward_scaler.load(self._resumed_scaler)
         self.tb: EventWriter | None = None
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
@@ -244,6 +293,8 @@ class Trainer:
                 self.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"])))
             if "numpy_rng" in meta:
                 self.rng.bit_generator.state = json.loads(meta["numpy_rng"])
+            if "reward_scaler" in meta:
+                self._resumed_scaler = json.loads(meta["reward_scaler"])
         log.info("resumed from %s at step %d", path, self.step)
 
     # ------------------------------------------------------------------ checkpoints
@@ -270,6 +321,8 @@ class Trainer:
             "optimizer": json.dumps({"state": state_meta, "param_groups": sd["param_groups"]}),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
         }
+        if self.reward_scaler is not None:
+            meta["reward_scaler"] = json.dumps(self.reward_scaler.state())
         write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)
         return path
 
@@ -323,6 +376,8 @@ class Trainer:
             rewards.append(b.reward[learner])
             terminated.append(b.terminated[learner])
             truncated.append(b.truncated[learner])
+            if self.reward_scaler is not None:
+                self.reward_scaler.update(rewards[-1], terminated[-1] | truncated[-1])
             final_values.append(self._final_values(b))
             for name, arr in b.metrics.items():
                 ended = arr[learner]
@@ -366,6 +421,7 @@ class Trainer:
         p = self.cfg.ppo
         values = r.values
         T, S = values.shape
+        rewards = r.rewards if self.reward_scaler is None else self.reward_scaler(r.rewards)
         advantages = np.zeros((T, S), dtype=np.float32)
         running = np.zeros(S, dtype=np.float32)  # the advantage of step t + 1, discounted along its episode
         no_final = np.full(S, np.nan, dtype=np.float32)
@@ -377,7 +433,7 @@ class Trainer:
             truncated_value = np.where(np.isnan(final), values[t], final)
             bootstrap = np.where(r.terminated[t], 0.0, np.where(r.truncated[t], truncated_value, next_value))
             done = r.terminated[t] | r.truncated[t]
-            delta = r.rewards[t] + p.gamma * bootstrap - values[t]
+            delta = rewards[t] + p.gamma * bootstrap - values[t]
             running = delta + p.gamma * p.gae_lambda * (~done) * running
             advantages[t] = running
         return advantages, advantages + values

@@ -1,5 +1,5 @@
-"""The ``gymloop`` command: ``bench``, ``check GAME``, ``train GAME``, ``library list|pack PATH``,
-``run GAME``, ``play GAME``, ``record GAME --out FILE``.
+"""The ``gymloop`` command: ``bench``, ``check GAME``, ``train GAME``, ``eval GAME --agent PATH``,
+``library list|pack PATH``, ``run GAME``, ``play GAME``, ``record GAME --out FILE``.
 
 Each subcommand calls the same public functions the tests call.
 """
@@ -217,6 +217,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if not args.resume and args.eval_episodes:
         before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
     result = trainer.train()
+    if before is not None and args.out:  # the learning curve again, with the random agent's level
+        from .train.ppo import plot_curve
+
+        try:
+            plot_curve(os.path.join(args.out, "metrics.csv"), os.path.join(args.out, "curve.png"), random_level=before)
+        except Exception as e:  # as in Trainer.train: a missing plotting library must not fail the run
+            logging.getLogger("gymloop.train").warning("could not draw the learning curve: %s", e)
     after = evaluate(game, trainer.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1) if args.eval_episodes else None
     done = result.steps - result.first_step
     since = f" (from step {result.first_step:,}: {done:,} in this run)" if result.first_step else ""
@@ -235,6 +242,19 @@ def _print_scores(before: dict | None, after: dict, who: str) -> None:
         if k in after:
             b = f"{before[k]:8.2f}" if before and k in before else "       -"
             print(f"  {k:<20} random agent {b}   {who} {after[k]:8.2f}")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .errors import ConfigError
+    from .evaluation import compare
+    from .games import get_game
+
+    if args.episodes < 1:
+        raise ConfigError(f"--episodes must be at least 1, got {args.episodes}; e.g. --episodes 200")
+    game = get_game(args.game)
+    result = compare(game, args.agent, game_name=args.game, episodes=args.episodes, seed=args.seed, agents_per_game=args.agents)
+    print(result.json_text() if args.json else result.table())
+    return 0
 
 
 def _cmd_library(args: argparse.Namespace) -> int:
@@ -333,6 +353,21 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--eval-episodes", type=int, default=200, help="episodes to score before and after (0: skip)")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(fn=_cmd_train)
+
+    ev = sub.add_parser("eval", help="the random agent and an agent checkpoint side by side: mean ± 95%% interval of each metric",
+                        description="Plays the same games (the same seeds) with a random agent and with the agent checkpoint, and prints "
+                                    "per metric the mean over episodes ± the half-width of its 95% confidence interval, by the normal "
+                                    "approximation: 1.96 × sample standard deviation / √n, n the episodes that reported it. Metrics: "
+                                    "the return (sum of rewards), the game's final score (when it differs from the return), the episode "
+                                    "length in decisions, and every metric the game reports itself.")
+    ev.add_argument("game", help=game_help)
+    ev.add_argument("--agent", required=True, metavar="PATH",
+                    help="agent checkpoint: the agent.safetensors of gymloop train (or its --out folder), or an enn-trainer checkpoint")
+    ev.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
+    ev.add_argument("--seed", type=int, default=10_000, help="root seed of the games, the same for both agents (default 10000)")
+    ev.add_argument("--agents", type=int, default=None, help=agents_help + "; the agent evaluated plays every seat")
+    ev.add_argument("--json", action="store_true", help="print one JSON object (per agent, per metric: mean, ci95, n) instead of a table")
+    ev.set_defaults(fn=_cmd_eval)
 
     lb = sub.add_parser("library", help="list an agent library, or pack a folder of agents into one archive")
     lb.add_argument("action", choices=["list", "pack"])

@@ -334,3 +334,80 @@ def test_evaluate_is_not_biased_toward_short_episodes():
     assert 7.5 < r["episode_length"] < 13.5, r
     with pytest.raises(gl.ConfigError, match="episodes >= 1"):
         evaluate(coin_length, None, episodes=0)
+
+
+# ---------------------------------------------------------------------- curve.png and the progress line
+def _metrics_csv(path, with_game_metrics=True):
+    """A metrics.csv as the trainer writes it: episode metrics as <name>_count/_mean/..., other columns besides."""
+    names = ["episode_return", "episode_length"] + (["length", "won"] if with_game_metrics else [])
+    fields = ["step", "reward_mean", "loss/policy"] + [f"{n}_{s}" for n in names for s in ("count", "mean", "min", "max")]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for i in range(1, 6):
+            row = {"step": 256 * i, "reward_mean": 0.01 * i, "loss/policy": 0.1}
+            if i != 3:  # no episode ended in the third update: empty cells
+                row.update({f"{n}_{s}": float(i + k) for k, n in enumerate(names) for s in ("count", "mean", "min", "max")})
+            w.writerow(row)
+
+
+def test_plot_curve_draws_the_random_level_and_the_games_metrics(tmp_path):
+    from gymloop.train.ppo import plot_curve
+
+    csv_path, png = str(tmp_path / "metrics.csv"), str(tmp_path / "curve.png")
+    _metrics_csv(csv_path)
+    fig = plot_curve(csv_path, png, random_level={"episode_return": 0.25, "episode_length": 17.0, "length": 1.25})
+    assert os.path.getsize(png) > 0
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels == ["mean episode return (sum of rewards)", "mean episode length (decisions)", "mean length (game metric)",
+                      "mean won (game metric)"]  # reward_mean and loss/* are no episode metrics
+    for ax, level in zip(fig.axes, [0.25, 17.0, 1.25, None]):
+        curve = ax.lines[0]
+        assert curve.get_xdata().tolist() == [256.0, 512.0, 1024.0, 1280.0]  # the update without episodes is skipped
+        dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+        if level is None:  # the random level of 'won' is not known
+            assert not dashed and ax.get_legend() is None
+        else:
+            assert [ln.get_ydata()[0] for ln in dashed] == [level] and dashed[0].get_label() == "random agent"
+    plain = plot_curve(csv_path, png)
+    assert len(plain.axes) == 4 and not any(ln.get_linestyle() == "--" for ax in plain.axes for ln in ax.lines)
+
+
+def test_plot_curve_without_game_metrics(tmp_path):
+    from gymloop.train.ppo import plot_curve
+
+    _metrics_csv(tmp_path / "metrics.csv", with_game_metrics=False)
+    fig = plot_curve(str(tmp_path / "metrics.csv"), str(tmp_path / "curve.png"), random_level={"episode_return": 0.0})
+    assert len(fig.axes) == 2
+
+
+def test_progress_line_says_return_and_the_games_own_metrics(capsys):
+    from gymloop.train.ppo import _Progress
+
+    p = _Progress(1000, enabled=True)
+    p.update(1000, {"steps_per_second": 500.0, "reward_mean": 0.5, "episode_return_mean": 2.5, "episode_return_count": 4.0,
+                    "episode_length_mean": 30.0, "episode_length_count": 4.0, "length_mean": 3.5, "length_count": 4.0})
+    p.close()
+    line = capsys.readouterr().err
+    assert "return   2.50  ep.len   30.0  game: length=3.50" in line and "score" not in line and "reward" not in line
+
+
+def test_cli_train_draws_the_random_agents_level(tmp_path, monkeypatch):
+    from gymloop.cli import main
+    from gymloop.train import ppo
+
+    calls = []
+    real = ppo.plot_curve
+
+    def recording(csv_path, png_path, random_level=None):
+        calls.append(random_level)
+        return real(csv_path, png_path, random_level=random_level)
+
+    monkeypatch.setattr(ppo, "plot_curve", recording)
+    out = str(tmp_path / "cli")
+    assert main(["train", "snake", "--steps", "1024", "--out", out, "--quiet", "--eval-episodes", "20", "--set", "num_envs=32",
+                 "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128", "--set", "threads=1", "--set", "net.d_model=16",
+                 "--set", "net.n_head=2"]) == 0
+    assert calls[0] is None  # the trainer's own curve, then the command's with the random agent's level
+    assert set(calls[-1]) == {"episode_return", "episode_length", "length"}
+    assert os.path.getsize(os.path.join(out, "curve.png")) > 0

@@ -16,9 +16,9 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,10 +26,14 @@ import torch
 from ..batch import Batch, stack, take
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
 from ..errors import CheckpointError, ConfigError, TrainingError
+from ..evaluation import evaluate_episodes
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
 from ..vector import VecEnv
 from .config import TrainConfig
 from .tensorboard import EventWriter
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["Trainer", "train", "TrainResult", "Rollout"]
 
@@ -97,13 +101,19 @@ class Rollout:
 
 
 class _Progress:
-    """A one-line progress display on a terminal; periodic log lines elsewhere."""
+    """A one-line progress display on a terminal; periodic log lines elsewhere.
+
+    It shows, over the episodes that ended in the last rollout, the mean ``return`` (the sum of
+    rewards, not the game's score), the mean episode length ``ep.len`` in decisions, and after
+    ``game:`` the means of up to three metrics the game reports itself (snake: ``length=``).
+    """
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.total = total
         self.enabled = enabled
         self.tty = enabled and sys.stderr.isatty()
         self.last = 0.0
+        self.width = 0  # of the longest line so far: a shorter one is padded to overwrite it
 
     def update(self, steps: int, info: dict[str, float]) -> None:
         if not self.enabled:
@@ -111,14 +121,18 @@ class _Progress:
         now = time.time()
         frac = min(1.0, steps / self.total)
         bar = "#" * int(frac * 24)
-        score = info.get("episode_return_mean", float("nan"))
+        ret = info.get("episode_return_mean", float("nan"))
         length = info.get("episode_length_mean", float("nan"))
+        own = [n for n in episode_metric_names(info) if n not in ("episode_return", "episode_length")][:3]
         line = (
             f"[{bar:<24}] {steps:>9}/{self.total} steps  {info.get('steps_per_second', 0):7.0f} steps/s  "
-            f"score {score:6.2f}  ep.len {length:6.1f}"
+            f"return {ret:6.2f}  ep.len {length:6.1f}"
         )
+        if own:
+            line += "  game: " + " ".join(f"{n}={info[n + '_mean']:.2f}" for n in own)
         if self.tty:
-            sys.stderr.write("\r" + line)
+            self.width = max(self.width, len(line))
+            sys.stderr.write("\r" + line.ljust(self.width))
             sys.stderr.flush()
         elif now - self.last > 10 or steps >= self.total:
             sys.stderr.write(line + "\n")
@@ -639,28 +653,52 @@ class Trainer:
         f.flush()
 
 
-def plot_curve(csv_path: str, png_path: str) -> None:
-    """Draw mean episode score and length against steps from ``metrics.csv``."""
-    import matplotlib
+def episode_metric_names(columns: Iterable[str]) -> list[str]:
+    """The episode metrics among ``metrics.csv`` columns (or a history row's keys): ``episode_return``,
+    ``episode_length``, then the game's own, each one that has ``<name>_mean`` and ``<name>_count``."""
+    cols = list(columns)
+    names = [c[: -len("_mean")] for c in cols if c.endswith("_mean") and c[: -len("_mean")] + "_count" in cols]
+    first = [n for n in ("episode_return", "episode_length") if n in names]
+    return first + [n for n in names if n not in first]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+_PANEL_LABELS = {"episode_return": "mean episode return (sum of rewards)", "episode_length": "mean episode length (decisions)"}
+
+
+def plot_curve(csv_path: str, png_path: str, random_level: Mapping[str, float] | None = None) -> Figure:
+    """Draw every episode metric of ``metrics.csv`` against steps, one panel each, into ``png_path``.
+
+    The panels: the mean episode return, the mean episode length, then each metric the game reports
+    itself (every ``<name>_mean`` column with a ``<name>_count``). ``random_level`` (e.g. what
+    :func:`evaluate` gives for the random agent) draws, on each panel whose metric it has, that
+    level as a dashed line. Returns the figure (already saved; it holds no window).
+    """
+    from matplotlib.figure import Figure
 
     with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    steps = [float(r["step"]) for r in rows if r.get("episode_return_mean")]
-    score = [float(r["episode_return_mean"]) for r in rows if r.get("episode_return_mean")]
-    length = [float(r["episode_length_mean"]) for r in rows if r.get("episode_length_mean")]
-    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    ax[0].plot(steps, score)
-    ax[0].set_xlabel("steps")
-    ax[0].set_ylabel("mean episode return")
-    ax[1].plot(steps, length, color="tab:orange")
-    ax[1].set_xlabel("steps")
-    ax[1].set_ylabel("mean episode length")
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        names = episode_metric_names(reader.fieldnames or [])
+    if not names:
+        names = ["episode_return", "episode_length"]  # no episode ended yet: empty panels say so
+    ncols = min(3, len(names))
+    nrows = math.ceil(len(names) / ncols)
+    fig = Figure(figsize=(5 * ncols, 3.6 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False).reshape(-1)
+    for k in range(len(names), axes.size):
+        fig.delaxes(axes[k])
+    for n, (name, ax) in enumerate(zip(names, axes)):
+        col = f"{name}_mean"
+        pts = [(float(r["step"]), float(r[col])) for r in rows if r.get(col)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=f"C{n}", label="agent in training")
+        if random_level is not None and name in random_level:
+            ax.axhline(random_level[name], color="gray", linestyle="--", label="random agent")
+            ax.legend(loc="best", fontsize="small")
+        ax.set_xlabel("steps")
+        ax.set_ylabel(_PANEL_LABELS.get(name, f"mean {name} (game metric)"))
     fig.tight_layout()
     fig.savefig(png_path, dpi=80)
-    plt.close(fig)
+    return fig
 
 
 def train(game: Callable[..., Any], cfg: TrainConfig | None = None, out_dir: str | None = None, **kw: Any) -> TrainResult:
@@ -682,44 +720,27 @@ def evaluate(game: Callable[..., Any], policy: Policy | None = None, episodes: i
              greedy: bool = False, agents_per_game: int = 1, max_steps: int = 1_000_000) -> dict[str, float]:
     """Mean end-of-episode metrics of a policy (``None``: uniformly random legal actions).
 
-    Every slot plays the same number of episodes, ``ceil(episodes / slots)``, and only those count
-    (with ``min(num_envs, ...)`` copies so that no slot plays more than it must). Taking the first
-    ``episodes`` to *end* instead would favour short episodes: with 64 copies, the first 50 endings
-    are the 50 quickest deaths. Returns the mean of every metric reported at those episodes' ends
+    The episodes are those of :func:`gymloop.evaluation.evaluate_episodes`: exactly ``episodes``,
+    each slot's quota fixed before playing (counting the first ``episodes`` to *end* would favour
+    short episodes). Returns the mean of every metric reported at those episodes' ends
     (``episode_return``, ``episode_length`` and the game's own).
 
     Raises:
         ConfigError: ``episodes`` or ``num_envs`` is below 1.
     """
-    if episodes < 1 or num_envs < 1:
-        raise ConfigError(f"evaluate needs episodes >= 1 and num_envs >= 1, got {episodes} and {num_envs}")
-    num_envs = min(num_envs, math.ceil(episodes / agents_per_game))
-    env = VecEnv(game, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game)
+    choose = None if policy is None else _chooser(policy, seed, greedy)
+    per_episode = evaluate_episodes(game, choose, episodes=episodes, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game,
+                                    max_steps=max_steps)
+    return {k: float(np.mean(v)) for k, v in per_episode.items()}
+
+
+def _chooser(policy: Policy, seed: int, greedy: bool) -> Callable[[Batch], dict[str, np.ndarray]]:
+    """The actions ``policy`` chooses for a batch, sampled with its own generator seeded by ``seed``."""
     gen = torch.Generator().manual_seed(seed)
-    per_slot = math.ceil(episodes / env.num_slots)
-    counted = np.zeros(env.num_slots, dtype=np.int64)
-    sums: dict[str, list[float]] = {}
-    try:
-        b = env.reset()
-        steps = 0
-        while (counted < per_slot).any() and steps < max_steps:
-            if policy is None:
-                actions = env.sample_actions()
-            else:
-                with torch.no_grad():
-                    out = policy(policy.pack(b), generator=gen, greedy=greedy)
-                actions = {k: v.numpy() for k, v in out.actions.items()}
-            b = env.step(actions)
-            steps += env.num_slots
-            ends = b.metrics.get("episode_return")
-            if ends is None:
-                continue
-            ended = ~np.isnan(ends)
-            take = ended & (counted < per_slot)
-            for name, arr in b.metrics.items():
-                vals = arr[take]
-                sums.setdefault(name, []).extend(vals[~np.isnan(vals)].tolist())
-            counted += ended
-    finally:
-        env.close()
-    return {k: float(np.mean(v)) for k, v in sums.items() if v}
+
+    def choose(b: Batch) -> dict[str, np.ndarray]:
+        with torch.no_grad():
+            out = policy(policy.pack(b), generator=gen, greedy=greedy)
+        return {k: v.numpy() for k, v in out.actions.items()}
+
+    return choose

@@ -129,6 +129,9 @@ class EntityGymEnv(Environment):
                     "GlobalCategoricalActionSpace, SelectEntityActionSpace"
                 )
         self._labels = {name: list(d.labels) for name, d in self._actions.items()}
+        # per action: "global", "categorical" or "select" (plain strings: compared on every step)
+        self._kind = {name: "global" if not d.kind.actor_bound else "select" if d.kind.selects_entities else "categorical"
+                      for name, d in self._actions.items()}
         self._last: Any = None
         self._rows: list[tuple[str, int, int, Any, Any]] = []
         self._offset: dict[str, tuple[int, int]] = {}
@@ -152,12 +155,12 @@ class EntityGymEnv(Environment):
     def act(self, actions: Mapping[str, np.ndarray]) -> EnvObservation:
         eg_actions: dict[str, Any] = {}
         for name in self._last.actions:
-            desc = self._actions[name]
+            kind = self._kind[name]
             arr = np.asarray(actions.get(name, ()), dtype=np.int64).reshape(-1)
-            if desc.kind == "global_categorical":
+            if kind == "global":
                 i = int(arr[0])
-                eg_actions[name] = eg.GlobalCategoricalAction(index=i, label=desc.labels[i])
-            elif desc.kind == "categorical":
+                eg_actions[name] = eg.GlobalCategoricalAction(index=i, label=self._labels[name][i])
+            elif kind == "categorical":
                 eg_actions[name] = eg.CategoricalAction(actors=self._ids_of_actors(name), indices=arr, index_to_label=self._labels[name])
             else:
                 to_id = self._index_to_id()
@@ -279,10 +282,10 @@ class EntityGymEnv(Environment):
         self._actor_ids: dict[str, Any] = {}
         self._actor_index: dict[str, list[int]] = {}
         for name, m in o.actions.items():
-            desc = self._actions.get(name)
-            if desc is None:
+            kind = self._kind.get(name)
+            if kind is None:
                 raise self._bad(f"the observation asks for action {name!r}, which action_space() does not declare {list(self._actions)}")
-            if desc.kind == "global_categorical":
+            if kind == "global":
                 actors[name] = ()
                 if getattr(m, "mask", None) is not None:
                     masks[name] = np.asarray(m.mask, dtype=bool).reshape(1, -1)
@@ -291,7 +294,7 @@ class EntityGymEnv(Environment):
             actors[name] = idx
             self._actor_index[name] = idx
             self._actor_ids[name] = m.actor_ids
-            if desc.kind == "categorical":
+            if kind == "categorical":
                 if m.mask is not None:
                     masks[name] = m.mask
             else:

@@ -43,6 +43,7 @@ from ..errors import ConfigError, TrainingError
 from ..nn.config import NetConfig
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
 from ..trace import Trace, join, load_trace, load_traces, merge_spaces, relayout
+from .optim import make_adam
 
 __all__ = ["BCConfig", "BCResult", "demo_returns", "train_bc"]
 
@@ -211,7 +212,7 @@ def train_bc(
     rng = np.random.default_rng(cfg.seed)
     policy = Policy(space.obs, space.action_space, cfg.net)
     policy.update_norms(policy.pack(batch))
-    optim = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    optim = make_adam(policy.parameters(), cfg.lr)
     mb = min(cfg.minibatch_size, N)
     steps_total = cfg.epochs * -(-N // mb)
     step = 0

@@ -30,6 +30,7 @@ from ..evaluation import evaluate_episodes
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
 from ..vector import VecEnv
 from .config import TrainConfig
+from .optim import make_adam
 from .tensorboard import EventWriter
 
 if TYPE_CHECKING:
@@ -239,7 +240,7 @@ class Trainer:
             cfg.net = self.policy.cfg
         else:
             self.policy = Policy(self.env.obs_space, self.env.action_space, cfg.net)
-        self.optim = torch.optim.Adam(self.policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+        self.optim = make_adam(self.policy.parameters(), cfg.ppo.lr)
         if self.resume:
             self._load_resume()
         elif not cfg.init_from:

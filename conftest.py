@@ -6,9 +6,11 @@ collect_ignore = ["src/gymloop/__main__.py"]
 if importlib.util.find_spec("torch") is None:
     collect_ignore += [
         "src/gymloop/nn/torch_policy.py", "src/gymloop/train/ppo.py", "src/gymloop/train/bc.py",
-        "src/gymloop/train/warmstart.py", "src/gymloop/neural.py", "src/gymloop/agent_library.py", "src/gymloop/trace.py",
+        "src/gymloop/train/warmstart.py", "src/gymloop/train/optim.py", "src/gymloop/neural.py", "src/gymloop/agent_library.py", "src/gymloop/trace.py",
     ]
 if importlib.util.find_spec("pygame") is None:
     collect_ignore += ["src/gymloop/render"]
 if importlib.util.find_spec("gymnasium") is None:
     collect_ignore += ["src/gymloop/games/snake_envs.py", "src/gymloop/bench.py"]
+if importlib.util.find_spec("entity_gym") is None:
+    collect_ignore += ["src/gymloop/adapters/entity_gym.py", "src/gymloop/adapters/entity_gym_vec.py"]

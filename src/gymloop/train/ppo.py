@@ -221,6 +221,7 @@ class Trainer:
         self.progress = progress
         if resume and not out_dir:
             raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
+        self.reward_scaler: RewardScaler | None = None  # made by _setup when ppo.scale_rewards
 
     # ------------------------------------------------------------------ set-up
     def _setup(self) -> None:

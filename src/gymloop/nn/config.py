@@ -111,3 +111,24 @@ class NetConfig:
         if isinstance(r, dict):
             d["relpos"] = RelposConfig(**r)
         return cls(**d)
+
+
+#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
+#: (``{class name: {field: range}}``). Every field needs one: the reference refuses to generate without it.
+RANGES: dict[str, dict[str, str]] = {
+    "NetConfig": {
+        "d_model": ">= 1, a multiple of n_head",
+        "n_layer": ">= 0; >= 1 with readout",
+        "n_head": ">= 1, a divisor of d_model",
+        "d_qk": ">= 1",
+        "relpos": '"auto", None, or a RelposConfig (the `net.relpos.` fields below)',
+        "norm_clip": "> 0",
+        "mlp_ratio": ">= 1",
+        "readout": "True, False",
+    },
+    "RelposConfig": {
+        "position_features": "feature names that every entity type has, one per extent",
+        "extent": "ints >= 1, one per position feature",
+        "value_gate": '"relu", "gelu", "sigmoid", "linear", or None',
+    },
+}

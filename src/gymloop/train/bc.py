@@ -296,3 +296,20 @@ def _fit_value(policy: Policy, batch: Batch, returns: np.ndarray, chunk: int = 1
     var = float(y.var())
     return float(1.0 - np.mean((A @ w - y) ** 2) / var) if var > 0 else float("nan")
 
+
+
+#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
+#: (``{class name: {field: range}}``). Every field needs one: the reference refuses to generate without it.
+RANGES: dict[str, dict[str, str]] = {
+    "BCConfig": {
+        "epochs": ">= 1",
+        "lr": "> 0",
+        "minibatch_size": ">= 1",
+        "max_grad_norm": "> 0",
+        "fit_value": "True, False",
+        "gamma": "(0, 1]",
+        "seed": ">= 0",
+        "threads": ">= 1",
+        "net": "the `net.` fields",
+    },
+}

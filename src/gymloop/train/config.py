@@ -205,3 +205,40 @@ def _divisor_near(n: int, target: int) -> int:
         if n % k == 0 and abs(k - target) < abs(best - target):
             best = k
     return best
+
+
+#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
+#: (``{class name: {field: range}}``). Every field needs one: the reference refuses to generate without it.
+RANGES: dict[str, dict[str, str]] = {
+    "TrainConfig": {
+        "steps": ">= 1 (rounded up to whole rollouts)",
+        "num_envs": ">= 1, or None (automatic)",
+        "rollout_steps": ">= 1",
+        "workers": ">= 0",
+        "seed": ">= 0",
+        "threads": ">= 1",
+        "ppo": "the `ppo.` fields below",
+        "net": "the `net.` fields below",
+        "agents_per_game": ">= 1, the game's number of agents; >= 2 with opponents",
+        "opponents": "agent checkpoint paths of this game; non-empty needs agents_per_game >= 2",
+        "checkpoint_every": ">= 0",
+        "init_from": "an agent checkpoint path of this game, or None",
+    },
+    "PPOConfig": {
+        "lr": "> 0",
+        "anneal_lr": "True, False",
+        "gamma": "(0, 1]",
+        "gae_lambda": "[0, 1]",
+        "clip_coef": "> 0 (0.1 to 0.3 is usual)",
+        "clip_vloss": "True, False",
+        "vf_coef": ">= 0",
+        "ent_coef": ">= 0",
+        "anneal_entropy": "True, False",
+        "max_grad_norm": "> 0",
+        "norm_adv": "True, False",
+        "epochs": ">= 1, or None (automatic)",
+        "minibatch_size": ">= 1 and a divisor of the rollout (num_envs * agents_per_game * rollout_steps), or None (automatic)",
+        "chunk_size": ">= 1",
+        "scale_rewards": "True, False",
+    },
+}

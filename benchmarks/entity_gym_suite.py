@@ -91,7 +91,7 @@ def run_enn(env_name: str, seed: int, steps: int) -> dict[str, Any]:
     import torch
     from enn_trainer import EnvConfig, OptimizerConfig, PPOConfig, RogueNetConfig, RolloutConfig, State, TrainConfig, init_train_state, train
     from enn_trainer.rollout import Rollout
-    from entity_gym.env import EnvList, Environment
+    from entity_gym.env import Environment, EnvList
     from entity_gym.examples import ENV_REGISTRY
     from hyperstate import StateManager
     from rogue_net.rogue_net import Tracer
@@ -99,7 +99,8 @@ def run_enn(env_name: str, seed: int, steps: int) -> dict[str, Any]:
     torch.set_num_threads(1)
     cls = ENV_REGISTRY[env_name]
     cfg = TrainConfig(total_timesteps=steps, seed=seed, cuda=False, env=EnvConfig(id=env_name),
-                      rollout=RolloutConfig(processes=1), net=RogueNetConfig(), optim=OptimizerConfig(), ppo=PPOConfig(), data_dir=tempfile.mkdtemp(prefix="enn-suite-"))
+                      rollout=RolloutConfig(processes=1), net=RogueNetConfig(), optim=OptimizerConfig(), ppo=PPOConfig(),
+                      data_dir=tempfile.mkdtemp(prefix="enn-suite-"))
     sm = StateManager(TrainConfig, State, init_train_state, None)
     sm._config = cfg
     import contextlib
@@ -196,7 +197,7 @@ def _mean(xs: list[float]) -> float:
 
 
 def table(results: list[dict[str, Any]], trainers: list[str], envs: list[str]) -> str:
-    head = f"| env | random | " + " | ".join(f"{t} final | {t} eval | {t} sps/cpu" for t in trainers) + " |"
+    head = "| env | random | " + " | ".join(f"{t} final | {t} eval | {t} sps/cpu" for t in trainers) + " |"
     lines = [head, "|" + "---|" * (2 + 3 * len(trainers))]
     for env in envs:
         rs = [r for r in results if r["env"] == env and "error" not in r]
@@ -235,7 +236,10 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as ex:
         for r in ex.map(lambda j: _launch(j[0], j[1], j[2], args.steps, args.set or []), jobs):
             results.append(r)
-            state = "error: " + r["error"].strip().splitlines()[-1] if "error" in r else f"final {r['final']:.3f} eval {r['eval']:.3f} sps/cpu {r['sps_cpu']:,.0f}"
+            if "error" in r:
+                state = "error: " + r["error"].strip().splitlines()[-1]
+            else:
+                state = f"final {r['final']:.3f} eval {r['eval']:.3f} sps/cpu {r['sps_cpu']:,.0f}"
             print(f"[{time.time() - t0:6.0f}s] {r['trainer']:8s} {r['env']:18s} seed {r['seed']}: {state}", file=sys.stderr, flush=True)
     print(f"\n{args.steps:,} steps, seeds {args.seeds}, {time.time() - t0:.0f} s wall\n")
     print(table(results, args.trainers, args.envs))

@@ -279,8 +279,8 @@ class EntityGymEnv(Environment):
         self._to_id, self._to_index = None, None
         actors: dict[str, Sequence[int]] = {}
         masks: dict[str, Any] = {}
-        self._actor_ids: dict[str, Any] = {}
-        self._actor_index: dict[str, list[int]] = {}
+        self._actor_ids = {}
+        self._actor_index = {}
         for name, m in o.actions.items():
             kind = self._kind.get(name)
             if kind is None:

@@ -108,9 +108,7 @@ class TrainConfig:
     @property
     def batch_size(self) -> int:
         """Slot-steps per rollout (of the :meth:`resolved` configuration)."""
-        r = self.resolved()
-        assert r.num_envs is not None  # resolved() fills it
-        return r.num_envs * r.agents_per_game * r.rollout_steps
+        return self.shape()[0] * self.agents_per_game * self.rollout_steps
 
     def resolved(self) -> TrainConfig:
         """A copy with every automatic (``None``) field chosen from the budget.
@@ -146,6 +144,13 @@ class TrainConfig:
             r.ppo.epochs = SMALL_BUDGET_EPOCHS if steps <= LARGE_BUDGET else 1
         return r
 
+    def shape(self) -> tuple[int, int, int]:
+        """``(num_envs, ppo.epochs, ppo.minibatch_size)`` of the :meth:`resolved` configuration."""
+        r = self.resolved()
+        if r.num_envs is None or r.ppo.epochs is None or r.ppo.minibatch_size is None:  # resolved() fills all three
+            raise ConfigError(f"the automatic fields were not resolved: {r}")
+        return r.num_envs, r.ppo.epochs, r.ppo.minibatch_size
+
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
         for name in ("steps", "num_envs", "rollout_steps", "threads", "agents_per_game"):
@@ -164,17 +169,16 @@ class TrainConfig:
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")
         p = self.ppo
-        if p.minibatch_size < 1 or p.epochs < 1:
-            raise ConfigError(f"ppo.minibatch_size and ppo.epochs must be >= 1, got {p.minibatch_size}, {p.epochs}")
-        if p.minibatch_size > self.batch_size:
+        _, _, mb = self.shape()
+        if mb > self.batch_size:
             raise ConfigError(
                 f"ppo.minibatch_size={p.minibatch_size} is larger than the rollout (num_envs * agents_per_game * "
                 f"rollout_steps = {self.batch_size}); lower minibatch_size or raise num_envs/rollout_steps"
             )
-        if self.batch_size % p.minibatch_size:
+        if self.batch_size % mb:
             raise ConfigError(
                 f"ppo.minibatch_size={p.minibatch_size} must divide the rollout size {self.batch_size} "
-                f"(num_envs * agents_per_game * rollout_steps); e.g. minibatch_size={_divisor_near(self.batch_size, p.minibatch_size)}"
+                f"(num_envs * agents_per_game * rollout_steps); e.g. minibatch_size={_divisor_near(self.batch_size, mb)}"
             )
         if not 0 < p.gamma <= 1 or not 0 <= p.gae_lambda <= 1:
             raise ConfigError(f"ppo.gamma must be in (0, 1] and gae_lambda in [0, 1], got {p.gamma}, {p.gae_lambda}")

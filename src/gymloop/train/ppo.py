@@ -215,6 +215,7 @@ class Trainer:
         cfg.check()
         self.game = game
         self.cfg = cfg.resolved()  # automatic fields chosen from the budget; the checkpoint records these
+        self.num_envs, self.epochs, self.minibatch_size = self.cfg.shape()
         self.out_dir = out_dir
         self.game_name = game_name or getattr(game, "__name__", "game")
         self.resume = resume
@@ -232,7 +233,7 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.update = 0
-        self.env = VecEnv(self.game, num_envs=cfg.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game)
+        self.env = VecEnv(self.game, num_envs=self.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game)
         self.batch = self.env.reset()
         if cfg.init_from and not self.resume:
             from .warmstart import warm_start
@@ -465,10 +466,10 @@ class Trainer:
         old_logprobs = {k: np.concatenate([step[k] for step in r.logprobs]) for k in names}
         flat_adv, flat_ret, flat_old_value = adv.reshape(-1), ret.reshape(-1), r.values.reshape(-1)
         num_slots = obs.num_slots
-        mb_size = p.minibatch_size
+        mb_size = self.minibatch_size
         stats: dict[str, list[float]] = {"loss/policy": [], "loss/value": [], "loss/entropy": [], "loss/approx_kl": [], "loss/clipfrac": []}
         self.policy.train()
-        for _ in range(p.epochs):
+        for _ in range(self.epochs):
             perm = self.rng.permutation(num_slots)
             for i in range(0, num_slots, mb_size):
                 slots = np.sort(perm[i : i + mb_size])
@@ -553,7 +554,7 @@ class Trainer:
         """Run training to ``cfg.steps``; Ctrl-C saves a checkpoint and returns cleanly."""
         self._setup()
         cfg, p = self.cfg, self.cfg.ppo
-        per_update = cfg.num_envs * cfg.agents_per_game * cfg.rollout_steps
+        per_update = self.num_envs * cfg.agents_per_game * cfg.rollout_steps
         n_updates = max(1, math.ceil(cfg.steps / per_update))
         history: list[dict[str, float]] = []
         prog = _Progress(cfg.steps, self.progress)

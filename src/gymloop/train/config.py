@@ -15,12 +15,11 @@ __all__ = ["PPOConfig", "TrainConfig"]
 #: PPO updates the automatic ``num_envs`` aims at over a run (see :meth:`TrainConfig.resolved`).
 TARGET_UPDATES = 256
 #: bounds of the automatic ``num_envs``.
-MIN_ENVS, MAX_ENVS = 64, 512
+MIN_ENVS, MAX_ENVS = 128, 512
 #: the automatic minibatch is a quarter of the rollout, at most this.
 MAX_MINIBATCH = 2048
-#: automatic ``ppo.epochs`` up to :data:`LARGE_BUDGET` steps; 1 beyond.
-SMALL_BUDGET_EPOCHS = 3
-LARGE_BUDGET = 2_000_000
+#: automatic ``ppo.epochs`` at :data:`MIN_ENVS` copies (fewer as ``num_envs`` grows, at least 1).
+MAX_EPOCHS = 3
 
 
 @dataclass
@@ -119,14 +118,15 @@ class TrainConfig:
           in ``[MIN_ENVS, MAX_ENVS]``: a small budget gets small rollouts and many updates, a
           large one the widest rollouts (the fastest steps per second).
         - ``ppo.minibatch_size``: a quarter of the rollout, at most :data:`MAX_MINIBATCH`.
-        - ``ppo.epochs``: :data:`SMALL_BUDGET_EPOCHS` while the budget is at most
-          :data:`LARGE_BUDGET` steps (sample efficiency matters most), 1 beyond it (speed does).
+        - ``ppo.epochs``: :data:`MAX_EPOCHS` at :data:`MIN_ENVS` copies, scaled down as the
+          rollout widens (2 at 256 copies, 1 at 512): the smaller the budget, the more each
+          sample is reused; the larger, the more the run is about steps per second.
 
         Example:
             >>> from gymloop.train import TrainConfig
             >>> r = TrainConfig(steps=49_152).resolved()
             >>> r.num_envs, r.ppo.minibatch_size, r.ppo.epochs
-            (64, 256, 3)
+            (128, 512, 3)
             >>> r = TrainConfig(steps=3_000_000).resolved()
             >>> r.num_envs, r.ppo.minibatch_size, r.ppo.epochs
             (512, 2048, 1)
@@ -140,8 +140,8 @@ class TrainConfig:
         rollout = r.num_envs * per_env
         if r.ppo.minibatch_size is None:
             r.ppo.minibatch_size = _divisor_near(rollout, min(MAX_MINIBATCH, max(1, rollout // 4)))
-        if r.ppo.epochs is None:
-            r.ppo.epochs = SMALL_BUDGET_EPOCHS if steps <= LARGE_BUDGET else 1
+        if r.ppo.epochs is None:  # 3 at the fewest copies, falling to 1 as the rollout widens
+            r.ppo.epochs = max(1, round(MAX_EPOCHS * MIN_ENVS / r.num_envs))
         return r
 
     def shape(self) -> tuple[int, int, int]:

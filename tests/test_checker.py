@@ -80,3 +80,22 @@ def test_cli_check(capsys):
     assert main(["check", "snake", "--steps", "100"]) == 0
     out = capsys.readouterr().out
     assert "snake: OK" in out and "Body, Food, Head" in out
+
+
+def test_a_game_asking_only_global_decisions_passes_the_checker():
+    import train_games as tg
+
+    report = gl.check(tg.global_only, steps=200)
+    assert "Guess" in report.action_types
+
+
+def test_a_global_decision_whose_mask_allows_nothing_is_reported():
+    import train_games as tg
+
+    def nothing_allowed(agent, seed):
+        while True:
+            obs = gl.Obs(score=0).entities(tg.Light(0, True)).mask(tg.Guess, [])
+            agent.act(obs, tg.Guess)
+
+    with pytest.raises(gl.CheckError, match="global decision 'Guess': its mask allows no choice"):
+        gl.check(nothing_allowed, steps=50)

@@ -51,7 +51,7 @@ class _Inspector:
         self.entities: set[str] = set()
         self.actions: set[str] = set()
 
-    def _check_obs(self, obs: Obs, final: bool) -> None:
+    def _check_obs(self, obs: Obs, final: bool, action_types: tuple[Any, ...] = ()) -> None:
         if type(obs) is not Obs:
             raise CheckError(f"the game passed {obs!r} to the agent; expected a gl.Obs")
         s = obs.score
@@ -68,14 +68,20 @@ class _Inspector:
             g = schema_of(type(obs.global_features)).featurize([obs.global_features])
             if not np.isfinite(g).all():
                 raise CheckError("a global feature is not finite")
-        if not final and not obs.actor_list:
-            raise CheckError("act() was called with an observation that has no actor")
+        if not final and not obs.actor_list and any(action_spec(t).kind.actor_bound for t in action_types):
+            bound = [action_spec(t).name for t in action_types if action_spec(t).kind.actor_bound]
+            raise CheckError(f"act() was asked for {bound} with an observation that has no actor "
+                             "(only global decisions are asked without one)")
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
-        self._check_obs(obs, final=False)
+        self._check_obs(obs, final=False, action_types=action_types)
         for t in action_types:
             spec = action_spec(t)
             self.actions.add(spec.name)
+            if not spec.kind.actor_bound:
+                if not obs.legal(None, t):
+                    raise CheckError(f"global decision {spec.name!r}: its mask allows no choice")
+                continue
             for i in range(len(obs.actor_list)):
                 if not obs.legal(i, t):
                     raise CheckError(f"action type {spec.name!r}: actor {i} has no legal choice (mask or no candidate)")

@@ -1,8 +1,12 @@
-"""The low-level Environment executor: bad masks are clear errors naming the env copy and action type."""
+"""The low-level Environment executor: bad masks are clear errors naming the env copy and action type;
+featureless entity types given as ``(n, 0)`` arrays, also in the observations of truncated episodes."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gymloop as gl
 
@@ -88,3 +92,87 @@ def test_a_select_entity_actor_without_candidates_is_named():
     with gl.VecEnv(SomeCoins, num_envs=2) as env:
         with pytest.raises(gl.InvalidObservationError, match=r"environment copy 1: action type 'Pick', actor 0 has no legal candidate"):
             env.reset()
+
+
+# ---------------------------------------------------------------------- entity types without features
+
+
+def featureless(counts, as_array, truncate_at=None):
+    """Copy ``i`` shows ``counts[i][t % len]`` featureless ``Marker`` rows at step ``t``, as ``(n, 0)``
+    arrays (``as_array[i]``) or lists of empty rows; its episodes are truncated after ``truncate_at`` steps."""
+
+    class Env(gl.Environment):
+        made = 0
+
+        def __init__(self):
+            self.copy, Env.made = Env.made, Env.made + 1
+
+        def obs_space(self):
+            return gl.ObsSpace(entities={"Marker": (), "Unit": ("t",)})
+
+        def action_space(self):
+            return {"Move": gl.ActionDesc("Move", "categorical", ("L", "R"))}
+
+        def reset(self, seed):
+            self.t = 0
+            return self._obs()
+
+        def act(self, actions):
+            self.t += 1
+            return self._obs(truncated=self.t == truncate_at)
+
+        def _obs(self, truncated=False):
+            c = counts[self.copy]
+            n = c[self.t % len(c)]
+            markers = np.zeros((n, 0), dtype=np.float32) if as_array[self.copy] else [[] for _ in range(n)]
+            return gl.EnvObservation(entities={"Marker": markers, "Unit": np.array([[self.t]], dtype=np.float32)},
+                                     actors={"Move": [n]}, truncated=truncated)
+
+    return Env
+
+
+def expected(counts, t):
+    return [c[t % len(c)] for c in counts]
+
+
+def test_n_by_0_arrays_for_a_featureless_type():
+    counts = [[2, 0, 1], [0, 3], [1]]
+    with gl.VecEnv(featureless(counts, [True, True, False]), num_envs=3) as env:
+        b = env.reset()
+        for t in range(1, 6):
+            assert b.counts["Marker"].tolist() == expected(counts, t - 1)
+            assert b.entities["Marker"].shape == (sum(expected(counts, t - 1)), 0)
+            assert b.actor_index["Move"].tolist() == expected(counts, t - 1)  # Unit comes after the markers
+            b = env.step({"Move": np.zeros(3, dtype=np.int64)})
+
+
+def test_n_by_0_arrays_on_the_truncation_path():
+    counts = [[2, 1, 0], [0, 0, 0], [3]]
+    with gl.VecEnv(featureless(counts, [True, True, True], truncate_at=2), num_envs=3) as env:
+        env.reset()
+        env.step({"Move": np.zeros(3, dtype=np.int64)})
+        b = env.step({"Move": np.zeros(3, dtype=np.int64)})  # step 2: every copy truncated
+        assert b.truncated.tolist() == [True] * 3 and b.final is not None
+        f = b.final
+        assert f.counts["Marker"].tolist() == [0, 0, 3]  # the truncated observations' markers (step 2)
+        assert f.entities["Marker"].shape == (3, 0)
+        assert f.counts["Unit"].tolist() == [1, 1, 1] and f.entities["Unit"][:, 0].tolist() == [2.0, 2.0, 2.0]
+        assert b.counts["Marker"].tolist() == [2, 0, 3]  # the next episodes' first observations
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(0, 4), min_size=1, max_size=4), st.booleans()), min_size=1, max_size=4),
+       st.integers(1, 4))
+@settings(max_examples=40)
+def test_featureless_rows_any_counts_any_form(copies, truncate_at):
+    counts = [c for c, _ in copies]
+    with gl.VecEnv(featureless(counts, [a for _, a in copies], truncate_at=truncate_at), num_envs=len(copies)) as env:
+        b = env.reset()
+        for t in range(1, 2 * truncate_at + 1):
+            b = env.step({"Move": np.zeros(len(copies), dtype=np.int64)})
+            ended = t % truncate_at == 0
+            assert b.truncated.tolist() == [ended] * len(copies)
+            assert b.counts["Marker"].tolist() == expected(counts, t % truncate_at)  # (a new episode starts at 0)
+            assert b.entities["Marker"].shape == (sum(b.counts["Marker"]), 0)
+            if ended:
+                assert b.final.counts["Marker"].tolist() == expected(counts, truncate_at)
+                assert b.final.entities["Marker"].shape == (sum(expected(counts, truncate_at)), 0)

@@ -4,6 +4,9 @@ Each adapter lives in its own module and imports its library only when used, so 
 never needs them:
 
 - :mod:`gymloop.adapters.entity_gym`: any ``entity_gym.env.Environment`` as a gymloop environment
-  (:class:`~gymloop.adapters.entity_gym.EntityGymEnv`), and any gymloop game as an
-  ``entity_gym.env.VecEnv`` for enn-trainer.
+  (:class:`~gymloop.adapters.entity_gym.EntityGymEnv`, :func:`~gymloop.adapters.entity_gym.from_entity_gym`;
+  ``gymloop train entity_gym.examples:Xor`` uses it).
+- :mod:`gymloop.adapters.entity_gym_vec`: any gymloop game as an ``entity_gym.env.VecEnv``
+  (:class:`~gymloop.adapters.entity_gym_vec.GymloopVecEnv`), so enn-trainer can train it
+  (:func:`~gymloop.adapters.entity_gym_vec.env_factory`).
 """

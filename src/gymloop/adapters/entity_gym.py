@@ -1,7 +1,7 @@
 """entity-gym, both ways: its environments run in gymloop, gymloop games run in enn-trainer.
 
 - :class:`EntityGymEnv` wraps any ``entity_gym.env.Environment`` as a :class:`gymloop.Environment`,
-  so :class:`gymloop.VecEnv`, the trainer, ``gymloop train module:Class`` and the checks run it:
+  so :class:`gymloop.VecEnv`, the trainer and ``gymloop train module:Class`` run it:
   categorical, select-entity (the actees chosen per step become a mask over the candidates) and
   global categorical actions, masks, entity types without features, entities hidden from the
   policy (``Observation.visible``) and entity ids (mapped to indices and back, whether or not
@@ -199,7 +199,16 @@ class EntityGymEnv(Environment):
 
     def _id_to_index(self) -> dict[Any, int]:
         if self._to_index is None:
-            self._to_index = {eid: j for j, eid in enumerate(self._index_to_id()) if eid is not None}
+            to_id = self._index_to_id()
+            to_index = {eid: j for j, eid in enumerate(to_id) if eid is not None}
+            if len(to_index) != len(to_id) - to_id.count(None):  # an id given twice: name it and its type
+                seen: set[Any] = set()
+                for t, _off, _n, keep, ids in self._rows:
+                    for eid in () if ids is None else ids if keep is None else [ids[r] for r in keep]:
+                        if eid in seen:
+                            raise self._bad(f"entity type {t!r}: id {eid!r} is given to two entities; ids must be unique")
+                        seen.add(eid)
+            self._to_index = to_index
         return self._to_index
 
     def _ids_of_actors(self, name: str) -> list[Any]:
@@ -235,7 +244,7 @@ class EntityGymEnv(Environment):
         if not isinstance(o, eg.Observation):
             raise self._bad(f"reset/act returned {type(o).__name__}, expected an entity_gym Observation")
         feats = o.features
-        for t in feats:
+        for t in (*feats, *o.ids):
             if t not in self._feats:
                 raise self._bad(f"the observation has entity type {t!r}, which obs_space() does not declare {self._types}")
         entities: dict[str, Any] = {}
@@ -248,19 +257,23 @@ class EntityGymEnv(Environment):
             if raw is None:
                 continue
             nf = len(self._feats[t])
+            ids = o.ids.get(t)
             if isinstance(raw, np.ndarray):
                 if raw.ndim == 1 and raw.size == 0:
                     raw = raw.reshape(0, nf)
                 if raw.ndim != 2 or raw.shape[1] != nf:
-                    raise self._bad(f"entity type {t!r} has rows of shape {raw.shape}, expected (n, {nf}): features {list(self._feats[t])}")
+                    raise self._bad(f"entity type {t!r}, {_who(ids, 0)}: features of shape {raw.shape}, expected (n, {nf}): "
+                                    f"features {list(self._feats[t])} as obs_space() declares")
             else:
-                for r in raw:
-                    if len(r) != nf:
-                        raise self._bad(f"entity type {t!r} has a row of {len(r)} features, expected {nf}: {list(self._feats[t])}")
+                for i, r in enumerate(raw):
+                    k = len(r) if hasattr(r, "__len__") else None
+                    if k != nf:
+                        got = f"{k} features" if k is not None else f"{r!r}, not a row of numbers"
+                        raise self._bad(f"entity type {t!r}, {_who(ids, i)}: {got}, expected {nf}: features {list(self._feats[t])} "
+                                        "as obs_space() declares")
             n = len(raw)
-            ids = o.ids.get(t)
             if ids is not None and len(ids) != n:
-                raise self._bad(f"entity type {t!r} has {n} rows but {len(ids)} ids")
+                raise self._bad(f"entity type {t!r} has {n} rows of features but {len(ids)} ids {_short(ids)}; give one id per row")
             keep = None
             vis = visible.get(t) if visible else None
             if vis is not None:
@@ -310,6 +323,9 @@ class EntityGymEnv(Environment):
                 else:
                     mask[:, actees] = True
                 masks[name] = mask.reshape(-1)
+        if self._globals and len(o.global_features) != len(self._globals):
+            raise self._bad(f"the observation has {len(o.global_features)} global features, expected {len(self._globals)}: "
+                            f"{list(self._globals)} as obs_space() declares")
         self._last = o
         return EnvObservation(
             entities=entities, actors=actors, masks=masks, reward=float(o.reward), terminated=bool(o.done),
@@ -323,3 +339,14 @@ def _mix(seed: int, k: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return z ^ (z >> 31)
+
+
+def _who(ids: Sequence[Any] | None, row: int) -> str:
+    """Entity ``row`` of a type, for a message: by its id when it has one."""
+    return f"entity id {ids[row]!r}" if ids is not None and row < len(ids) else f"row {row} (no ids)"
+
+
+def _short(xs: Any, n: int = 8) -> str:
+    """``xs`` for a message, its first ``n`` items when it is long."""
+    xs = list(xs)
+    return repr(xs) if len(xs) <= n else repr(xs[:n])[:-1] + f", ... ({len(xs)} in all)]"

@@ -141,6 +141,10 @@ def find_game(name: str) -> BundledGame | None:
 def get_game(name: str) -> Callable[..., Any]:
     """A registered game's loop by name (``snake``, ``tactics``, ``duel``) or a ``module:function`` path.
 
+    ``module:Class`` may also name an ``entity_gym.env.Environment`` subclass
+    (``entity_gym.examples:Xor``): it comes back wrapped for gymloop
+    (:func:`gymloop.adapters.entity_gym.from_entity_gym`).
+
     Raises:
         ConfigError: an unknown name (with the closest registered name, if any), a module that
             cannot be imported, or a module without that function.
@@ -161,9 +165,21 @@ def get_game(name: str) -> Callable[..., Any]:
             "current folder or PYTHONPATH (e.g. run from the folder that holds it)"
         ) from e
     try:
-        return getattr(m, fn)
+        obj = getattr(m, fn)
     except AttributeError:
         raise ConfigError(f"module {mod!r} has no game function {fn!r}") from None
+    if _is_entity_gym_class(obj):
+        from ..adapters.entity_gym import from_entity_gym
+
+        return from_entity_gym(obj)
+    return obj
+
+
+def _is_entity_gym_class(obj: Any) -> bool:
+    """An ``entity_gym.env.Environment`` subclass, told by its bases' names (entity-gym is imported only if it is one)."""
+    return isinstance(obj, type) and any(
+        c.__name__ == "Environment" and c.__module__.split(".")[0] == "entity_gym" for c in obj.__mro__[1:]
+    )
 
 
 class _Games(Mapping[str, str]):

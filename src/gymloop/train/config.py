@@ -20,6 +20,10 @@ MIN_ENVS, MAX_ENVS = 128, 512
 MAX_MINIBATCH = 2048
 #: automatic ``ppo.epochs`` at :data:`MIN_ENVS` copies (fewer as ``num_envs`` grows, at least 1).
 MAX_EPOCHS = 3
+#: the automatic learning rate of a one-pass run or a short multi-pass one ...
+BASE_LR = 3e-3
+#: ... where short means at most this many passes (epochs x updates); beyond, it shrinks with their square root.
+SHORT_RUN_PASSES = 72
 
 
 @dataclass
@@ -27,7 +31,7 @@ class PPOConfig:
     """PPO hyperparameters.
 
     Attributes:
-        lr: Adam learning rate.
+        lr: Adam learning rate; ``None``: chosen from the run's shape (see :meth:`TrainConfig.resolved`).
         anneal_lr: decay the learning rate linearly to 0 over training.
         gamma: discount factor.
         gae_lambda: GAE lambda.
@@ -52,7 +56,7 @@ class PPOConfig:
             slot-steps, grouped by entity count to keep padding small.
     """
 
-    lr: float = 3e-3
+    lr: float | None = None
     anneal_lr: bool = True
     gamma: float = 0.99
     gae_lambda: float = 0.95
@@ -122,6 +126,9 @@ class TrainConfig:
         - ``ppo.epochs``: :data:`MAX_EPOCHS` at :data:`MIN_ENVS` copies, scaled down as the
           rollout widens (2 at 256 copies, 1 at 512): the smaller the budget, the more each
           sample is reused; the larger, the more the run is about steps per second.
+        - ``ppo.lr``: :data:`BASE_LR` for one pass per rollout or a short run; a multi-pass run
+          longer than :data:`SHORT_RUN_PASSES` passes gets ``BASE_LR * sqrt(72 / passes)``
+          (1e-3 at 400K steps), since its many passes over many rollouts compound.
 
         Example:
             >>> from gymloop.train import TrainConfig
@@ -143,6 +150,9 @@ class TrainConfig:
             r.ppo.minibatch_size = _divisor_near(rollout, min(MAX_MINIBATCH, max(1, rollout // 4)))
         if r.ppo.epochs is None:  # 3 at the fewest copies, falling to 1 as the rollout widens
             r.ppo.epochs = max(1, round(MAX_EPOCHS * MIN_ENVS / r.num_envs))
+        if r.ppo.lr is None:
+            passes = r.ppo.epochs * max(1, math.ceil(steps / rollout))
+            r.ppo.lr = BASE_LR if r.ppo.epochs == 1 else BASE_LR * min(1.0, math.sqrt(SHORT_RUN_PASSES / passes))
         return r
 
     def shape(self) -> tuple[int, int, int]:
@@ -183,8 +193,8 @@ class TrainConfig:
             )
         if not 0 < p.gamma <= 1 or not 0 <= p.gae_lambda <= 1:
             raise ConfigError(f"ppo.gamma must be in (0, 1] and gae_lambda in [0, 1], got {p.gamma}, {p.gae_lambda}")
-        if p.lr <= 0:
-            raise ConfigError(f"ppo.lr must be positive, got {p.lr}")
+        if p.lr is None or p.lr <= 0:
+            raise ConfigError(f"ppo.lr must be positive (or None: automatic), got {p.lr}")
         if self.opponents and self.agents_per_game < 2:
             raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
         if self.init_from is not None and not isinstance(self.init_from, str):
@@ -230,7 +240,7 @@ RANGES: dict[str, dict[str, str]] = {
         "init_from": "an agent checkpoint path of this game, or None",
     },
     "PPOConfig": {
-        "lr": "> 0",
+        "lr": "> 0, or None (automatic)",
         "anneal_lr": "True, False",
         "gamma": "(0, 1]",
         "gae_lambda": "[0, 1]",

@@ -216,6 +216,9 @@ class Trainer:
         self.game = game
         self.cfg = cfg.resolved()  # automatic fields chosen from the budget; the checkpoint records these
         self.num_envs, self.epochs, self.minibatch_size = self.cfg.shape()
+        if self.cfg.ppo.lr is None:  # resolved() chooses it
+            raise ConfigError("ppo.lr was not resolved")
+        self.lr: float = self.cfg.ppo.lr
         self.out_dir = out_dir
         self.game_name = game_name or getattr(game, "__name__", "game")
         self.resume = resume
@@ -242,7 +245,7 @@ class Trainer:
             cfg.net = self.policy.cfg
         else:
             self.policy = Policy(self.env.obs_space, self.env.action_space, cfg.net)
-        self.optim = make_adam(self.policy.parameters(), cfg.ppo.lr)
+        self.optim = make_adam(self.policy.parameters(), self.lr)
         if self.resume:
             self._load_resume()
         elif not cfg.init_from:
@@ -570,7 +573,7 @@ class Trainer:
         try:
             while self.update < n_updates:
                 frac = 1.0 - self.update / n_updates
-                lr = p.lr * frac if p.anneal_lr else p.lr
+                lr = self.lr * frac if p.anneal_lr else self.lr
                 for g in self.optim.param_groups:
                     g["lr"] = lr
                 ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef

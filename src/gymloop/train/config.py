@@ -149,7 +149,7 @@ class TrainConfig:
         if r.ppo.minibatch_size is None:
             r.ppo.minibatch_size = _divisor_near(rollout, min(MAX_MINIBATCH, max(1, rollout // 4)))
         if r.ppo.epochs is None:  # 3 at the fewest copies, falling to 1 as the rollout widens
-            r.ppo.epochs = max(1, round(MAX_EPOCHS * MIN_ENVS / r.num_envs))
+            r.ppo.epochs = min(MAX_EPOCHS, max(1, round(MAX_EPOCHS * MIN_ENVS / r.num_envs)))
         if r.ppo.lr is None:
             passes = r.ppo.epochs * max(1, math.ceil(steps / rollout))
             r.ppo.lr = BASE_LR if r.ppo.epochs == 1 else BASE_LR * min(1.0, math.sqrt(SHORT_RUN_PASSES / passes))

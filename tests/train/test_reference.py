@@ -28,7 +28,7 @@ def test_every_section_and_automatic_field_is_in_the_reference():
     for key in ("`ppo.lr`", "`ppo.gamma`", "`net.d_model`", "`net.relpos.extent`", "`bc.epochs`", "`num_envs`"):
         assert f"| {key} |" in text
     assert "| `num_envs` | `int \\| None` | `None` (automatic) |" in text
-    assert reference.automatic_fields() == ["num_envs", "ppo.epochs", "ppo.minibatch_size"]
+    assert reference.automatic_fields() == ["num_envs", "ppo.lr", "ppo.epochs", "ppo.minibatch_size"]
 
 
 def test_main_writes_the_file(tmp_path, capsys):

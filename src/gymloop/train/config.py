@@ -174,7 +174,7 @@ class TrainConfig:
             v = getattr(self.ppo, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
                 raise ConfigError(f"ppo.{name} must be a positive int or None (automatic), got {v!r}")
-        if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None:
+        if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None or self.ppo.lr is None:
             self.resolved().check()
             return
         if self.workers < 0:

@@ -412,3 +412,23 @@ def test_cli_train_draws_the_random_agents_level(tmp_path, monkeypatch):
     assert calls[0] is None  # the trainer's own curve, then the command's with the random agent's level
     assert set(calls[-1]) == {"episode_return", "episode_length", "length"}
     assert os.path.getsize(os.path.join(out, "curve.png")) > 0
+
+
+def test_resume_keeps_the_automatic_shape_the_run_was_trained_with(tmp_path):
+    out = str(tmp_path / "run")
+    first = TrainConfig(steps=2048, seed=0)
+    first.net = NetConfig(d_model=16, n_head=2)
+    r1 = Trainer(tg.bandit, first, out_dir=out, game_name="bandit")
+    r1.train()
+    assert (r1.cfg.num_envs, r1.cfg.ppo.epochs) == (128, 3)
+    # a much larger budget would resolve to 512 copies and one pass; the resumed run keeps its shape
+    more = TrainConfig(steps=3_000_000, seed=0)
+    more.net = NetConfig(d_model=16, n_head=2)
+    r2 = Trainer(tg.bandit, more, out_dir=out, game_name="bandit", resume=True)
+    assert (r2.cfg.num_envs, r2.cfg.ppo.epochs, r2.cfg.ppo.minibatch_size, r2.cfg.ppo.lr) == (
+        r1.cfg.num_envs, r1.cfg.ppo.epochs, r1.cfg.ppo.minibatch_size, r1.cfg.ppo.lr)
+    assert TrainConfig(steps=3_000_000).resolved().num_envs == 512
+    # a field set explicitly wins over the recorded one
+    explicit = TrainConfig(steps=3_000_000, seed=0, num_envs=256)
+    explicit.net = NetConfig(d_model=16, n_head=2)
+    assert Trainer(tg.bandit, explicit, out_dir=out, game_name="bandit", resume=True).cfg.num_envs == 256

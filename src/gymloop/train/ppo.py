@@ -144,6 +144,30 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+def _recorded_shape(cfg: TrainConfig, path: str) -> TrainConfig:
+    """``cfg`` with its automatic fields taken from the run being resumed (``path``'s checkpoint).
+
+    A resumed run keeps the rollout shape and learning rate it was trained with, even when the new
+    ``steps`` would resolve to others; fields the user set stay as given. Nothing changes when the
+    checkpoint is missing (``_load_resume`` reports that) or records no such field.
+    """
+    if not os.path.exists(path):
+        return cfg
+    try:
+        recorded = read_agent(path).info.get("train_config") or {}
+    except CheckpointError:
+        return cfg  # _load_resume reports the bad file
+    out = copy.deepcopy(cfg)
+    if out.num_envs is None and isinstance(recorded.get("num_envs"), int):
+        out.num_envs = recorded["num_envs"]
+    ppo = recorded.get("ppo") or {}
+    for name, kind in (("epochs", int), ("minibatch_size", int), ("lr", float)):
+        v = ppo.get(name)
+        if getattr(out.ppo, name) is None and isinstance(v, (int, float)) and not isinstance(v, bool):
+            setattr(out.ppo, name, kind(v))
+    return out
+
+
 class RewardScaler:
     """Running standard deviation of each slot's discounted return, to scale rewards by.
 
@@ -214,6 +238,8 @@ class Trainer:
     ) -> None:
         cfg.check()
         self.game = game
+        if resume and out_dir:
+            cfg = _recorded_shape(cfg, os.path.join(out_dir, AGENT_FILE))
         self.cfg = cfg.resolved()  # automatic fields chosen from the budget; the checkpoint records these
         self.num_envs, self.epochs, self.minibatch_size = self.cfg.shape()
         if self.cfg.ppo.lr is None:  # resolved() chooses it

@@ -190,3 +190,12 @@ def test_a_chooser_function_is_a_policy():
 
     per = evaluate_episodes(tg.bandit, always_c, episodes=10, seed=0)
     assert per[RETURN] == [1.0] * 10
+
+
+@pytest.mark.parametrize("agents", [0, -1])
+def test_evaluate_refuses_fewer_than_one_agent_per_game(agents):
+    from gymloop.evaluation import evaluate_episodes
+    from gymloop.games.snake import snake
+
+    with pytest.raises(gl.ConfigError, match=r"agents_per_game \(--agents\) >= 1"):
+        evaluate_episodes(snake, None, episodes=4, agents_per_game=agents)

@@ -10,7 +10,8 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["main"]
 
@@ -24,11 +25,23 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _game_loop(name: str) -> Callable[..., Any]:
+    """The game loop named ``name``; a ``gl.Environment`` (e.g. an entity-gym class) is refused with the fix."""
+    from .errors import ConfigError
+    from .games import get_game
+    from .vector import _is_environment
+
+    game = get_game(name)
+    if _is_environment(game):
+        raise ConfigError(f"{name!r} is an environment class, not a game loop: gymloop check, run, play and record take "
+                          f"game loops; train and eval take either (e.g. gymloop train {name} --steps 400000)")
+    return game
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from .checker import check
-    from .games import get_game
 
-    game = get_game(args.game)
+    game = _game_loop(args.game)
     report = check(game, seed=args.seed, steps=args.steps, agents_per_game=args.agents)
     print(f"{args.game}: OK ({report.decisions} decisions, {report.episodes} episodes)")
     print(f"  entity types: {', '.join(report.entity_types)}")
@@ -62,9 +75,8 @@ def _make_agent(spec: str | None, game: str, seed: int) -> object:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .agent import run
-    from .games import get_game
 
-    game = get_game(args.game)
+    game = _game_loop(args.game)
     who = f"a {args.agent or 'random'} agent" if args.agent in (None, "random", "scripted") else args.agent
 
     def agents(seed: int) -> object:

@@ -96,6 +96,8 @@ def evaluate_episodes(
     """
     if episodes < 1 or num_envs < 1:
         raise ConfigError(f"evaluate needs episodes >= 1 and num_envs >= 1, got {episodes} and {num_envs}")
+    if not isinstance(agents_per_game, int) or isinstance(agents_per_game, bool) or agents_per_game < 1:
+        raise ConfigError(f"evaluate needs agents_per_game (--agents) >= 1, got {agents_per_game!r}")
     num_envs = min(num_envs, math.ceil(episodes / agents_per_game))
     played = _with_scores(game) if scores and not _is_environment(game) else game
     env = VecEnv(played, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game)

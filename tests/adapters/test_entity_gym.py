@@ -960,3 +960,11 @@ def test_partial_and_function_factories():
     obs = env.reset()
     assert obs.action_masks["count"].mask is None or obs.action_masks["count"].mask.as_array()[:, 3:].sum() == 0
     env.close()
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_cli_commands_that_take_game_loops_refuse_an_entity_gym_class(command, capsys):
+    from gymloop.cli import main
+
+    assert main([command, "entity_gym.examples:Xor"]) == 2
+    assert "is an environment class, not a game loop" in capsys.readouterr().err

@@ -17,6 +17,7 @@ import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent  # noqa: E402
 from gymloop.nn import NetConfig  # noqa: E402
 from gymloop.train import TrainConfig  # noqa: E402
+from gymloop.train.optim import make_adam  # noqa: E402
 from gymloop.train.ppo import Rollout, Trainer, evaluate  # noqa: E402
 
 
@@ -432,3 +433,43 @@ def test_resume_keeps_the_automatic_shape_the_run_was_trained_with(tmp_path):
     explicit = TrainConfig(steps=3_000_000, seed=0, num_envs=256)
     explicit.net = NetConfig(d_model=16, n_head=2)
     assert Trainer(tg.bandit, explicit, out_dir=out, game_name="bandit", resume=True).cfg.num_envs == 256
+
+
+def test_resume_checks_the_recorded_shape_against_the_fields_given_now(tmp_path):
+    out = str(tmp_path / "run")
+    first = TrainConfig(steps=2048, seed=0)
+    first.net = NetConfig(d_model=16, n_head=2)
+    Trainer(tg.bandit, first, out_dir=out, game_name="bandit").train()  # records 128 copies x 16 steps
+    bigger = TrainConfig(steps=3_000_000, seed=0)
+    bigger.ppo.minibatch_size = 4096  # fits the 512 copies of a fresh 3M run, not the recorded 2,048-step rollout
+    bigger.net = NetConfig(d_model=16, n_head=2)
+    with pytest.raises(gl.ConfigError, match="larger than the rollout .* recorded by the run being resumed"):
+        Trainer(tg.bandit, bigger, out_dir=out, game_name="bandit", resume=True)
+
+
+def test_resume_keeps_fused_adam(tmp_path):
+    out = str(tmp_path / "run")
+    cfg = TrainConfig(steps=2048, seed=0)
+    cfg.net = NetConfig(d_model=16, n_head=2)
+    Trainer(tg.bandit, cfg, out_dir=out, game_name="bandit").train()
+    # an optimizer state saved before fused Adam: its parameter groups say fused=None
+    import json
+
+    from gymloop.checkpoint import read_safetensors, write_safetensors
+
+    opath = os.path.join(out, "optimizer.safetensors")
+    tensors, meta = read_safetensors(opath, mmap=False)
+    state = json.loads(meta["optimizer"])
+    for g in state["param_groups"]:
+        g["fused"] = None
+    meta["optimizer"] = json.dumps(state)
+    write_safetensors(opath, {k: np.array(v) for k, v in tensors.items()}, meta)
+    t = Trainer(tg.bandit, TrainConfig(steps=4096, seed=0, net=NetConfig(d_model=16, n_head=2)), out_dir=out, game_name="bandit", resume=True)
+    t._setup()
+    want = make_adam([torch.nn.Parameter(torch.zeros(1))], 1e-3).param_groups[0].get("fused")
+    try:
+        assert all(g.get("fused") == want for g in t.optim.param_groups)
+    finally:
+        t.env.close()
+        if t.tb is not None:
+            t.tb.close()

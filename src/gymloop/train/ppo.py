@@ -241,6 +241,11 @@ class Trainer:
         if resume and out_dir:
             cfg = _recorded_shape(cfg, os.path.join(out_dir, AGENT_FILE))
         self.cfg = cfg.resolved()  # automatic fields chosen from the budget; the checkpoint records these
+        if resume:  # fields recorded by the resumed run must still fit the ones given now
+            try:
+                self.cfg.check()
+            except ConfigError as e:
+                raise ConfigError(f"{e} (with the rollout shape recorded by the run being resumed in {out_dir})") from None
         self.num_envs, self.epochs, self.minibatch_size = self.cfg.shape()
         if self.cfg.ppo.lr is None:  # resolved() chooses it
             raise ConfigError("ppo.lr was not resolved")
@@ -334,7 +339,10 @@ class Trainer:
                     _, i, name = k.split(".", 2)
                     sd["state"].setdefault(i, {})[name] = torch.from_numpy(np.array(v))
             sd["state"] = {int(i): s for i, s in sd["state"].items()}
+            fused = [g.get("fused") for g in self.optim.param_groups]
             self.optim.load_state_dict(sd)
+            for g, f in zip(self.optim.param_groups, fused):  # a state saved before fused Adam says None
+                g["fused"] = f
             if "torch_rng" in tensors:
                 self.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"])))
             if "numpy_rng" in meta:

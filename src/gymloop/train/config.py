@@ -175,7 +175,14 @@ class TrainConfig:
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
                 raise ConfigError(f"ppo.{name} must be a positive int or None (automatic), got {v!r}")
         if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None or self.ppo.lr is None:
-            self.resolved().check()
+            r = self.resolved()
+            try:
+                r.check()
+            except ConfigError as e:
+                auto = [f"{k}={v}" for k, v, mine in (
+                    ("num_envs", r.num_envs, self.num_envs), ("ppo.minibatch_size", r.ppo.minibatch_size, self.ppo.minibatch_size),
+                    ("ppo.epochs", r.ppo.epochs, self.ppo.epochs), ("ppo.lr", r.ppo.lr, self.ppo.lr)) if mine is None]
+                raise ConfigError(f"{e} (chosen automatically for steps={self.steps}: {', '.join(auto)})") from None
             return
         if self.workers < 0:
             raise ConfigError(f"workers must be >= 0, got {self.workers}")

@@ -478,5 +478,5 @@ def test_resume_keeps_fused_adam(tmp_path):
 def test_a_config_error_names_the_automatic_values_it_came_from():
     cfg = TrainConfig(steps=49_152)
     cfg.ppo.minibatch_size = 4096  # larger than the automatic rollout (128 copies x 16 steps)
-    with pytest.raises(gl.ConfigError, match=r"larger than the rollout .* chosen automatically for steps=49152: num_envs=128"):
+    with pytest.raises(gl.ConfigError, match=r"larger than the rollout .*chosen automatically for steps=49152: num_envs=128"):
         cfg.check()

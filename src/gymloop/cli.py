@@ -142,11 +142,12 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
         if not hasattr(obj, field):
             raise ConfigError(f"unknown config field {key!r}{_suggest_field(cfg, key)}; see gymloop.train.TrainConfig")
         old = getattr(obj, field)
+        automatic = _automatic(obj, field)
+        if automatic and raw.lower() in ("none", "auto"):  # back to the automatic (or unset) value
+            setattr(obj, field, None)
+            continue
         if old is None:  # an automatic or unset field: parse as its declared type
             old = _declared_example(obj, field)
-            if raw.lower() in ("none", "auto"):
-                setattr(obj, field, None)
-                continue
         try:
             if isinstance(old, bool):
                 if raw.lower() not in ("true", "false", "1", "0"):
@@ -163,6 +164,17 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
         except ValueError:
             raise ConfigError(f"config field {key!r} expects a {type(old).__name__}, got {raw!r}") from None
         setattr(obj, field, val)
+
+
+def _automatic(obj: object, name: str) -> bool:
+    """Whether a dataclass field's declared type admits ``None`` and not ``str`` (``None`` = automatic or unset).
+
+    ``net.relpos`` (``RelposConfig | str | None``) is not: there ``auto`` is a value of its own.
+    """
+    import typing
+
+    args = typing.get_args(typing.get_type_hints(type(obj)).get(name))
+    return type(None) in args and str not in args
 
 
 def _declared_example(obj: object, name: str) -> object:

@@ -480,3 +480,16 @@ def test_a_config_error_names_the_automatic_values_it_came_from():
     cfg.ppo.minibatch_size = 4096  # larger than the automatic rollout (128 copies x 16 steps)
     with pytest.raises(gl.ConfigError, match=r"larger than the rollout .*chosen automatically for steps=49152: num_envs=128"):
         cfg.check()
+
+
+def test_set_auto_returns_an_automatic_field_to_automatic_but_keeps_string_values():
+    from gymloop.cli import _parse_overrides
+
+    cfg = TrainConfig(steps=49_152, num_envs=256)
+    _parse_overrides(cfg, ["num_envs=auto", "ppo.lr=1e-3", "ppo.epochs=2"])
+    assert (cfg.num_envs, cfg.ppo.lr, cfg.ppo.epochs) == (None, 1e-3, 2)
+    _parse_overrides(cfg, ["ppo.lr=auto", "ppo.epochs=none", "net.relpos=none", "net.relpos=auto"])
+    assert (cfg.ppo.lr, cfg.ppo.epochs, cfg.net.relpos) == (None, None, "auto")  # relpos: "auto" is its own value
+    assert cfg.resolved().ppo.lr == 3e-3
+    with pytest.raises(gl.ConfigError, match="config field 'ppo.epochs' expects a int, got 'many'"):
+        _parse_overrides(cfg, ["ppo.epochs=many"])

@@ -257,6 +257,7 @@ class Trainer:
         if resume and not out_dir:
             raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
         self.reward_scaler: RewardScaler | None = None  # made by _setup when ppo.scale_rewards
+        self._resumed_scaler: dict[str, Any] | None = None  # its state in the resumed run's optimizer file
 
     # ------------------------------------------------------------------ set-up
     def _setup(self) -> None:
@@ -295,7 +296,7 @@ class Trainer:
                 self.opponents.append(opp)
         self.learner_slots = np.flatnonzero(self.learner)
         self.reward_scaler = RewardScaler(self.learner_slots.size, cfg.ppo.gamma) if cfg.ppo.scale_rewards else None
-        if self.reward_scaler is not None and getattr(self, "_resumed_scaler", None):
+        if self.reward_scaler is not None and self._resumed_scaler is not None:
             self.reward_scaler.load(self._resumed_scaler)
         self.tb: EventWriter | None = None
         if self.out_dir:

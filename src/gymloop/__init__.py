@@ -19,12 +19,14 @@ from .errors import (
     ConfigError,
     EnvStateError,
     GameError,
+    GameTimeoutError,
     GymloopError,
     InvalidActionError,
     InvalidObservationError,
     SchemaError,
     TraceError,
     TrainingError,
+    WorkerError,
 )
 from .neural import NeuralAgent, load
 from .obs import Obs
@@ -47,6 +49,7 @@ __all__ = [
     "Environment",
     "EpisodeResult",
     "GameError",
+    "GameTimeoutError",
     "GymloopError",
     "InvalidActionError",
     "InvalidObservationError",
@@ -79,4 +82,5 @@ __all__ = [
     "run",
     "schema_of",
     "__version__",
+    "WorkerError",
 ]

@@ -7,6 +7,8 @@ Tree::
     ├── InvalidObservationError  an observation the game built is malformed (NaN, unknown type, ...)
     ├── InvalidActionError       an action is out of range, masked out, or of the wrong shape/dtype
     ├── GameError                a game function raised; carries the env index and seed
+    │   └── GameTimeoutError     a game ran longer than the step timeout without asking for a decision
+    ├── WorkerError              a worker process died or stopped answering; names the worker and its copies
     ├── EnvStateError            a call at the wrong time (step before reset, step after close)
     ├── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
     ├── CheckpointError          a checkpoint file that is corrupt, foreign or incompatible
@@ -25,6 +27,8 @@ __all__ = [
     "InvalidObservationError",
     "InvalidActionError",
     "GameError",
+    "GameTimeoutError",
+    "WorkerError",
     "EnvStateError",
     "ConfigError",
     "CheckpointError",
@@ -95,3 +99,42 @@ class GameError(GymloopError, RuntimeError):
 
 def _rebuild_game_error(message: str, env_index: int, seed: int, tb: str) -> GameError:
     return GameError(message, env_index=env_index, seed=seed, original_traceback=tb)
+
+
+class GameTimeoutError(GameError):
+    """A game copy ran longer than the step timeout without asking for its next decision.
+
+    It carries the env index and seed like every :class:`GameError`; with
+    ``on_game_error="restart"`` the copy is restarted like any other faulting game.
+    """
+
+    def __reduce__(self):  # keep the subclass and attributes across a process boundary
+        return (
+            _rebuild_game_timeout_error,
+            (self.args[0], self.env_index, self.seed, self.original_traceback),
+        )
+
+
+def _rebuild_game_timeout_error(message: str, env_index: int, seed: int, tb: str) -> GameTimeoutError:
+    return GameTimeoutError(message, env_index=env_index, seed=seed, original_traceback=tb)
+
+
+class WorkerError(GymloopError, RuntimeError):
+    """A worker process died or stopped answering.
+
+    Attributes:
+        worker: the worker's index (1 for the first child process; 0 is the calling process).
+        env_indices: the game copies that worker runs, as a ``range``.
+    """
+
+    def __init__(self, message: str, *, worker: int, env_indices: range) -> None:
+        super().__init__(message)
+        self.worker = worker
+        self.env_indices = env_indices
+
+    def __reduce__(self):
+        return (_rebuild_worker_error, (self.args[0], self.worker, self.env_indices))
+
+
+def _rebuild_worker_error(message: str, worker: int, env_indices: range) -> WorkerError:
+    return WorkerError(message, worker=worker, env_indices=env_indices)

@@ -73,6 +73,16 @@ class VecEnv:
             process), ``"process"`` (``workers`` processes), or any name given to
             :func:`gymloop.runtime.backend.register_backend`. ``None`` (default): ``"local"`` for
             ``workers <= 1``, else ``"process"``.
+        step_timeout: seconds a ``step`` or ``reset`` may take; past it a game that has not asked
+            for its next decision fails with :class:`~gymloop.errors.GameTimeoutError` and a worker
+            that has not answered with :class:`~gymloop.errors.WorkerError` (naming the copies).
+            ``None`` waits forever.
+        on_game_error: ``"raise"`` (default): a game that raises (or times out) fails the step with
+            :class:`~gymloop.errors.GameError`. ``"restart"``: that copy restarts with a fresh seed,
+            its episode ends as truncated, the fault is counted (:attr:`num_game_errors`) and logged
+            with the seed that reproduces it, and stepping goes on.
+        restart_workers: a worker process that died is started again with its games at the next
+            call instead of every later call failing with :class:`~gymloop.errors.WorkerError`.
 
     Attributes:
         num_envs: number of game copies.
@@ -102,6 +112,9 @@ class VecEnv:
         start_method: str = "spawn",
         spin_s: float = 0.002,
         backend: str | None = None,
+        step_timeout: float | None = 60.0,
+        on_game_error: str = "raise",
+        restart_workers: bool = False,
     ) -> None:
         for name, v, lo in (("num_envs", num_envs, 1), ("workers", workers, 0), ("agents_per_game", agents_per_game, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
@@ -124,6 +137,21 @@ class VecEnv:
         if not isinstance(spin_s, (int, float)) or spin_s < 0:
             raise ConfigError(f"spin_s must be a non-negative number of seconds, got {spin_s!r}")
         self.spin_s = float(spin_s)
+        if step_timeout is not None and (
+            isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) or not 0 < step_timeout < float("inf")
+        ):
+            raise ConfigError(f"step_timeout must be a positive finite number of seconds or None (no limit), got {step_timeout!r}")
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
+        if on_game_error not in ("raise", "restart"):
+            raise ConfigError(f"on_game_error must be 'raise' or 'restart', got {on_game_error!r}")
+        self.on_game_error = on_game_error
+        if not isinstance(restart_workers, bool):
+            raise ConfigError(f"restart_workers must be True or False, got {restart_workers!r}")
+        self.restart_workers = restart_workers
+        #: game copies restarted after an error since construction (``on_game_error="restart"``)
+        self.num_game_errors = 0
+        #: worker processes started again after they died (``restart_workers=True``)
+        self.num_worker_restarts = 0
         declared = None
         on_game = declared_types(game)
         if entity_types or action_types or globals_type or on_game:
@@ -144,6 +172,7 @@ class VecEnv:
         self._backend_config = BackendConfig(
             game=game, num_envs=self.num_envs, agents_per_game=self.agents_per_game, seed=self.seed,
             declared=declared, is_env=self._is_env, workers=self.workers, start_method=start_method, spin_s=self.spin_s,
+            step_timeout=self.step_timeout, on_game_error=self.on_game_error, restart_workers=self.restart_workers,
         )
         check_backend_config(self._backend_factory, self._backend_config)
 

@@ -71,6 +71,12 @@ class BackendConfig:
         workers: the ``workers`` the VecEnv was given (0 or more).
         start_method: multiprocessing start method (backends with processes).
         spin_s: seconds a worker polls before it blocks (backends with processes).
+        step_timeout: seconds a step (or reset) may take before it fails with
+            :class:`~gymloop.errors.GameTimeoutError` (a game that does not ask for its next decision)
+            or :class:`~gymloop.errors.WorkerError` (a worker that does not answer); ``None``: no limit.
+        on_game_error: ``"raise"`` (a faulting game copy fails the step) or ``"restart"`` (the copy
+            restarts with a fresh seed, the fault is counted and logged, and stepping goes on).
+        restart_workers: a worker that died is replaced (with its games) instead of failing every later call.
     """
 
     game: Any
@@ -82,6 +88,9 @@ class BackendConfig:
     workers: int = 0
     start_method: str = "spawn"
     spin_s: float = 0.002
+    step_timeout: float | None = 60.0
+    on_game_error: str = "raise"
+    restart_workers: bool = False
 
 
 class Backend(ABC):

@@ -10,6 +10,7 @@ there); a game loop's spaces also carry the compiled schemas and action specs it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -243,13 +244,30 @@ def game(
 
 
 def declared_types(fn: Any) -> tuple[list[type], type | None, list[Any]] | None:
-    """The types declared on a game loop with :func:`game`, or ``None``."""
-    return getattr(fn, _GAME_ATTR, None)
+    """The types declared on a game loop with :func:`game`, or ``None``.
+
+    A ``functools.partial`` of a declared game loop (to pass it options) has the loop's declarations.
+
+    Example:
+        >>> import functools
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import snake
+        >>> [t.__name__ for t in gl.declared_types(functools.partial(snake))[0]]
+        ['Head', 'Body', 'Food']
+    """
+    return getattr(_unwrap(fn), _GAME_ATTR, None)
 
 
 def declared_agents(fn: Any) -> int | None:
     """The number of agents a game loop declared with ``gl.game(agents=N)``, or ``None``."""
-    return getattr(fn, _AGENTS_ATTR, None)
+    return getattr(_unwrap(fn), _AGENTS_ATTR, None)
+
+
+def _unwrap(fn: Any) -> Any:
+    """The function under any ``functools.partial`` layers (declarations live on the function)."""
+    while isinstance(fn, functools.partial) and not hasattr(fn, _GAME_ATTR):
+        fn = fn.func
+    return fn
 
 
 def check_agents(fn: Any, given: int, how: str) -> None:

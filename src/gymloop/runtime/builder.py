@@ -618,7 +618,7 @@ class BatchBuilder:
                     if not (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
                         raise InvalidObservationError(
                             f"entity type {sc.name!r}: cannot featurize {o!r} in {where}: feature {sc.features[j]!r} "
-                            f"must be a number (int, float or bool), got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
+                            f"must be a number, got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
                         )
                 out[i, j] = real_value(
                     v, f"entity type {sc.name!r}, feature {sc.features[j]!r} of {o!r} in {where}", _FEATURE_FIX, FLOAT32_MAX

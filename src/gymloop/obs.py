@@ -472,6 +472,8 @@ def check_score(score: Any, where: str = "") -> float:
     """A score as a float: a finite real number (an :class:`InvalidObservationError` otherwise)."""
     if type(score) is float and math.isfinite(score):
         return score
+    if type(score) is int and -(2**1000) < score < 2**1000:  # (bool is not int here: it takes the path below)
+        return float(score)
     return real_value(
         score, f"{where}the observation's score", "pass gl.Obs(score=...) a finite int or float (nothing is coerced)"
     )

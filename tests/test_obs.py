@@ -1,6 +1,7 @@
 """The Obs builder, masks, RandomAgent, gl.run and gl.act_all (everything outside a VecEnv)."""
 
 import collections
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -548,3 +549,276 @@ def test_act_all_with_random_agents_respects_masks():
 
 def test_act_all_of_nothing_is_empty():
     assert gl.act_all([]) == []
+
+
+# ---------------------------------------------------------------------- bad input (issue 10: every bad input a GymloopError)
+
+
+@dataclass
+class Pos:
+    x: float
+    y: float
+
+
+class Opaque:
+    """Neither a dataclass nor declared with gl.entity."""
+
+    def __init__(self):
+        self.x = 1.0
+
+
+@dataclass
+class Named:
+    name: str  # an unsupported feature type
+    x: int
+
+
+def _one_bad_game(build):
+    """A game whose third observation is ``build()`` (the others are fine)."""
+
+    def game(agent, seed):
+        t = 0
+        while True:
+            obs = build() if t == 2 else gl.Obs(score=t).entities(Pos(1.0, 2.0)).actor(Unit(t, 0))
+            agent.act(obs, Move)
+            t += 1
+
+    return gl.game(entities=[Pos])(game)
+
+
+def _in_vecenv(game):
+    with gl.VecEnv(game, num_envs=2, seed=0) as env:
+        env.reset()
+        for _ in range(3):
+            env.step(env.sample_actions())
+
+
+def _in_run(game):
+    gl.run(game, gl.RandomAgent(0), max_steps=5)
+
+
+RUNNERS = pytest.mark.parametrize("runner", [_in_run, _in_vecenv], ids=["gl.run", "VecEnv"])
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        (None, r"must be a number, got None of type NoneType"),
+        (float("nan"), r"must be a finite number, got nan"),
+        (float("inf"), r"must be a finite number, got inf"),
+        (-float("inf"), r"must be a finite number, got -inf"),
+        ("3", r"must be a number, got '3' of type str"),
+        ("x", r"must be a number, got 'x' of type str"),
+        (10**400, r"must be a finite number, got an int of about 10\*\*400, too large for a float"),
+        ([1.0], r"must be a number, got \[1.0\] of type list"),
+        (np.array([1.0, 2.0]), r"must be a number, got array"),
+        (1 + 2j, r"must be a number, got \(1\+2j\) of type complex"),
+    ],
+    ids=["None", "nan", "inf", "-inf", "str-number", "str", "10**400", "list", "array", "complex"],
+)
+def test_metric_refuses_what_is_not_a_finite_number(value, match):
+    # before: None/NaN/inf/str raised bare exceptions later (or NaN passed as "no value")
+    with pytest.raises(gl.InvalidObservationError, match=r"Obs.metric\('coins', value\) " + match + r".*report a finite int or float"):
+        gl.Obs().metric("coins", value)
+
+
+@pytest.mark.parametrize("value", [3, 2.5, True, np.float32(1.5), np.int64(7), 10**30, np.array(4.0)])
+def test_metric_accepts_real_numbers_as_floats(value):
+    obs = gl.Obs().metric("coins", value)
+    assert obs.metrics == {"coins": float(value)}
+    assert type(obs.metrics["coins"]) is float
+
+
+@pytest.mark.parametrize("name", [None, "", 3, ("a",)])
+def test_metric_name_must_be_a_non_empty_string(name):
+    with pytest.raises(gl.InvalidObservationError, match=r"Obs.metric: the metric name must be a non-empty string, got"):
+        gl.Obs().metric(name, 1.0)
+
+
+@RUNNERS
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("3", r"entity type 'Pos': cannot featurize Pos\(x='3', y=2.0\) in env 0 \(slot 0\): feature 'x' must be a number, got '3' of type str"),
+        (b"3", r"feature 'x' must be a number, got b'3' of type bytes"),
+        (None, r"feature 'x' must be a number, got None"),
+        (10**400, r"entity type 'Pos', feature 'x' of Pos\(x=1000.*in env 0 \(slot 0\) must be a finite number, got an int of about 10\*\*400"),
+        (10**39, r"entity type 'Pos', feature 'x' of .* is 1000000000000000000000000000000000000000, beyond the float32 range"),
+        (1e300, r"entity type 'Pos', feature 'x' of .* is 1e\+300, beyond the float32 range"),
+        (float("nan"), r"entity type 'Pos', feature 'x' is nan in env 0 \(slot 0\); features must be finite numbers"),
+        (np.datetime64("2020-01-01"), r"feature 'x' must be a number, got np.datetime64"),
+        (1j, r"feature 'x' must be a number, got 1j of type complex"),
+    ],
+    ids=["str-number", "bytes", "None", "10**400", "10**39", "1e300", "nan", "datetime", "complex"],
+)
+def test_bad_feature_values_are_refused_naming_type_feature_and_env(runner, value, match):
+    # before: '3' was read as 3.0 silently, 10**400 a bare OverflowError, 1e300 a RuntimeWarning,
+    # and gl.run checked nothing at all
+    game = _one_bad_game(lambda: gl.Obs().entities(Pos(value, 2.0)).actor(Unit(0, 0)))
+    with pytest.raises(gl.InvalidObservationError, match=match):
+        runner(game)
+
+
+@RUNNERS
+@pytest.mark.parametrize("value", [10**30, 3.4e38, np.float16(2), np.int64(-3), True, np.array(1.5)])
+def test_large_but_representable_and_numpy_feature_values_are_accepted(runner, value):
+    runner(_one_bad_game(lambda: gl.Obs().entities(Pos(value, 2.0)).actor(Unit(0, 0))))
+
+
+@RUNNERS
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("3", r"slot 0: the observation's score must be a number, got '3' of type str"),
+        (10**400, r"slot 0: the observation's score must be a finite number, got an int of about 10\*\*400"),
+        (float("nan"), r"slot 0: the score is not finite \(nan\)"),
+        (None, r"slot 0: the observation's score must be a number, got None"),
+        ([1], r"slot 0: the observation's score must be a number, got \[1\] of type list"),
+    ],
+    ids=["str-number", "10**400", "nan", "None", "list"],
+)
+def test_bad_scores_are_refused(runner, value, match):
+    # before: '3' was read as 3.0 silently and 10**400 a bare OverflowError (in gl.run: nothing)
+    with pytest.raises(gl.InvalidObservationError, match=match):
+        runner(_one_bad_game(lambda: gl.Obs(score=value).actor(Unit(0, 0))))
+
+
+@RUNNERS
+@pytest.mark.parametrize("value", ["3", 10**400, float("nan"), None])
+def test_bad_scores_given_to_game_over_are_refused(runner, value):
+    def game(agent, seed):
+        while True:
+            agent.act(gl.Obs().actor(Unit(0, 0)), Move)
+            agent.game_over(gl.Obs(score=value))
+
+    with pytest.raises(gl.GymloopError) as info:
+        runner(game)
+    # inside a VecEnv an error raised in the game comes as a GameError (env, seed) caused by it
+    err = info.value.__cause__ if isinstance(info.value, gl.GameError) else info.value
+    assert isinstance(err, gl.InvalidObservationError)
+    assert re.search(r"game_over: the observation's score must be a (finite )?number", str(err))
+
+
+@RUNNERS
+@pytest.mark.parametrize(
+    "mask, match",
+    [
+        (np.array([[True, False, True]]), r"must be one-dimensional \(one boolean per choice\), got an array of shape \(1, 3\)"),
+        (np.array([1, 0, 1]), r"must be a boolean array, got dtype int64; convert it with mask.astype\(bool\)"),
+        (np.array([1.0, 0.0, 1.0]), r"must be a boolean array, got dtype float64"),
+        ("LEFT", r"got the string 'LEFT'; choices are values such as Move.X \(not their labels\)"),
+        (["LEFT", "STAY"], r"allows 'LEFT', which is not one of its choices .*give the values themselves, not their labels"),
+        ([1, 0, 1], r"allows 1, which is not one of its choices .*a boolean mask must hold bools"),
+        ([False, False, False], r"has a mask that leaves no legal choice"),
+        ([], r"has a mask that leaves no legal choice"),
+    ],
+    ids=["2-D", "int-dtype", "float-dtype", "label-string", "labels", "ints", "all-false", "empty"],
+)
+def test_bad_masks_are_refused(runner, mask, match):
+    # before: a (1, n) boolean array was flattened and accepted silently; gl.run checked nothing
+    with pytest.raises(gl.InvalidObservationError, match=match):
+        runner(_one_bad_game(lambda: gl.Obs().actor(Unit(0, 0), masks={Move: mask})))
+
+
+def test_bad_global_decision_and_select_entity_masks():
+    @gl.global_decision
+    class Mode(Enum):
+        A = 0
+        B = 1
+
+    with pytest.raises(gl.InvalidObservationError, match=r"global decision 'Mode' must be one-dimensional .* shape \(1, 2\)"):
+        gl.Obs().mask(Mode, np.array([[True, False]]))
+    with pytest.raises(gl.InvalidObservationError, match=r"must be a boolean array, got dtype int64"):
+        gl.Obs().mask(Mode, np.array([1, 0])).legal(None, Mode)
+    u = Unit(0, 0)
+    obs = gl.Obs().entities([Enemy(1), Enemy(2)]).actor(u, masks={Target: "Enemy"})
+    with pytest.raises(gl.InvalidObservationError, match=r"select-entity action 'Target' must be booleans or a collection of candidate objects, got the string"):
+        obs.legal(u, Target)
+    obs = gl.Obs().entities([Enemy(1), Enemy(2)]).actor(u, masks={Target: np.array([[True], [False]])})
+    with pytest.raises(gl.InvalidObservationError, match=r"mask for action type 'Target' must be one-dimensional \(one boolean per candidate\)"):
+        obs.legal(u, Target)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: gl.Obs().actors(5), gl.InvalidObservationError, r"Obs.actors expects an iterable of actor entities, got 5 of type int"),
+        (lambda: gl.Obs().actors(None), gl.InvalidObservationError, r"Obs.actors expects an iterable of actor entities, got None"),
+        (lambda: gl.Obs().actor(Unit(0, 0), masks=[Move.LEFT]), gl.InvalidObservationError, r"masks must be a dict \{action_type: allowed\}, got \[<Move.LEFT: 0>\]"),
+        (lambda: gl.Obs().actors([Unit(0, 0)], masks={Move: 3}), gl.InvalidObservationError, r"masks for action type 'Move' must have one mask \(or None\) per actor, got 3"),
+        (lambda: gl.Obs().actors([Unit(0, 0)], masks={Move: np.ones(3, dtype=bool)}), gl.InvalidObservationError, r"masks for action type 'Move' as an array must be 2-D \(n_actors, n_choices\), got shape \(3,\)"),
+        (lambda: gl.Obs().globals("3"), gl.SchemaError, r"Obs.globals expects an instance of a dataclass .* got '3' of type str"),
+        (lambda: gl.Obs().globals(float("nan")), gl.SchemaError, r"Obs.globals expects an instance of a dataclass .* got nan of type float"),
+        (lambda: gl.Obs().globals(Opaque()), gl.SchemaError, r"Opaque is not a dataclass and not declared as an entity"),
+    ],
+    ids=["actors-int", "actors-None", "masks-list", "per-actor-scalar", "per-actor-1d-array", "globals-str", "globals-nan", "globals-opaque"],
+)
+def test_bad_arguments_to_obs_methods_are_refused_at_the_call(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@RUNNERS
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda: gl.Obs().actor(Opaque()), gl.SchemaError, r"Opaque is not a dataclass and not declared as an entity; decorate it with @dataclass"),
+        (lambda: gl.Obs().entities([Opaque()]).actor(Unit(0, 0)), gl.SchemaError, r"Opaque is not a dataclass and not declared"),
+        (lambda: gl.Obs().entities([Named("a", 1)]).actor(Unit(0, 0)), gl.SchemaError, r"Named.name: unsupported feature type <class 'str'>"),
+        (lambda: gl.Obs().actor("3"), gl.SchemaError, r"where an entity was expected|str is not a dataclass"),
+        (lambda: gl.Obs().entities("ab").actor(Unit(0, 0)), gl.SchemaError, r"str"),
+        (lambda: gl.Obs().entities([1.0, 2.0]).actor(Unit(0, 0)), gl.SchemaError, r"float"),
+    ],
+    ids=["opaque-actor", "opaque-entity", "str-field", "str-actor", "str-entities", "float-entities"],
+)
+def test_types_that_cannot_be_entities_are_schema_errors(runner, build, error, match):
+    # before: gl.run with the random agent ran all of these silently
+    with pytest.raises(error, match=match):
+        runner(_one_bad_game(build))
+
+
+def _late(build, at):
+    def game(agent, seed):
+        t = 0
+        while True:
+            agent.act(build(t, at), Move)
+            t += 1
+
+    return game
+
+
+@pytest.mark.parametrize("agent", [gl.RandomAgent(0), Scripted(Move.LEFT)], ids=["random", "scripted"])
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda t, at: gl.Obs().actor(Pos(float("nan") if t == at else 1.0, 0.0)), gl.InvalidObservationError, r"entity type 'Pos', feature 'x' is nan"),
+        (lambda t, at: gl.Obs(score=float("inf") if t == at else t).actor(Unit(0, 0)), gl.InvalidObservationError, r"the score is not finite \(inf\)"),
+        (lambda t, at: gl.Obs().entities(Pos("3" if t == at else 1.0, 0.0)).actor(Unit(0, 0)), gl.InvalidObservationError, r"feature 'x' must be a number, got '3'"),
+        (lambda t, at: gl.Obs().entities(Pos(1e39 if t == at else 1.0, 0.0)).actor(Unit(0, 0)), gl.InvalidObservationError, r"beyond the float32 range"),
+        (lambda t, at: gl.Obs().entities([Opaque()] if t == at else []).actor(Unit(0, 0)), gl.SchemaError, r"Opaque is not a dataclass"),
+    ],
+    ids=["nan-feature", "inf-score", "str-feature", "huge-feature", "opaque"],
+)
+@pytest.mark.parametrize("at", [3, 500], ids=["early", "late"])
+def test_run_validates_with_any_agent_early_and_late(agent, build, error, match, at):
+    """Full checks for the first decisions, cheap ones after: NaN, strings and new types are still refused."""
+    with pytest.raises(error, match=match):
+        gl.run(_late(build, at), agent, max_steps=at + 5)
+
+
+def test_run_refuses_what_is_not_an_obs():
+    def game(agent, seed):
+        agent.act({"x": 1}, Move)
+
+    with pytest.raises(gl.InvalidObservationError, match=r"agent.act expects a gl.Obs as its first argument, got \{'x': 1\} of type dict"):
+        gl.run(game, Scripted(Move.LEFT))
+
+
+def test_run_grows_its_spaces_for_types_that_appear_later():
+    """gl.run needs no declarations: a type first seen in the 200th observation is compiled then."""
+
+    def game(agent, seed):
+        for t in range(300):
+            agent.act(gl.Obs().entities([Pos(1.0, 2.0)] * (t >= 200)).actor(Unit(t, 0)), Move)
+
+    assert gl.run(game, gl.RandomAgent(0)).steps == 300

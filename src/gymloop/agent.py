@@ -25,10 +25,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import greenlet
 
-from .actions import ActionSpec, action_spec
+from .actions import action_spec
 from .errors import ConfigError, InvalidActionError, InvalidObservationError
-from .obs import Obs
-from .spaces import check_agents
+from .obs import Obs, check_score, no_actor_message
+from .spaces import check_agents, declared_types
 
 __all__ = ["Agent", "RandomAgent", "run", "act_all", "RunResult", "EpisodeResult"]
 
@@ -57,16 +57,6 @@ class Agent(Protocol):
     def act(self, obs: Obs, *action_types: Any) -> Any: ...
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None: ...
-
-
-def no_actor_message(specs: Sequence[ActionSpec]) -> str:
-    """Why an observation without actors cannot answer the actor-bound types among ``specs``."""
-    bound = [s.name for s in specs if s.kind.actor_bound]
-    return (
-        f"the observation has no actor, but action type(s) {bound} take one choice per actor; add actors with "
-        "obs.actor(x) or obs.actors(xs), or make the type a global decision (one choice per observation) with "
-        "@gl.global_decision"
-    )
 
 
 def pack_result(obs: Obs, per_type: list[list[Any]], action_types: Sequence[Any] | None = None) -> Any:
@@ -223,6 +213,7 @@ class _RunAgent:
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
         self._before()
+        self.state.validator.check(obs, action_types)
         return self._after(obs, action_types, self.inner.act(obs, *action_types))
 
     @property
@@ -232,15 +223,18 @@ class _RunAgent:
 
     def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
         self._before()
+        for r in requests:
+            self.state.validator.check(r[1], r[2:])
         inner = [(r[0].inner, *r[1:]) for r in requests]
         results = self.inner._act_all(inner)
         return [r[0]._after(r[1], r[2:], res) for r, res in zip(requests, results)]
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
-        self.inner.game_over(obs, truncated)
         st = self.state
+        st.validator.check_final(obs)
+        self.inner.game_over(obs, truncated)
         st.result.episodes.append(
-            EpisodeResult(self.index, float(obs.score), self.ep_len, bool(truncated), obs.metrics)
+            EpisodeResult(self.index, check_score(obs.score), self.ep_len, bool(truncated), obs.metrics)
         )
         self.ep_len = 0
         if st.max_episodes is not None and len(st.result.episodes) >= st.max_episodes:
@@ -256,6 +250,7 @@ class _RunState:
     max_steps: int | None
     max_episodes: int | None
     check: bool
+    validator: Any
     parent: Any = None
     result: RunResult = field(default_factory=RunResult)
 
@@ -324,7 +319,8 @@ def run(
             raise ConfigError(f"{name} must be a non-negative int or None, got {v!r}")
     multi = isinstance(agent, (list, tuple))
     check_agents(game, len(agent) if multi else 1, "run")
-    st = _RunState(max_steps, max_episodes, check)
+    from .runtime.builder import ObsValidator  # (the builder imports this module)
+    st = _RunState(max_steps, max_episodes, check, ObsValidator(declared_types(game)))
     wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
     if multi:
         wrapped = tuple(wrapped)  # the same shape a VecEnv passes

@@ -27,13 +27,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
 
 from .actions import ActionSpec, action_spec
-from .errors import InvalidObservationError
+from .errors import InvalidObservationError, SchemaError
+from .schema import _cache as _schema_cache
+from .schema import schema_of
 
 __all__ = ["Obs"]
 
@@ -110,7 +113,7 @@ class Obs:
         self._actors = (x,)
         self._single = True
         if masks:
-            self._add_masks({k: [v] for k, v in masks.items()})
+            self._add_masks({k: [v] for k, v in _mask_items(masks)})
         return self
 
     def actors(self, xs: Iterable[Any], masks: Mapping[Any, Any] | None = None) -> Obs:
@@ -124,18 +127,35 @@ class Obs:
         """
         if self._actors:
             raise InvalidObservationError("Obs.actor/actors called twice; pass all actors in one .actors([...]) call")
-        seq: Sequence[Any] = cast(Sequence[Any], xs) if type(xs) in _SEQ else list(xs)  # exactly a list or tuple
+        if type(xs) in _SEQ:  # exactly a list or tuple
+            seq: Sequence[Any] = cast(Sequence[Any], xs)
+        else:
+            try:
+                seq = list(xs)
+            except TypeError:
+                raise InvalidObservationError(
+                    f"Obs.actors expects an iterable of actor entities, got {xs!r} of type {type(xs).__name__}; "
+                    "for one actor use obs.actor(x)"
+                ) from None
         self._actors = seq
         self._single = False
         if masks:
             m: dict[Any, list[Any]] = {}
-            for k, v in masks.items():
-                if isinstance(v, np.ndarray) and v.ndim == 2:
+            for k, v in _mask_items(masks):
+                if isinstance(v, np.ndarray) and v.ndim != 2:
+                    raise InvalidObservationError(
+                        f"masks for action type {_type_name(k)!r} as an array must be 2-D (n_actors, n_choices), "
+                        f"got shape {v.shape}; or give a list with one mask (or None) per actor"
+                    )
+                try:
                     v = list(v)
-                v = list(v)
+                except TypeError:
+                    raise InvalidObservationError(
+                        f"masks for action type {_type_name(k)!r} must have one mask (or None) per actor, got {v!r}"
+                    ) from None
                 if len(v) != len(seq):
                     raise InvalidObservationError(
-                        f"masks for action type {getattr(k, '__name__', getattr(k, 'name', k))!r} have "
+                        f"masks for action type {_type_name(k)!r} have "
                         f"{len(v)} entries but there are {len(seq)} actors; give one mask (or None) per actor"
                     )
                 m[k] = v
@@ -165,7 +185,7 @@ class Obs:
                 f"Obs.mask is for global decisions, and action type {spec.name!r} is {spec.kind.tag} (one choice per "
                 f"actor); give its masks with obs.actor(x, masks={{{spec.name}: ...}}) or obs.actors(xs, masks=...)"
             )
-        if isinstance(allowed, np.ndarray) and allowed.ndim != 1:
+        if isinstance(allowed, np.ndarray) and allowed.ndim != 1 and allowed.dtype != object:
             raise InvalidObservationError(
                 f"the mask of global decision {spec.name!r} must be one-dimensional ({spec.n} booleans, one per choice), "
                 f"got an array of shape {allowed.shape}; a global decision has one mask per observation, not one per actor"
@@ -192,12 +212,30 @@ class Obs:
             self._masks.update(m)
 
     def globals(self, g: Any) -> Obs:
-        """Observe global (non-entity) features: a dataclass instance, featurized like an entity."""
+        """Observe global (non-entity) features: a dataclass instance, featurized like an entity.
+
+        Raises:
+            SchemaError: ``g`` is not an instance of a class that can be featurized (a dataclass or a
+                class declared with ``gl.entity``).
+        """
+        if g is not None and type(g) not in _schema_cache:
+            _globals_class(g)
         self._globals = g
         return self
 
     def metric(self, name: str, value: float) -> Obs:
-        """Report a custom metric (e.g. at ``game_over``); it appears in ``batch.metrics[name]``."""
+        """Report a custom metric (e.g. at ``game_over``); it appears in ``batch.metrics[name]``.
+
+        Raises:
+            InvalidObservationError: ``name`` is not a non-empty string, or ``value`` is not a finite
+                real number (a string such as ``'3'`` is not a number; NaN marks "no value" in a batch).
+        """
+        if type(name) is not str or not name:
+            raise InvalidObservationError(
+                f"Obs.metric: the metric name must be a non-empty string, got {name!r}; e.g. obs.metric('coins', 3)"
+            )
+        if type(value) is not float or not math.isfinite(value):
+            value = real_value(value, f"Obs.metric({name!r}, value)", "report a finite int or float")
         if self._metrics is None:
             self._metrics = {}
         self._metrics[name] = value
@@ -285,6 +323,75 @@ class Obs:
         return f"Obs(score={self.score!r}, entities={n}, actors={len(self._actors)})"
 
 
+def no_actor_message(specs: Sequence[ActionSpec]) -> str:
+    """Why an observation without actors cannot answer the actor-bound types among ``specs``."""
+    bound = [s.name for s in specs if s.kind.actor_bound]
+    return (
+        f"the observation has no actor, but action type(s) {bound} take one choice per actor; add actors with "
+        "obs.actor(x) or obs.actors(xs), or make the type a global decision (one choice per observation) with "
+        "@gl.global_decision"
+    )
+
+
+def _type_name(k: Any) -> str:
+    return str(getattr(k, "__name__", getattr(k, "name", k)))
+
+
+def _mask_items(masks: Any) -> Any:
+    if not isinstance(masks, Mapping):
+        raise InvalidObservationError(
+            f"masks must be a dict {{action_type: allowed}}, got {masks!r} of type {type(masks).__name__}; "
+            "e.g. obs.actor(x, masks={Move: [Move.UP, Move.DOWN]})"
+        )
+    return masks.items()
+
+
+def _globals_class(g: Any) -> None:
+    try:
+        schema_of(type(g))
+    except SchemaError as e:
+        raise SchemaError(
+            f"Obs.globals expects an instance of a dataclass (or of a class declared with gl.entity), got {g!r} "
+            f"of type {type(g).__name__}: {e}"
+        ) from None
+
+
+_REAL = (numbers.Real, np.bool_)
+#: the largest finite float32, the dtype of every feature
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def real_value(v: Any, what: str, fix: str, limit: float | None = None) -> float:
+    """``v`` as a finite float, or an :class:`InvalidObservationError` naming ``what``, ``v`` and ``fix``.
+
+    Numbers are Python and numpy reals (``bool`` included) and 0-d numeric numpy arrays; strings
+    such as ``'3'`` are not numbers (nothing is coerced). With ``limit``, ``|v|`` must not exceed it
+    (features are float32: a larger value would become infinite).
+    """
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf":
+        v0: Any = v[()]
+    else:
+        v0 = v
+    if not isinstance(v0, _REAL):
+        raise InvalidObservationError(
+            f"{what} must be a number, got {v!r} of type {type(v).__name__}; {fix}"
+        )
+    try:
+        f = float(v0)
+    except OverflowError:
+        raise InvalidObservationError(
+            f"{what} must be a finite number, got an int of about 10**{int(math.log10(abs(v0)))}, too large for "
+            f"a float; {fix}"
+        ) from None
+    if not math.isfinite(f):
+        raise InvalidObservationError(f"{what} must be a finite number, got {v!r}; {fix}")
+    if limit is not None and abs(f) > limit:
+        raise InvalidObservationError(
+            f"{what} is {v!r}, beyond the float32 range of features (±{limit:.3g}); {fix}"
+        )
+    return f
+
+
 def _is_bool_seq(raw: Any) -> bool:
     if isinstance(raw, np.ndarray):
         return raw.dtype == np.bool_
@@ -297,6 +404,26 @@ def mask_vector(raw: Any, spec: ActionSpec, n: int, candidates: Sequence[Any] | 
     """Turn a mask as the game gave it into a boolean vector of length ``n``."""
     if raw is None:
         return np.ones(n, dtype=bool)
+    if isinstance(raw, np.ndarray):
+        if raw.ndim != 1:
+            raise InvalidObservationError(
+                f"mask for action type {spec.name!r} must be one-dimensional (one boolean per "
+                f"{'candidate' if candidates is not None else 'choice'}), got an array of shape {raw.shape}; "
+                "several actors take one mask each (obs.actors(xs, masks={T: [mask0, mask1, ...]}))"
+            )
+        if raw.dtype != np.bool_ and raw.dtype != object:
+            raise InvalidObservationError(
+                f"mask for action type {spec.name!r} must be a boolean array, got dtype {raw.dtype}; convert it "
+                "with mask.astype(bool), or give a collection of the allowed values"
+            )
+    elif isinstance(raw, (str, bytes)):
+        raise InvalidObservationError(
+            f"mask for action type {spec.name!r} must be booleans or a collection of allowed values, got the string "
+            f"{raw!r}; choices are values such as {spec.name}.X (not their labels)"
+            if candidates is None else
+            f"mask for select-entity action {spec.name!r} must be booleans or a collection of candidate objects, "
+            f"got the string {raw!r}"
+        )
     if _is_bool_seq(raw):
         v = np.asarray(raw, dtype=bool).reshape(-1)
         if v.shape[0] != n:
@@ -318,8 +445,14 @@ def mask_vector(raw: Any, spec: ActionSpec, n: int, candidates: Sequence[Any] | 
             try:
                 v[spec.index_of(a)] = True
             except Exception:
+                hint = ""
+                if isinstance(a, str):
+                    hint = "; give the values themselves, not their labels"
+                elif isinstance(a, (int, float, np.integer, np.floating)):
+                    hint = "; a boolean mask must hold bools (True/False), not numbers"
                 raise InvalidObservationError(
-                    f"mask for action type {spec.name!r} allows {a!r}, which is not one of its choices {list(spec.labels)}"
+                    f"mask for action type {spec.name!r} allows {a!r}, which is not one of its choices "
+                    f"{list(spec.labels)}{hint}"
                 ) from None
     else:
         for a in allowed:
@@ -335,12 +468,12 @@ def mask_vector(raw: Any, spec: ActionSpec, n: int, candidates: Sequence[Any] | 
     return v
 
 
-def check_score(score: Any) -> float:
-    """Validate a score value."""
-    try:
-        s = float(score)
-    except (TypeError, ValueError):
-        raise InvalidObservationError(f"Obs score must be a number, got {score!r}") from None
-    if not math.isfinite(s):
-        raise InvalidObservationError(f"Obs score must be finite, got {score!r}")
-    return s
+def check_score(score: Any, where: str = "") -> float:
+    """A score as a float: a finite real number (an :class:`InvalidObservationError` otherwise)."""
+    if type(score) is float and math.isfinite(score):
+        return score
+    if type(score) is int and -(2**1000) < score < 2**1000:  # (bool is not int here: it takes the path below)
+        return float(score)
+    return real_value(
+        score, f"{where}the observation's score", "pass gl.Obs(score=...) a finite int or float (nothing is coerced)"
+    )

@@ -53,15 +53,21 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from ..agent import no_actor_message
 from ..batch import Batch
-from ..errors import EnvStateError, InvalidObservationError
-from ..obs import Obs, mask_vector
+from ..errors import EnvStateError, InvalidObservationError, SchemaError
+from ..obs import FLOAT32_MAX, Obs, check_score, mask_vector, no_actor_message, real_value
+from ..schema import schema_of
 from ..spaces import Spaces
 
-__all__ = ["BatchBuilder", "EpisodeState", "Plan"]
+__all__ = ["BatchBuilder", "EpisodeState", "Plan", "ObsValidator"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
+# A float64 feature vector whose sum of squares is at most this has every value finite and within
+# the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
+# returns inf on overflow without a RuntimeWarning, and NaN propagates).
+_SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
+_FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
 
 
 class EpisodeState:
@@ -94,13 +100,9 @@ class EpisodeState:
         if type(obs) is not Obs:
             raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r}")
         prev = float(self.prev_score[s])
+        score = check_score(obs.score, f"slot {self.slot_lo + s}, game_over: ")
         if not math.isnan(prev):
-            try:
-                r = float(obs.score) - prev
-            except (TypeError, ValueError):
-                raise InvalidObservationError(
-                    f"game_over: the observation's score must be a number, got {obs.score!r}"
-                ) from None
+            r = score - prev
             self.reward_acc[s] += r
             self.ep_ret[s] += r
         self.prev_score[s] = math.nan
@@ -202,6 +204,8 @@ class BatchBuilder:
         self.apg = agents_per_game
         #: what :meth:`decode` needs from the last batch (``None`` before the first)
         self.plan: Plan | None = None
+        #: report a type outside the spaces as :class:`_UnknownType` (for :class:`ObsValidator`, whose spaces grow)
+        self.grow = False
         self._bound = [spec.kind.actor_bound for spec in spaces.action_specs]
         # the action types not tied to an actor (global decisions); empty in most games, so the
         # single-actor fast path of _gather costs one truth test for them
@@ -319,7 +323,7 @@ class BatchBuilder:
                 )
             bad = spec.kind.no_legal(masks[spec.name], nc)
             if bad is not None:
-                self._no_legal(spec.name, a_slot[a][bad])
+                self._no_legal(spec, a_slot[a][bad])
 
         # ---- rewards, ends, metrics
         final = None
@@ -519,32 +523,43 @@ class BatchBuilder:
         return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
 
     def _scores(self, idx: list[int], scores: list[Any]) -> np.ndarray:
-        """The scores of slots ``idx`` as float64, each checked to be a finite number."""
+        """The scores of slots ``idx`` as float64, each checked to be a finite real number (not a string)."""
         try:
-            sc = np.array(scores, dtype=np.float64)
-        except (TypeError, ValueError):
+            sc = np.array(scores)
+        except (TypeError, ValueError, OverflowError):
             sc = None
-        if sc is None or sc.shape != (len(idx),) or not math.isfinite(sc.sum()):
-            for s, v in zip(idx, scores):
-                if not isinstance(v, (int, float, np.integer, np.floating)):
-                    raise InvalidObservationError(
-                        f"slot {self.slot_lo + s}: the observation's score must be a number, got {v!r}"
-                    )
-                if not math.isfinite(v):
-                    raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite ({v})")
-        return sc  # type: ignore[return-value]
+        if sc is not None and sc.dtype.kind in "biuf" and sc.shape == (len(idx),):
+            sc = sc.astype(np.float64)
+            if math.isfinite(np.vdot(sc, sc)):  # every score finite (vdot: no overflow warning)
+                return sc
+        # slow path: name the first bad score
+        out = np.empty(len(idx))
+        for j, (s, v) in enumerate(zip(idx, scores)):
+            if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+                raise InvalidObservationError(
+                    f"slot {self.slot_lo + s}: the score is not finite ({v}); the score must be a finite number"
+                )
+            out[j] = check_score(v, f"slot {self.slot_lo + s}: ")
+        return out
 
-    def _no_legal(self, name: str, s: int) -> None:
+    def _no_legal(self, spec: Any, s: int) -> None:
         raise InvalidObservationError(
-            f"action type {name!r}: an actor of slot {self.slot_lo + s} (env {self.env_lo + s // self.apg}) has a mask "
+            f"action type {spec.name!r}: an actor of slot {self.slot_lo + s} (env {self.env_lo + s // self.apg}) has a mask "
             "that leaves no legal choice; every mask must allow at least one choice"
         )
 
     def _unknown_type(self, key: Any, is_action: bool = False) -> NoReturn:
+        if self.grow:
+            raise _UnknownType(key, is_action)
         sp = self.spaces
         known_e = [s.name for s in sp.entity_schemas]
         known_a = [s.name for s in sp.action_specs]
         if not is_action:
+            if isinstance(key, type):
+                try:
+                    schema_of(key)
+                except SchemaError as e:
+                    raise SchemaError(f"the observation holds a {key.__qualname__} where an entity was expected: {e}") from None
             raise InvalidObservationError(
                 f"entity type {key.__qualname__!r} appeared after the observation space was fixed (known entity "
                 f"types: {known_e}); declare every entity type up front: gl.VecEnv(..., entity_types=[...])"
@@ -559,38 +574,56 @@ class BatchBuilder:
         if not lst:
             return np.zeros((0, nf), dtype=np.float32)
         try:
-            arr = np.array(sc.flat(lst), dtype=np.float32)
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            self._locate_bad(sc, lst, per_slot, e)
-            raise  # pragma: no cover
-        arr = arr.reshape(len(lst), nf)
-        # a finite sum proves every value finite (one cheap reduction); only then-not is checked fully
-        if not math.isfinite(arr.sum()) and not np.isfinite(arr).all():
-            bad = np.argwhere(~np.isfinite(arr))[0]
-            row, col = int(bad[0]), int(bad[1])
-            s = int(np.searchsorted(np.cumsum(per_slot), row, side="right"))
-            raise InvalidObservationError(
-                f"entity type {sc.name!r}, feature {sc.features[col]!r} is {arr[row, col]} in env "
-                f"{self.env_lo + s // self.apg} (slot {self.slot_lo + s}); features must be finite numbers"
-            )
-        return arr
+            raw = np.array(sc.flat(lst))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+            return self._featurize_slow(sc, lst, per_slot)
+        # the fast path: numbers only (a string or an object makes another dtype), and for floats one
+        # dot product proving every value finite and within float32 (only then-not is checked fully)
+        k = raw.dtype.kind
+        if raw.shape != (len(lst) * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
+            return self._featurize_slow(sc, lst, per_slot)
+        return raw.astype(np.float32).reshape(len(lst), nf)
 
-    def _locate_bad(self, sc: Any, lst: list[Any], per_slot: list[int], e: Exception) -> None:
-        """Slow path after featurizing failed: name the object, its field and its env."""
-        ends = np.cumsum(per_slot)
+    def _where(self, per_slot: list[int], row: int) -> str:
+        s = int(np.searchsorted(np.cumsum(per_slot), row, side="right"))
+        return f"env {self.env_lo + s // self.apg} (slot {self.slot_lo + s})"
+
+    def _featurize_slow(self, sc: Any, lst: list[Any], per_slot: list[int]) -> np.ndarray:
+        """Slow path after the fast one refused: name the object, its field and its env, or (all
+        values being numbers after all, e.g. ints beyond int64) return the features."""
+        nf = len(sc.features)
+        out = np.empty((len(lst), nf), dtype=np.float32)
         for i, o in enumerate(lst):
-            env = self.env_lo + int(np.searchsorted(ends, i, side="right")) // self.apg
+            where = self._where(per_slot, i)
             for f in sc.fields:
                 if not hasattr(o, f):
-                    raise InvalidObservationError(f"entity type {sc.name!r}: object {o!r} in env {env} has no field {f!r}")
+                    raise InvalidObservationError(
+                        f"entity type {sc.name!r}: object {o!r} in {where} has no field {f!r}; every object of a type "
+                        "must have every feature field"
+                    )
             try:
-                np.array(sc.flat([o]), dtype=np.float32)
+                vals = sc.flat([o])
             except Exception as e2:
                 raise InvalidObservationError(
-                    f"entity type {sc.name!r}: cannot featurize {o!r} in env {env}: {type(e2).__name__}: {e2}; "
+                    f"entity type {sc.name!r}: cannot featurize {o!r} in {where}: {type(e2).__name__}: {e2}; "
                     "every feature must be a number (an Enum field must hold one of its members)"
                 ) from None
-        raise InvalidObservationError(f"entity type {sc.name!r}: cannot featurize: {e}") from None
+            for j, v in enumerate(vals):
+                if type(v) is float and not math.isfinite(v) or isinstance(v, np.floating) and not np.isfinite(v):
+                    raise InvalidObservationError(
+                        f"entity type {sc.name!r}, feature {sc.features[j]!r} is {v} in {where}; features must be "
+                        f"finite numbers"
+                    )
+                if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
+                    if not (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
+                        raise InvalidObservationError(
+                            f"entity type {sc.name!r}: cannot featurize {o!r} in {where}: feature {sc.features[j]!r} "
+                            f"must be a number, got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
+                        )
+                out[i, j] = real_value(
+                    v, f"entity type {sc.name!r}, feature {sc.features[j]!r} of {o!r} in {where}", _FEATURE_FIX, FLOAT32_MAX
+                )
+        return out
 
     def _regroup(self, pobs: list[Any]) -> None:
         """Slow path: some ``entities(...)`` call mixed several types; split such chunks by type."""
@@ -665,3 +698,166 @@ class Plan:
         if self._offs is None:
             self._offs = [(np.cumsum(c) - np.array(c)).tolist() for c in self.cnt]
         return self._offs
+
+
+class _UnknownType(InvalidObservationError):
+    """A type outside a growing builder's spaces (caught by :class:`ObsValidator`, which adds it)."""
+
+    def __init__(self, key: Any, is_action: bool) -> None:
+        super().__init__(f"type {key!r} is not in the spaces")
+        self.key = key
+        self.is_action = is_action
+
+
+class ObsValidator:
+    """Checks observations one at a time with the batch builder's checks (``gl.run`` uses it).
+
+    Each observation is built into a one-slot batch by a :class:`BatchBuilder`, so it is refused
+    exactly where a :class:`~gymloop.VecEnv` would refuse it: entity, globals and action types
+    compiled by the same schemas (unsupported field types and undeclared classes are
+    :class:`~gymloop.errors.SchemaError`), features and scores finite numbers (no strings), masks of
+    the right shape and type that leave a legal choice, an actor for actor-bound action types. The
+    spaces grow as types appear (a single game need not declare them up front).
+
+    The first ``full_checks`` decisions get every check; after that each observation gets cheap
+    ones (a few microseconds): the score a finite int or float, every type known, and the sum of
+    the magnitudes of each object's features finite and within float32 (so NaN and infinity are
+    always refused, and so are strings and other non-numbers); an observation that fails them, or
+    has a type never seen or masks of global decisions, gets the full checks, which name the
+    problem. Actors' masks are then checked against the agent's answers (``gl.run(check=True)``).
+
+    Args:
+        declared: ``(entity classes, globals class, action types)`` declared on the game, or ``None``.
+        full_checks: how many decisions to check fully.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> import gymloop as gl
+        >>> from gymloop.games.snake import Move
+        >>> @dataclass
+        ... class P:
+        ...     x: float
+        >>> v = ObsValidator()
+        >>> v.check(gl.Obs().actor(P(1.0)), (Move,))
+        >>> v.check(gl.Obs().actor(P(float("nan"))), (Move,))
+        Traceback (most recent call last):
+        ...
+        gymloop.errors.InvalidObservationError: entity type 'P', feature 'x' is nan in env 0 (slot 0); features must be finite numbers
+    """
+
+    def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None = None, full_checks: int = 100) -> None:
+        self.ents: set[type] = set(declared[0]) if declared else set()
+        self.glob: type | None = declared[1] if declared else None
+        self.acts: list[Any] = list(declared[2]) if declared else []
+        self.full_checks = full_checks
+        self.decisions = 0
+        self.builder: BatchBuilder | None = None
+
+    def _grow(self, e: _UnknownType) -> None:
+        if e.is_action and e.key not in self.acts:
+            self.acts.append(e.key)
+        elif isinstance(e.key, type):
+            self.ents.add(e.key)
+        else:  # pragma: no cover - the builder only reports types
+            raise InvalidObservationError(f"the observation holds {e.key!r} where an entity was expected") from None
+        self.builder = None
+
+    def _builder(self, obs: Obs) -> BatchBuilder:
+        g = obs._globals
+        if g is not None and type(g) is not self.glob:
+            if self.glob is not None:
+                raise InvalidObservationError(
+                    f"the observation's globals are a {type(g).__qualname__}, but earlier observations gave a "
+                    f"{self.glob.__qualname__}; a game uses one globals class"
+                )
+            self.glob = type(g)
+            self.builder = None
+        if self.builder is None:
+            sp = Spaces.build(self.ents, self.glob, self.acts)
+            self.builder = BatchBuilder(sp, 1)
+            self.builder.grow = True
+        return self.builder
+
+    def check(self, obs: Any, action_types: Sequence[Any]) -> None:
+        """Check the observation of one decision (``agent.act(obs, *action_types)``)."""
+        if type(obs) is not Obs:
+            raise InvalidObservationError(
+                f"agent.act expects a gl.Obs as its first argument, got {obs!r} of type {type(obs).__name__}"
+            )
+        self.decisions += 1
+        if not action_types:
+            return  # the agent itself reports that (act needs an action type)
+        if self.decisions > self.full_checks and self._cheap(obs, action_types):
+            return
+        pt = tuple(action_types)
+        for _ in range(64):  # each round adds one type
+            try:
+                self._builder(obs).build([obs], [pt])
+                return
+            except _UnknownType as e:
+                self._grow(e)
+        raise InvalidObservationError("too many new types in one observation")  # pragma: no cover
+
+    def _cheap(self, obs: Obs, action_types: Sequence[Any]) -> bool:
+        """The cheap checks after the first decisions: True when the score and every feature are
+        numbers with a finite sum of magnitudes within float32, every type is known and no
+        observation-level mask is set; False sends the observation through the full checks (which
+        name the problem). Masks of actors are checked against the agent's answer by ``gl.run``."""
+        b = self.builder
+        if b is None or obs._masks is not None:
+            return False
+        aindex = b.spaces.action_index
+        for t in action_types:
+            if t not in aindex:
+                return False
+        return self._cheap_values(b, obs)
+
+    def _cheap_values(self, b: BatchBuilder, obs: Obs) -> bool:
+        """The cheap checks of the score, the types and the feature values (see :meth:`_cheap`)."""
+        sp = b.spaces
+        sc = obs.score
+        if type(sc) is not float and type(sc) is not int or not abs(sc) <= _FLOAT64_MAX:
+            return False
+        schemas = sp.entity_schemas
+        tindex = sp.entity_index
+        try:
+            for x in obs._actors:
+                i = tindex.get(type(x))
+                if i is None or not sum(map(abs, schemas[i].flat((x,)))) <= FLOAT32_MAX:
+                    return False
+            for ch in obs._chunks:
+                first = type(ch[0])
+                i = tindex.get(first)
+                if i is None or not all(type(o) is first for o in ch):
+                    return False
+                if not sum(map(abs, schemas[i].flat(ch))) <= FLOAT32_MAX:
+                    return False
+            g = obs._globals
+            gs = sp.globals_schema
+            if gs is None:
+                return g is None
+            if type(g) is not gs.cls or not sum(map(abs, gs.flat((g,)))) <= FLOAT32_MAX:
+                return False
+        except Exception:  # anything odd: the full checks say what
+            return False
+        return True
+
+    def check_final(self, obs: Any) -> None:
+        """Check the observation given to ``game_over``: its score, features and globals."""
+        if type(obs) is not Obs:
+            raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
+        check_score(obs.score, "game_over: ")
+        if self.decisions > self.full_checks and self.builder is not None and self._cheap_values(self.builder, obs):
+            return
+        for _ in range(64):
+            try:
+                b = self._builder(obs)
+                if obs._chunks or obs._actors:
+                    b.build_final({0: obs})
+                gs = b.spaces.globals_schema
+                if gs is not None and obs._globals is not None:
+                    b._featurize(gs, [obs._globals], [1])
+                return
+            except _UnknownType as e:
+                self._grow(e)
+        raise InvalidObservationError("too many new types in one observation")  # pragma: no cover

@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from ..checkpoint import spaces_of
+from ..checkpoint import check_net_sizes, spaces_of
 from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from ..spaces import ActionDesc
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import Packed, pack
 
-__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "expected_shapes", "segment_argmax"]
+__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
 
 _F32 = np.float32
 #: marks a request of :meth:`NumpyPolicy.logits_one` answered from the observation summary
@@ -42,6 +42,7 @@ _LN_EPS = 1e-5
 _MASKED = np.float32(-1e9)  # the attention logit of padding, as in the torch policy
 _NEG_INF = np.float32(-np.inf)
 _F32_MAX = float(np.finfo(np.float32).max)
+_MAX_TABLE = 1 << 25  # numbers in the one-observation tables (entity types x (feature columns + 3 d_model))
 
 # erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), fitted for z in [0, 6] (Chebyshev
 # interpolation of log(erfc(z) / t) + z^2, converted to a power series in t). The maximum absolute
@@ -165,9 +166,14 @@ class NumpyOutput:
 
 
 # ---------------------------------------------------------------------- metadata and shapes
-def _parse(info: Mapping[str, Any], where: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, ActionDesc], NetConfig]:
+def _parse(
+    info: Mapping[str, Any], where: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
+) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, ActionDesc], NetConfig]:
     if not isinstance(info, Mapping):
         raise CheckpointError(f"{where}: the metadata must be a JSON object, got {type(info).__name__}")
+    if "net" not in info:
+        raise CheckpointError(f"{where}: the gymloop metadata lacks 'net'")
+    check_net_sizes(info["net"], shapes, where)  # sizes bounded (and matched to the tensors) before anything is built
     sp = spaces_of(info, where)
     for a in sp.actions.values():
         head_of(a, where)  # a kind this network has no head for is refused here
@@ -195,6 +201,32 @@ def expected_shapes(info: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
     return _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, "checkpoint"))
 
 
+def check_weights(shapes: Mapping[str, tuple[int, ...]], info: Mapping[str, Any], where: str) -> None:
+    """Check that a checkpoint holds exactly the tensors its metadata implies, with those shapes.
+
+    ``shapes`` maps tensor names to shapes (no data is read). The network sizes are bounded first
+    (:func:`gymloop.checkpoint.check_net_sizes`), so a forged metadata fails at once.
+
+    Raises:
+        CheckpointError: naming ``where`` and the first tensors or fields that disagree.
+    """
+    ents, glob, acts, cfg = _parse(info, where, shapes)
+    _check_shapes(shapes, _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, where)), where)
+
+
+def _check_shapes(have: Mapping[str, tuple[int, ...]], shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
+    missing = [k for k in shapes if k not in have]
+    unexpected = sorted(k for k in have if k not in shapes)
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{where}: the weights do not match the metadata: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
+    for k, shp in shapes.items():
+        if tuple(have[k]) != shp:
+            raise CheckpointError(f"{where}: tensor {k!r} has shape {tuple(have[k])} but the metadata implies {shp}")
+
+
 def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfig | None) -> dict[str, tuple[int, ...]]:
     d = cfg.d_model
     dh = d // cfg.n_head
@@ -217,7 +249,7 @@ def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfi
             out[f"featureless.{name}"] = (1, d)
     rel: dict[str, tuple[int, ...]] = {}
     if rp is not None:
-        npos = int(np.prod([2 * e + 1 for e in rp.extent]))
+        npos = math.prod(2 * e + 1 for e in rp.extent)
         P = len(rp.extent)
         rel = {"strides": (P,), "extent_t": (P,), "keys.weight": (npos, dh), "values.weight": (npos, dh)}
         if rp.value_gate:
@@ -432,20 +464,19 @@ class NumpyPolicy:
     """
 
     def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>") -> None:
-        ents, glob, acts, cfg = _parse(info, path)
+        have = {k: tuple(np.shape(t)) for k, t in tensors.items()}
+        ents, glob, acts, cfg = _parse(info, path, have)
         rp = _relpos_of(cfg, ents, path)
         shapes = _shapes(ents, glob, acts, cfg, rp)
-        missing = [k for k in shapes if k not in tensors]
-        unexpected = sorted(k for k in tensors if k not in shapes)
-        if missing or unexpected:
+        _check_shapes(have, shapes, path)
+        width = sum(len(f) + len(glob) for f in ents.values())
+        if len(ents) * (width + 3 * cfg.d_model) > _MAX_TABLE:
             raise CheckpointError(
-                f"{path}: the weights do not match the metadata: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
-                f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+                f"{path}: {len(ents)} entity types with {width} feature columns in all would need tables of "
+                f"{len(ents) * (width + 3 * cfg.d_model)} numbers (at most {_MAX_TABLE}); the metadata is corrupt or forged"
             )
-        for k, shp in shapes.items():
+        for k in shapes:
             t = tensors[k]
-            if tuple(t.shape) != shp:
-                raise CheckpointError(f"{path}: tensor {k!r} has shape {tuple(t.shape)} but the metadata implies {shp}")
             if t.dtype.kind not in "fiu":
                 raise CheckpointError(f"{path}: tensor {k!r} has dtype {t.dtype}; expected numbers")
             if t.dtype.kind == "f" and not np.isfinite(t).all():

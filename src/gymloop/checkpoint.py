@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import secrets
@@ -35,6 +34,7 @@ import numpy as np
 
 from ._version import __version__
 from .errors import CheckpointError
+from .nn.shapes import check_net_sizes, check_weights
 from .spaces import Spaces
 
 __all__ = [
@@ -301,7 +301,9 @@ class SafetensorsFile:
             return dict(pairs)
 
         try:
-            header = json.loads(hb.decode("utf-8"), object_pairs_hook=hook)
+            text = hb.decode("utf-8")
+            del hb
+            header = json.loads(text, object_pairs_hook=hook)
         except _TooManyObjects:
             raise CheckpointError(
                 f"{p}: the header lists more than {max_objects} entries, more than {data_len} bytes of tensor data can hold; "
@@ -546,102 +548,5 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
     check_net_sizes(info["net"], f.shapes(), p)
     af = AgentFile(p, {k: f.tensor(k) for k in f.keys()}, info)
     af.spaces  # validated once, here  # noqa: B018
-    from .nn.numpy_policy import check_weights  # (nn.numpy_policy imports this module)
-
     check_weights(f.shapes(), info, p)
     return af
-
-
-#: ``net`` fields that are integers, with their sane range
-_NET_INTS: dict[str, tuple[int, int]] = {
-    "d_model": (1, 1 << 16), "n_layer": (0, 1024), "n_head": (1, 1 << 16), "d_qk": (1, 1 << 16), "mlp_ratio": (1, 1024),
-}
-_MAX_RELPOS_DIMS = 8
-_MAX_RELPOS_EXTENT = 1 << 12
-_MAX_RELPOS_POSITIONS = 1 << 22
-
-
-def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, where: str) -> None:
-    """Bound an agent's network sizes (its metadata's ``net``) before any network is built.
-
-    Every size must be an integer within a sane range and, given the shapes of the tensors present,
-    agree with them: ``n_layer`` with the transformer blocks present, ``d_model`` with the value
-    head, ``mlp_ratio`` with the first MLP, ``d_qk`` with the select-entity heads, the relative-position
-    extent with its tables. A forged ``net.n_layer=1e9`` fails here at once; it reads no tensor data.
-
-    Raises:
-        CheckpointError: naming ``where`` and the field.
-
-    Example:
-        >>> check_net_sizes({"d_model": 32, "n_layer": 10**9}, None, "agent.safetensors")
-        Traceback (most recent call last):
-        ...
-        gymloop.errors.CheckpointError: agent.safetensors: net.n_layer=1000000000 in the metadata; expected an integer in [0, 1024]...
-    """
-    if not isinstance(net, Mapping):
-        raise CheckpointError(f"{where}: the metadata's 'net' must be a JSON object, got {_short(net)}")
-
-    def bad(field: str, v: Any, want: str) -> CheckpointError:
-        return CheckpointError(f"{where}: net.{field}={_short(v)} in the metadata; expected {want}. The checkpoint is corrupt or forged")
-
-    for k, (lo, hi) in _NET_INTS.items():
-        v = net.get(k)
-        if k in net and (type(v) is not int or not lo <= v <= hi):
-            raise bad(k, v, f"an integer in [{lo}, {hi}]")
-    clip = net.get("norm_clip", 5.0)
-    if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not (math.isfinite(clip) and clip > 0):
-        raise bad("norm_clip", clip, "a finite number > 0")
-    readout = net.get("readout", False)  # (files written before the readout option used full blocks)
-    if not isinstance(readout, bool):
-        raise bad("readout", readout, "true or false")
-    rp = net.get("relpos", "auto")
-    npos = None
-    if isinstance(rp, Mapping):
-        ext = rp.get("extent", [10, 10])
-        if (not isinstance(ext, list) or not 1 <= len(ext) <= _MAX_RELPOS_DIMS
-                or not all(type(e) is int and 1 <= e <= _MAX_RELPOS_EXTENT for e in ext)):
-            raise bad("relpos.extent", ext, f"1 to {_MAX_RELPOS_DIMS} integers in [1, {_MAX_RELPOS_EXTENT}]")
-        npos = math.prod(2 * e + 1 for e in ext)
-        if npos > _MAX_RELPOS_POSITIONS:
-            raise bad("relpos.extent", ext, f"at most {_MAX_RELPOS_POSITIONS} relative positions in all, not {npos}")
-    elif rp not in ("auto", None):
-        raise bad("relpos", rp, '"auto", null or an object with position_features, extent and value_gate')
-    if shapes is None:
-        return
-    d = net.get("d_model", 32)
-    n_layer = net.get("n_layer", 1)
-    n_full = n_layer - 1 if readout else n_layer
-    blocks = {k.split(".", 2)[1] for k in shapes if k.startswith("blocks.")}
-    if n_full >= 0 and n_full != len(blocks):
-        raise CheckpointError(
-            f"{where}: net.n_layer={n_layer} in the metadata{' (the last one the readout block)' if readout else ''} needs "
-            f"{n_full} full transformer blocks, the file holds the weights of {len(blocks)} ({abs(n_full - len(blocks))} "
-            f"{'missing' if n_full > len(blocks) else 'unexpected'}); the checkpoint is corrupt or forged"
-        )
-
-    def agree(field: str, v: Any, tensor: str, want: tuple[int, ...], got: tuple[int, ...]) -> None:
-        if tuple(got) != want:
-            raise CheckpointError(
-                f"{where}: tensor {tensor!r} has shape {tuple(got)} but the metadata implies {want} (net.{field}={v}); the "
-                "checkpoint is corrupt or forged"
-            )
-
-    if "value_head.weight" in shapes:
-        agree("d_model", d, "value_head.weight", (1, d), shapes["value_head.weight"])
-    ratio = net.get("mlp_ratio", 2)
-    for k in ("blocks.0.mlp.0.weight", "readout.mlp.0.weight"):
-        if k in shapes:
-            agree("mlp_ratio", ratio, k, (ratio * d, d), shapes[k])
-            break
-    d_qk = net.get("d_qk", 16)
-    for k, s in shapes.items():
-        if k.startswith("qproj.") and k.endswith(".weight"):
-            agree("d_qk", d_qk, k, (d_qk, d), s)
-            break
-    if npos is not None and "relpos.keys.weight" in shapes:
-        got = shapes["relpos.keys.weight"]
-        if not got or got[0] != npos:
-            raise CheckpointError(
-                f"{where}: net.relpos.extent={rp.get('extent', [10, 10])} in the metadata implies {npos} relative positions, "
-                f"tensor 'relpos.keys.weight' has shape {tuple(got)}; the checkpoint is corrupt or forged"
-            )

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ..checkpoint import check_net_sizes, spaces_of
 from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from ..spaces import ActionDesc
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import Packed, pack
+from .shapes import _check_shapes, _parse, _relpos_of, _shapes, check_weights, expected_shapes
 
 __all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
 
@@ -163,132 +163,6 @@ class NumpyOutput:
     logp: dict[str, np.ndarray]
     value: np.ndarray | None
     logits: dict[str, np.ndarray]
-
-
-# ---------------------------------------------------------------------- metadata and shapes
-def _parse(
-    info: Mapping[str, Any], where: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
-) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, ActionDesc], NetConfig]:
-    if not isinstance(info, Mapping):
-        raise CheckpointError(f"{where}: the metadata must be a JSON object, got {type(info).__name__}")
-    if "net" not in info:
-        raise CheckpointError(f"{where}: the gymloop metadata lacks 'net'")
-    check_net_sizes(info["net"], shapes, where)  # sizes bounded (and matched to the tensors) before anything is built
-    sp = spaces_of(info, where)
-    for a in sp.actions.values():
-        head_of(a, where)  # a kind this network has no head for is refused here
-    try:
-        cfg = NetConfig.from_dict(info["net"])
-        cfg.check()
-    except (TypeError, KeyError, ConfigError) as e:
-        raise CheckpointError(f"{where}: network config is malformed: {e}") from None
-    return dict(sp.obs.entities), tuple(sp.obs.globals), dict(sp.actions), cfg
-
-
-def _relpos_of(cfg: NetConfig, ents: dict[str, tuple[str, ...]], where: str) -> RelposConfig | None:
-    try:
-        return cfg.resolve_relpos(ents)
-    except ConfigError as e:
-        raise CheckpointError(f"{where}: {e}") from None
-
-
-def expected_shapes(info: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every tensor name of a checkpoint with the shape its metadata implies.
-
-    The names and shapes of ``Policy.state_dict()`` for the same spaces and configuration.
-    """
-    ents, glob, acts, cfg = _parse(info, "checkpoint")
-    return _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, "checkpoint"))
-
-
-def check_weights(shapes: Mapping[str, tuple[int, ...]], info: Mapping[str, Any], where: str) -> None:
-    """Check that a checkpoint holds exactly the tensors its metadata implies, with those shapes.
-
-    ``shapes`` maps tensor names to shapes (no data is read). The network sizes are bounded first
-    (:func:`gymloop.checkpoint.check_net_sizes`), so a forged metadata fails at once.
-
-    Raises:
-        CheckpointError: naming ``where`` and the first tensors or fields that disagree.
-    """
-    ents, glob, acts, cfg = _parse(info, where, shapes)
-    _check_shapes(shapes, _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, where)), where)
-
-
-def _check_shapes(have: Mapping[str, tuple[int, ...]], shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
-    missing = [k for k in shapes if k not in have]
-    unexpected = sorted(k for k in have if k not in shapes)
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{where}: the weights do not match the metadata: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
-            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
-        )
-    for k, shp in shapes.items():
-        if tuple(have[k]) != shp:
-            raise CheckpointError(f"{where}: tensor {k!r} has shape {tuple(have[k])} but the metadata implies {shp}")
-
-
-def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfig | None) -> dict[str, tuple[int, ...]]:
-    d = cfg.d_model
-    dh = d // cfg.n_head
-    hid = cfg.mlp_ratio * d
-    out: dict[str, tuple[int, ...]] = {}
-    for name, feats in ents.items():
-        nf = len(feats) + len(glob)
-        if nf:
-            out[f"norms.{name}.count"] = ()
-            out[f"norms.{name}.mean"] = (nf,)
-            out[f"norms.{name}.squares_sum"] = (nf,)
-    for name, feats in ents.items():
-        nf = len(feats) + len(glob)
-        if nf:
-            out[f"embeds.{name}.0.weight"] = (d, nf)
-            out[f"embeds.{name}.0.bias"] = (d,)
-            out[f"embeds.{name}.2.weight"] = (d,)
-            out[f"embeds.{name}.2.bias"] = (d,)
-        else:
-            out[f"featureless.{name}"] = (1, d)
-    rel: dict[str, tuple[int, ...]] = {}
-    if rp is not None:
-        npos = math.prod(2 * e + 1 for e in rp.extent)
-        P = len(rp.extent)
-        rel = {"strides": (P,), "extent_t": (P,), "keys.weight": (npos, dh), "values.weight": (npos, dh)}
-        if rp.value_gate:
-            rel["value_gate.weight"] = (dh, d)
-            rel["value_gate.bias"] = (dh,)
-        out.update({f"relpos.{k}": v for k, v in rel.items()})
-
-    def block(prefix: str) -> None:
-        for ln in ("ln1", "ln2"):
-            out[f"{prefix}.{ln}.weight"] = (d,)
-            out[f"{prefix}.{ln}.bias"] = (d,)
-        for lin in ("key", "query", "value", "proj"):
-            out[f"{prefix}.{lin}.weight"] = (d, d)
-            out[f"{prefix}.{lin}.bias"] = (d,)
-        out[f"{prefix}.mlp.0.weight"] = (hid, d)
-        out[f"{prefix}.mlp.0.bias"] = (hid,)
-        out[f"{prefix}.mlp.2.weight"] = (d, hid)
-        out[f"{prefix}.mlp.2.bias"] = (d,)
-        out.update({f"{prefix}.relpos.{k}": v for k, v in rel.items()})
-
-    n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
-    for i in range(n_full):
-        block(f"blocks.{i}")
-    if cfg.readout:
-        out["readout.value_query"] = (d,)
-        block("readout")
-    for name, a in acts.items():
-        if head_of(a) != POINTER:
-            out[f"heads.{name}.weight"] = (a.n, d)
-            out[f"heads.{name}.bias"] = (a.n,)
-    for name, a in acts.items():
-        if head_of(a) == POINTER:
-            out[f"qproj.{name}.weight"] = (cfg.d_qk, d)
-            out[f"qproj.{name}.bias"] = (cfg.d_qk,)
-            out[f"kproj.{name}.weight"] = (cfg.d_qk, d)
-            out[f"kproj.{name}.bias"] = (cfg.d_qk,)
-    out["value_head.weight"] = (1, d)
-    out["value_head.bias"] = (1,)
-    return out
 
 
 # ---------------------------------------------------------------------- the network

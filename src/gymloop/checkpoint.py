@@ -67,7 +67,7 @@ _DT: dict[str, np.dtype] = {
     "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
 }
 _DT_NAME = {v: k for k, v in _DT.items()}
-_Item = tuple[str, str, tuple[int, ...], np.ndarray]  # name, dtype name, shape, the data as a flat uint8 array
+_Item = tuple[str, str, tuple[int, ...], memoryview]  # name, dtype name, shape, the data (bytes)
 
 
 # ---------------------------------------------------------------------- checksums
@@ -77,11 +77,12 @@ def _digest(meta: Mapping[str, str], items: Iterable[_Item]) -> str:
     It covers the metadata, every tensor's name, dtype and shape, and its bytes, so a changed byte
     anywhere that matters changes it; the byte layout of the file (offsets, header spacing) does not.
     """
+    items = list(items)
+    table = [[name, dtn, list(shape), raw.nbytes] for name, dtn, shape, raw in items]
     h = hashlib.new(CHECKSUM_ALGO, _CHECKSUM_TAG)
-    h.update(json.dumps(dict(meta), sort_keys=True, separators=(",", ":")).encode())
-    for name, dtn, shape, raw in items:
-        h.update(b"\n" + json.dumps([name, dtn, list(shape), raw.nbytes]).encode() + b"\n")
-        h.update(raw.data)
+    h.update(json.dumps({"metadata": dict(meta), "tensors": table}, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    for *_, raw in items:
+        h.update(raw)
     return f"{CHECKSUM_ALGO}:{h.hexdigest()}"
 
 
@@ -96,7 +97,7 @@ def _items(tensors: Mapping[str, Any]) -> list[_Item]:
         if dt not in _DT_NAME:
             raise CheckpointError(f"tensor {name!r} has unsupported dtype {a.dtype}; use one of {sorted(_DT)} (numpy: float32, int64, bool, ...)")
         a = a.astype(dt, copy=False)
-        out.append((str(name), _DT_NAME[dt], tuple(int(s) for s in a.shape), a.reshape(-1).view(np.uint8)))
+        out.append((str(name), _DT_NAME[dt], tuple(int(s) for s in a.shape), a.reshape(-1).view(np.uint8).data))
     return out
 
 
@@ -416,7 +417,7 @@ class SafetensorsFile:
                 f"{self.path}: its checksum is of kind {algo!r}; this gymloop verifies {CHECKSUM_ALGO!r} checksums (a newer gymloop "
                 "wrote it? upgrade gymloop) or the file is corrupt"
             )
-        data = self._bytes()
+        data = self._bytes().data  # (slices of a memoryview are cheap, those of a memmap are not)
         got = _digest(self.metadata, ((k, e[4], e[1], data[e[2]:e[3]]) for k, e in sorted(self._entries.items())))
         if got != self.checksum:
             raise CheckpointError(

@@ -543,7 +543,7 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
     info = parse_agent_document(meta["gymloop"], p)
     if not verified and info.get("checksum") is not None:
         raise CheckpointError(
-            f"{p}: the file is corrupt: its metadata says it carries a {info['checksum']} checksum, but it has none; restore it "
+            f"{p}: the file is corrupt: its metadata says it carries a {str(info['checksum'])[:40]} checksum, but it has none; restore it "
             "from a copy, or write it again"
         )
     check_net_sizes(info["net"], f.shapes(), p)

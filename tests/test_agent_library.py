@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gymloop as gl
-from gymloop.agent_library import AgentLibrary, library, pack_library
+from gymloop.agent_library import AgentLibrary, _agent_checksum, library, pack_library
 from gymloop.checkpoint import SafetensorsFile, read_safetensors, write_safetensors
 from gymloop.errors import CheckpointError
 from gymloop.games.snake import snake
@@ -173,8 +174,15 @@ def test_weights_disagreeing_with_metadata_are_refused_at_load(tmp_path, archive
     write_safetensors(bad, tensors, meta)
     lib = library(bad)
     name = next(n for n in lib.names() if lib._keys[n] and lib._keys[n][0].startswith(aid + "/"))
-    with pytest.raises(CheckpointError, match=r"value_head.weight' has shape \(1, 7\)"):
-        lib.load(name)
+    with pytest.raises(CheckpointError, match=rf"agent {name!r} is corrupt: its metadata and weights do not match the checksum"):
+        lib.load(name)  # an edit without a new checksum: corrupt
+    # a forged library (checksum recomputed): the shapes are still checked against the metadata
+    doc = json.loads(meta["gymloop_library"])
+    ent = doc["agents"][name]
+    ent["checksum"] = _agent_checksum(name, ent["info"], {k.partition("/")[2]: v for k, v in tensors.items() if k.startswith(aid + "/")})
+    write_safetensors(bad, tensors, {**meta, "gymloop_library": json.dumps(doc)})
+    with pytest.raises(CheckpointError, match=r"'value_head.weight' has shape \(1, 7\) but the metadata implies \(1, \d+\) \(net.d_model="):
+        library(bad).load(name)
 
 
 def test_pack_refuses_what_is_not_an_agent(tmp_path, agents_dir):

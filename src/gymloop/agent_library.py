@@ -11,6 +11,12 @@ A game may ship hundreds of agents (difficulty levels, personalities, one per NP
   weights and metadata. Opening it reads only its header; an agent's weights are read-only views of
   one memory map, touched only when that agent is loaded.
 
+**Integrity.** Every agent of an archive carries its own checksum (SHA-256 over its name, metadata
+and weights), verified the first time that agent is loaded, so opening a large archive stays cheap
+and a corrupt agent fails with :class:`~gymloop.errors.CheckpointError` naming the archive and the
+agent. :meth:`AgentLibrary.info` reads metadata without verifying it. Agents of a folder are
+verified as :func:`gymloop.load` verifies any checkpoint.
+
 Loading is lazy and shared: the first :meth:`AgentLibrary.load` of a name builds its numpy policy
 (:class:`~gymloop.nn.numpy_policy.NumpyPolicy`); later loads of that name share it, so
 ``gl.act_all`` serves all agents of one name with one forward pass. Nothing imports torch.
@@ -45,7 +51,15 @@ from typing import Any
 
 import numpy as np
 
-from .checkpoint import FORMAT_VERSION, SafetensorsFile, check_agent_document, read_agent, write_safetensors
+from .checkpoint import (
+    CHECKSUM_ALGO,
+    FORMAT_VERSION,
+    SafetensorsFile,
+    check_agent_document,
+    read_agent,
+    tensors_checksum,
+    write_safetensors,
+)
 from .errors import CheckpointError
 from .neural import NeuralAgent, load
 from .nn.numpy_policy import NumpyPolicy
@@ -78,7 +92,7 @@ class AgentLibrary:
         elif os.path.isfile(p):
             self.kind = "archive"
             self._archive = f = SafetensorsFile(p)
-            self._infos, ids = _parse_archive(f)
+            self._infos, ids, self._sums = _parse_archive(f)
             by_id: dict[str, list[str]] = {}
             for k in f.keys():
                 aid, sep, _ = k.partition("/")
@@ -149,7 +163,21 @@ class AgentLibrary:
         f = self._archive
         assert f is not None
         tensors = {k.partition("/")[2]: f.tensor(k) for k in self._keys[name]}
-        return NumpyPolicy(tensors, self._infos[name], f"{self.path}[{name}]")
+        where = f"{self.path}[{name}]"
+        info = self._infos[name]
+        want = self._sums.get(name)
+        if want is not None:
+            if _agent_checksum(name, info, tensors) != want:
+                raise CheckpointError(
+                    f"agent library {self.path}: agent {name!r} is corrupt: its metadata and weights do not match the checksum "
+                    "written with them (a byte changed on disk or in transfer, or the file was edited); pack the library again"
+                )
+        elif info.get("checksum") is not None:
+            raise CheckpointError(
+                f"agent library {self.path}: agent {name!r} is corrupt: its metadata says it carries a checksum, but the "
+                "library holds none for it; pack the library again"
+            )
+        return NumpyPolicy(tensors, info, where)
 
     def _check_name(self, name: str) -> None:
         if name in self:
@@ -233,7 +261,9 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
         except CheckpointError as e:
             raise CheckpointError(f"pack_library: agent {name!r}: {e}") from None
         aid = f"a{i}"
-        infos[name] = {"id": aid, "info": info}
+        info = json.loads(json.dumps(info))  # (as a reader will see it: JSON types, string keys)
+        info["checksum"] = CHECKSUM_ALGO
+        infos[name] = {"id": aid, "info": info, "checksum": _agent_checksum(name, info, weights)}
         for k, v in weights.items():
             tensors[f"{aid}/{k}"] = v
     doc = {"format_version": LIBRARY_FORMAT_VERSION, "agents": infos}
@@ -267,7 +297,12 @@ def _is_agent_file(path: str) -> bool:
         return False
 
 
-def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def _agent_checksum(name: str, info: Mapping[str, Any], weights: Mapping[str, np.ndarray]) -> str:
+    """The checksum of one agent of an archive: its name, metadata and weights (names without the id prefix)."""
+    return tensors_checksum({"agent": name, "info": json.dumps(info, sort_keys=True, separators=(",", ":"))}, weights)
+
+
+def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, str]]:
     p = f.path
     if f.metadata.get("format") != "gymloop-library":
         if f.metadata.get("format") == "gymloop-agent":
@@ -275,7 +310,7 @@ def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[
         raise CheckpointError(f"{p}: a safetensors file, but not a gymloop agent library")
     try:
         doc = json.loads(f.metadata.get("gymloop_library", ""))
-    except json.JSONDecodeError as e:
+    except (ValueError, RecursionError) as e:  # (JSONDecodeError, int digit limits, deep nesting)
         raise CheckpointError(f"{p}: the library metadata is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise CheckpointError(f"{p}: the library metadata must be a JSON object")
@@ -287,11 +322,15 @@ def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[
         raise CheckpointError(f"{p}: the library metadata lacks its 'agents' table")
     infos: dict[str, dict[str, Any]] = {}
     ids: dict[str, str] = {}
+    sums: dict[str, str] = {}
     for name, ent in agents.items():
-        if not isinstance(ent, dict) or not isinstance(ent.get("id"), str) or not isinstance(ent.get("info"), dict):
+        if (not isinstance(ent, dict) or not isinstance(ent.get("id"), str) or not isinstance(ent.get("info"), dict)
+                or not isinstance(ent.get("checksum", ""), str)):
             raise CheckpointError(f"{p}: the library entry of agent {name!r} is malformed")
         info = ent["info"]
         check_agent_document(info, f"{p}: agent {name!r}", "its metadata")
         infos[name] = info
         ids[name] = ent["id"]
-    return infos, ids
+        if "checksum" in ent:
+            sums[name] = ent["checksum"]
+    return infos, ids, sums

@@ -19,79 +19,232 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
-import math
+import logging
 import os
+import re
+import secrets
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ._version import __version__
 from .errors import CheckpointError
+from .nn.shapes import check_net_sizes, check_weights
 from .spaces import Spaces
 
 __all__ = [
-    "FORMAT_VERSION", "AgentFile", "SafetensorsFile", "agent_document", "read_agent", "read_safetensors", "write_agent",
-    "write_safetensors",
+    "CHECKSUM_ALGO", "CHECKSUM_KEY", "FORMAT_VERSION", "AgentFile", "SafetensorsFile", "agent_document", "check_net_sizes",
+    "read_agent", "read_safetensors", "tensors_checksum", "write_agent", "write_safetensors",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: the network architecture gymloop's own agents are written with
 ARCH = "gymloop-entity-transformer"
 
 FORMAT_VERSION = 1
-_MAX_HEADER = 100 * 1024 * 1024
+#: the ``__metadata__`` entry that holds the checksum of everything else in the file
+CHECKSUM_KEY = "gymloop_checksum"
+#: the checksum algorithm (``hashlib`` name); a checksum reads ``"sha256:<hex digest>"``
+CHECKSUM_ALGO = "sha256"
+_CHECKSUM_TAG = b"gymloop-checksum-1\n"
+# Bounds checked before a header is parsed, so a forged header costs little time and memory.
+_MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit
+_HEADER_FLOOR = 4 * 1024 * 1024  # any header up to 4 MiB; beyond that,
+_HEADER_PER_DATA_BYTE = 8  # at most 8 header bytes per byte of tensor data
+_OBJECTS_FLOOR = 4096  # JSON objects (one per tensor) in a header: 4096, plus
+_DATA_BYTES_PER_OBJECT = 64  # one per 64 bytes of tensor data
+_MAX_NDIM = 64
+_TMP = ".tmp"
+_TMP_SUFFIX = re.compile(r"(\d+)(?:-[0-9a-f]+)?")
 _DT: dict[str, np.dtype] = {
     "F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2"), "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
 }
 _DT_NAME = {v: k for k, v in _DT.items()}
+_Item = tuple[str, str, tuple[int, ...], memoryview]  # name, dtype name, shape, the data (bytes)
 
 
-def write_safetensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None) -> None:
-    """Write ``tensors`` (numpy arrays) and string ``metadata`` as a ``.safetensors`` file.
+# ---------------------------------------------------------------------- checksums
+def _digest(meta: Mapping[str, str], items: Iterable[_Item]) -> str:
+    """The checksum of string metadata and tensors (``items`` in name order): ``"sha256:<hex>"``.
 
-    The file is written to a temporary name and renamed, so a crash never leaves half a file.
+    It covers the metadata, every tensor's name, dtype and shape, and its bytes, so a changed byte
+    anywhere that matters changes it; the byte layout of the file (offsets, header spacing) does not.
     """
-    header: dict[str, Any] = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blobs = []
-    off = 0
+    items = list(items)
+    table = [[name, dtn, list(shape), raw.nbytes] for name, dtn, shape, raw in items]
+    h = hashlib.new(CHECKSUM_ALGO, _CHECKSUM_TAG)
+    h.update(json.dumps({"metadata": dict(meta), "tensors": table}, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    for *_, raw in items:
+        h.update(raw)
+    return f"{CHECKSUM_ALGO}:{h.hexdigest()}"
+
+
+def _items(tensors: Mapping[str, Any]) -> list[_Item]:
+    """``tensors`` as checksum/write items, in name order (C-contiguous, little-endian)."""
+    out = []
     for name in sorted(tensors):
         a = np.asarray(tensors[name])
         if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
             a = a.copy(order="C")
         dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
         if dt not in _DT_NAME:
-            raise CheckpointError(f"tensor {name!r} has unsupported dtype {a.dtype}")
+            raise CheckpointError(f"tensor {name!r} has unsupported dtype {a.dtype}; use one of {sorted(_DT)} (numpy: float32, int64, bool, ...)")
         a = a.astype(dt, copy=False)
-        b = a.tobytes()
-        header[name] = {"dtype": _DT_NAME[dt], "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hb = json.dumps(header, separators=(",", ":")).encode()
-    hb += b" " * (-len(hb) % 8)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)))
-        f.write(hb)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
+        out.append((str(name), _DT_NAME[dt], tuple(int(s) for s in a.shape), a.reshape(-1).view(np.uint8).data))
+    return out
 
 
-def read_safetensors(path: str | os.PathLike, mmap: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Read a ``.safetensors`` file: ``(tensors, metadata)``.
+def tensors_checksum(meta: Mapping[str, str], tensors: Mapping[str, Any]) -> str:
+    """The checksum of string metadata and named tensors, as files and agent libraries store it.
 
-    Tensors are read-only views of a memory map (``mmap=True``) or copies.
+    Example:
+        >>> import numpy as np
+        >>> a = tensors_checksum({"k": "v"}, {"w": np.ones(3, np.float32)})
+        >>> a.startswith("sha256:"), a == tensors_checksum({"k": "v"}, {"w": np.ones(3, np.float32)})
+        (True, True)
+        >>> a == tensors_checksum({"k": "v"}, {"w": np.array([1, 1, 2], np.float32)})
+        False
+    """
+    return _digest(meta, _items(tensors))
+
+
+# ---------------------------------------------------------------------- writing
+def write_safetensors(
+    path: str | os.PathLike, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None, checksum: bool = True,
+) -> None:
+    """Write ``tensors`` (numpy arrays) and string ``metadata`` as a ``.safetensors`` file, durably.
+
+    The file is written beside ``path`` under a temporary name (``<name>.tmp<pid>-<random>``), flushed
+    and ``fsync``-ed, renamed over ``path``, and the folder is ``fsync``-ed (where the system allows):
+    a crash or a kill at any moment leaves the old file or the new one, never half a file. The
+    temporary file is removed on any failure or interruption (``KeyboardInterrupt`` and
+    ``SystemExit`` included); one left by a writer killed outright (SIGKILL, power loss) is removed
+    by the next write of the same path once its process is gone.
+
+    With ``checksum`` (the default) the metadata gains :data:`CHECKSUM_KEY`, a SHA-256 of the
+    metadata, the tensors' names, dtypes and shapes and their data, which every reader verifies
+    (:meth:`SafetensorsFile.verify`); a :data:`CHECKSUM_KEY` entry of ``metadata`` (e.g. copied from
+    a file read before) is replaced by the new checksum.
 
     Raises:
-        CheckpointError: the file is missing, truncated, or its header is malformed.
+        CheckpointError: a tensor of a dtype safetensors cannot hold, or a tensor named ``__metadata__``.
+        OSError: the file cannot be written (no such folder, no permission, disk full).
+    """
+    p = os.fspath(path)
+    items = _items(tensors)
+    if "__metadata__" in tensors:
+        raise CheckpointError(f"{p}: a tensor cannot be named '__metadata__' (safetensors keeps the metadata under that name)")
+    meta = {str(k): str(v) for k, v in (metadata or {}).items() if k != CHECKSUM_KEY}
+    if checksum:
+        meta[CHECKSUM_KEY] = _digest(meta, items)
+    header: dict[str, Any] = {}
+    if meta:
+        header["__metadata__"] = meta
+    off = 0
+    for name, dtn, shape, raw in items:
+        header[name] = {"dtype": dtn, "shape": list(shape), "data_offsets": [off, off + raw.nbytes]}
+        off += raw.nbytes
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    _write_durably(p, [struct.pack("<Q", len(hb)), hb, *(raw for *_, raw in items)])
+
+
+def _write_durably(path: str, chunks: Iterable[Any]) -> None:
+    """Write ``chunks`` to ``path`` through a fsynced temporary file that never outlives the call."""
+    _remove_stale_temporaries(path)
+    tmp = f"{path}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
+    renamed = False
+    try:
+        with open(tmp, "xb") as f:
+            for c in chunks:
+                f.write(c)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        renamed = True
+    finally:
+        if not renamed:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+    _fsync_folder(os.path.dirname(path) or ".")
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make a rename in ``folder`` durable (best effort: not every system can open a folder)."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` may still be running (``True`` when it cannot be told)."""
+    if pid == os.getpid():
+        return True
+    if os.name != "posix" or pid <= 0:
+        return os.name != "posix"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, owned by someone else
+        return True
+    return True
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Remove ``<path>.tmp<pid>[-<random>]`` files whose writer process no longer exists."""
+    folder = os.path.dirname(path) or "."
+    prefix = os.path.basename(path) + _TMP
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for e in it if e.name.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        m = _TMP_SUFFIX.fullmatch(name[len(prefix):])
+        if m is None or _pid_alive(int(m[1])):
+            continue
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(folder, name))
+            _log.info("removed %s, left by a writer (process %s) that was killed while writing %s", name, m[1], path)
+
+
+# ---------------------------------------------------------------------- reading
+def read_safetensors(path: str | os.PathLike, mmap: bool = True, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read a ``.safetensors`` file: ``(tensors, metadata)``.
+
+    Tensors are read-only views of a memory map (``mmap=True``) or copies. With ``verify`` (the
+    default) the file's checksum is checked first (files without one, written before gymloop wrote
+    checksums or by other tools, are read unchecked). The checksum entry is not part of ``metadata``.
+
+    Raises:
+        CheckpointError: the file is missing, truncated, corrupt (its checksum does not match), or
+            its header is malformed.
     """
     f = SafetensorsFile(path, mmap=mmap)
+    if verify:
+        f.verify()
     return {k: f.tensor(k) for k in f.keys()}, f.metadata
+
+
+class _TooManyObjects(Exception):
+    """Raised inside the JSON parser when a header holds more objects than its file can need."""
 
 
 class SafetensorsFile:
@@ -99,10 +252,18 @@ class SafetensorsFile:
     read on demand (read-only views of one memory map, or copies with ``mmap=False``).
 
     Opening a large file with many tensors costs one header parse; :meth:`tensor` touches only the
-    bytes of the tensors asked for.
+    bytes of the tensors asked for, and :meth:`verify` checks the checksum (reading every byte).
+
+    The header is bounded before it is parsed (its length against the file size; the number of its
+    entries against the bytes of tensor data), and each tensor's dtype and shape must match its byte
+    range, the ranges must lie inside the file, not overlap, and cover the data exactly.
+
+    Attributes:
+        path: the file. ``metadata``: its string metadata (without the checksum).
+        checksum: the stored checksum (``"sha256:<hex>"``), or ``None`` in a file written without one.
 
     Raises:
-        CheckpointError: the file is missing, truncated, or its header is malformed.
+        CheckpointError: the file is missing, truncated, or its header is malformed or forged.
     """
 
     def __init__(self, path: str | os.PathLike, mmap: bool = True) -> None:
@@ -116,44 +277,93 @@ class SafetensorsFile:
                 if len(raw) < 8:
                     raise CheckpointError(f"{p}: truncated file ({size} bytes); not a safetensors checkpoint")
                 (hl,) = struct.unpack("<Q", raw)
-                if hl > _MAX_HEADER or hl + 8 > size:
+                if hl + 8 > size:
                     raise CheckpointError(f"{p}: header length {hl} does not fit the file ({size} bytes); not a safetensors file or truncated")
+                data_len = size - 8 - hl
+                limit = min(_MAX_HEADER, _HEADER_FLOOR + _HEADER_PER_DATA_BYTE * data_len)
+                if hl > limit:
+                    raise CheckpointError(
+                        f"{p}: the header claims {hl} bytes, more than a file with {data_len} bytes of tensor data can need "
+                        f"(at most {limit}); the file is corrupt or forged"
+                    )
                 hb = f.read(hl)
+                if len(hb) != hl:
+                    raise CheckpointError(f"{p}: truncated while reading its header; was it being written?")
         except OSError as e:
             raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
+        max_objects = _OBJECTS_FLOOR + data_len // _DATA_BYTES_PER_OBJECT
+        count = 0
+
+        def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            nonlocal count
+            count += 1
+            if count > max_objects:
+                raise _TooManyObjects
+            return dict(pairs)
+
         try:
-            header = json.loads(hb.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            text = hb.decode("utf-8")
+            del hb
+            header = json.loads(text, object_pairs_hook=hook)
+        except _TooManyObjects:
+            raise CheckpointError(
+                f"{p}: the header lists more than {max_objects} entries, more than {data_len} bytes of tensor data can hold; "
+                "the file is corrupt or forged"
+            ) from None
+        except (ValueError, RecursionError) as e:  # (UnicodeDecodeError, JSONDecodeError, int digit limits)
             raise CheckpointError(f"{p}: the header is not valid JSON ({e}); not a safetensors file") from None
         if not isinstance(header, dict):
             raise CheckpointError(f"{p}: the header is not a JSON object")
         meta = header.pop("__metadata__", {}) or {}
         if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
             raise CheckpointError(f"{p}: __metadata__ must map strings to strings")
+        self.checksum: str | None = meta.pop(CHECKSUM_KEY, None)
         self.metadata: dict[str, str] = meta
         self._offset = 8 + hl
-        self._data_len = data_len = size - 8 - hl
+        self._data_len = data_len
         self._data: np.ndarray | None = None
-        entries: dict[str, tuple[np.dtype, tuple[int, ...], int, int]] = {}
+        entries: dict[str, tuple[np.dtype, tuple[int, ...], int, int, str]] = {}
         spans = []
         for name, info in header.items():
-            try:
-                dt = _DT[info["dtype"]]
-                shape = tuple(int(s) for s in info["shape"])
-                a, b = (int(x) for x in info["data_offsets"])
-            except (KeyError, TypeError, ValueError, OverflowError):
-                raise CheckpointError(f"{p}: tensor {name!r} has a malformed header entry {info!r}") from None
-            if any(s < 0 for s in shape) or not 0 <= a <= b <= data_len:
+            dtn = info.get("dtype") if isinstance(info, dict) else None
+            shape = info.get("shape") if isinstance(info, dict) else None
+            offs = info.get("data_offsets") if isinstance(info, dict) else None
+            if (
+                not isinstance(dtn, str) or dtn not in _DT
+                or not isinstance(shape, list) or len(shape) > _MAX_NDIM or not all(type(s) is int and s >= 0 for s in shape)
+                or not isinstance(offs, list) or len(offs) != 2 or not all(type(x) is int for x in offs)
+            ):
+                raise CheckpointError(
+                    f"{p}: tensor {name!r} has a malformed header entry {_short(info)} (expected dtype one of {sorted(_DT)}, "
+                    f"shape a list of at most {_MAX_NDIM} sizes >= 0, data_offsets [begin, end])"
+                )
+            a, b = offs
+            if not 0 <= a <= b <= data_len:
                 raise CheckpointError(f"{p}: tensor {name!r} points outside the file (offsets {a}..{b}, data {data_len} bytes); truncated?")
-            n = math.prod(shape) * dt.itemsize  # Python ints: an absurd shape cannot wrap around
+            dt = _DT[dtn]
+            n = dt.itemsize if 0 not in shape else 0
+            for s in shape:  # Python ints, stopping as soon as the product passes the range: no overflow, no huge numbers
+                n *= s
+                if n > b - a:
+                    break
             if n != b - a:
-                raise CheckpointError(f"{p}: tensor {name!r} of shape {shape} and dtype {info['dtype']} needs {n} bytes, the file gives {b - a}")
+                raise CheckpointError(f"{p}: tensor {name!r} of shape {_short(shape)} and dtype {dtn} needs {'more than ' if n > b - a else ''}"
+                                      f"{n} bytes, the file gives {b - a}; the file is corrupt")
             spans.append((a, b, name))
-            entries[name] = (dt, shape, a, b)
+            entries[name] = (dt, tuple(shape), a, b, dtn)
         spans.sort()
-        for (_a1, b1, n1), (a2, _b2, n2) in zip(spans, spans[1:]):
-            if a2 < b1:
-                raise CheckpointError(f"{p}: tensors {n1!r} and {n2!r} overlap; the file is corrupt")
+        pos, prev = 0, None
+        for a, b, name in spans:
+            if a < pos:
+                raise CheckpointError(f"{p}: tensors {prev!r} and {name!r} overlap; the file is corrupt")
+            if a > pos:
+                raise CheckpointError(f"{p}: data bytes {pos}..{a} belong to no tensor (safetensors data is covered exactly); the file is corrupt")
+            pos, prev = b, name
+        if pos != data_len:
+            raise CheckpointError(
+                f"{p}: the last {data_len - pos} bytes of the file belong to no tensor (safetensors data is covered exactly); "
+                "the file is corrupt or something was appended"
+            )
         self._entries = entries
 
     def keys(self) -> list[str]:
@@ -163,17 +373,63 @@ class SafetensorsFile:
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
-    def tensor(self, name: str) -> np.ndarray:
-        """One tensor (read-only view of the memory map, or a copy without mmap)."""
-        dt, shape, a, b = self._entries[name]
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor's shape, by name (from the header: reads no data)."""
+        return {k: e[1] for k, e in self._entries.items()}
+
+    def _bytes(self) -> np.ndarray:
         if self._data is None:
             if self._mmap and self._data_len > 0:
                 self._data = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._offset, shape=(self._data_len,))
             else:
-                with open(self.path, "rb") as f:
-                    f.seek(self._offset)
-                    self._data = np.frombuffer(f.read(), dtype=np.uint8)
-        return self._data[a:b].view(dt).reshape(shape)
+                try:
+                    with open(self.path, "rb") as f:
+                        f.seek(self._offset)
+                        data = np.frombuffer(f.read(), dtype=np.uint8)
+                except OSError as e:
+                    raise CheckpointError(f"cannot read checkpoint {self.path}: {e}") from None
+                if data.size != self._data_len:
+                    raise CheckpointError(f"{self.path}: the file changed size while being read; was it being written?")
+                self._data = data
+        return self._data
+
+    def tensor(self, name: str) -> np.ndarray:
+        """One tensor (read-only view of the memory map, or a copy without mmap)."""
+        dt, shape, a, b, _ = self._entries[name]
+        return self._bytes()[a:b].view(dt).reshape(shape)
+
+    def verify(self) -> bool:
+        """Check the stored checksum against the file's contents (reads every byte of data).
+
+        Returns:
+            ``True`` when the checksum matched; ``False`` for a file without one (written before
+            gymloop wrote checksums, or by another tool), which is logged at debug level.
+
+        Raises:
+            CheckpointError: the checksum does not match (the file is corrupt), or is of an unknown kind.
+        """
+        if self.checksum is None:
+            _log.debug("%s: no checksum (written before gymloop wrote checksums, or by another tool); not verified", self.path)
+            return False
+        algo = self.checksum.partition(":")[0]
+        if algo != CHECKSUM_ALGO:
+            raise CheckpointError(
+                f"{self.path}: its checksum is of kind {algo!r}; this gymloop verifies {CHECKSUM_ALGO!r} checksums (a newer gymloop "
+                "wrote it? upgrade gymloop) or the file is corrupt"
+            )
+        data = self._bytes().data  # (slices of a memoryview are cheap, those of a memmap are not)
+        got = _digest(self.metadata, ((k, e[4], e[1], data[e[2]:e[3]]) for k, e in sorted(self._entries.items())))
+        if got != self.checksum:
+            raise CheckpointError(
+                f"{self.path}: the file is corrupt: its contents do not match the checksum written with it (a byte changed on "
+                "disk or in transfer, or the file was edited); restore it from a copy, or write it again"
+            )
+        return True
+
+
+def _short(x: Any, n: int = 120) -> str:
+    r = repr(x)
+    return r if len(r) <= n else r[:n] + "..."
 
 
 def agent_document(spaces: Spaces, net: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
@@ -198,7 +454,7 @@ def agent_document(spaces: Spaces, net: Mapping[str, Any], **extra: Any) -> dict
 
 
 class AgentFile:
-    """A loaded agent checkpoint: weights and the parsed ``gymloop`` metadata."""
+    """A loaded agent checkpoint: weights and the parsed ``gymloop`` metadata (see :func:`read_agent`)."""
 
     def __init__(self, path: str, tensors: dict[str, np.ndarray], info: dict[str, Any]) -> None:
         self.path = path
@@ -244,27 +500,54 @@ def spaces_of(info: Mapping[str, Any], where: str) -> Spaces:
 
 
 def write_agent(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> None:
-    """Write an agent checkpoint (``info`` becomes the ``gymloop`` metadata document)."""
+    """Write an agent checkpoint (``info`` becomes the ``gymloop`` metadata document).
+
+    Written durably and with a checksum (see :func:`write_safetensors`); the document records
+    ``"checksum": "sha256"`` so that a reader knows the file must carry one.
+    """
     doc = dict(info)
     doc["format_version"] = FORMAT_VERSION
+    doc["checksum"] = CHECKSUM_ALGO
     write_safetensors(path, tensors, {"gymloop": json.dumps(doc), "format": "gymloop-agent"})
 
 
+def parse_agent_document(text: str, where: str, who: str = "the gymloop metadata") -> dict[str, Any]:
+    """The agent document of a checkpoint's metadata string, parsed and checked (:func:`check_agent_document`)."""
+    try:
+        info = json.loads(text)
+    except (ValueError, RecursionError) as e:  # (JSONDecodeError, int digit limits, deep nesting)
+        raise CheckpointError(f"{where}: {who} is not valid JSON: {_short(str(e))}") from None
+    check_agent_document(info, where, who)
+    return info
+
+
 def read_agent(path: str | os.PathLike) -> AgentFile:
-    """Read and validate an agent checkpoint's container and metadata (not yet the network)."""
-    tensors, meta = read_safetensors(path)
-    p = os.fspath(path)
+    """Read and validate an agent checkpoint: its container, checksum, metadata, network sizes, and
+    that its tensors are exactly those its metadata implies, with those shapes (the values are
+    checked when the network is built).
+
+    Raises:
+        CheckpointError: the file is missing, truncated, corrupt (checksum), not a gymloop agent, of
+            an unknown format version, or its metadata is malformed, forged or disagrees with its tensors.
+    """
+    f = SafetensorsFile(path)
+    p = f.path
+    meta = f.metadata
     if meta.get("format") == "gymloop-library":
         raise CheckpointError(
             f"{p}: an agent library, not a single agent; open it with gl.library({p!r}) and load an agent by name"
         )
     if "gymloop" not in meta:
         raise CheckpointError(f"{p}: a safetensors file, but not a gymloop agent (no 'gymloop' metadata)")
-    try:
-        info = json.loads(meta["gymloop"])
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{p}: the gymloop metadata is not valid JSON: {e}") from None
-    check_agent_document(info, p)
-    af = AgentFile(p, tensors, info)
+    verified = f.verify()
+    info = parse_agent_document(meta["gymloop"], p)
+    if not verified and info.get("checksum") is not None:
+        raise CheckpointError(
+            f"{p}: the file is corrupt: its metadata says it carries a {str(info['checksum'])[:40]} checksum, but it has none; restore it "
+            "from a copy, or write it again"
+        )
+    check_net_sizes(info["net"], f.shapes(), p)
+    af = AgentFile(p, {k: f.tensor(k) for k in f.keys()}, info)
     af.spaces  # validated once, here  # noqa: B018
+    check_weights(f.shapes(), info, p)
     return af

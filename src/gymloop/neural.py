@@ -77,9 +77,11 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             checked against the checkpoint now (see :meth:`NeuralAgent.check`).
 
     Raises:
-        CheckpointError: the file is missing, truncated, corrupt, not a gymloop agent, of an
-            unknown format version, its weights disagree with its metadata, or (with ``game``) the
-            game lacks something the checkpoint needs.
+        CheckpointError: the file is missing, truncated, corrupt (its checksum does not match:
+            files written before gymloop wrote checksums load unchecked), not a gymloop agent, of
+            an unknown format version, its metadata is forged (sizes beyond sane limits or
+            disagreeing with its weights), or (with ``game``) the game lacks something the
+            checkpoint needs.
 
     Example:
         >>> import os, tempfile

@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from ..checkpoint import spaces_of
 from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from ..spaces import ActionDesc
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import Packed, pack
+from .shapes import _check_shapes, _parse, _relpos_of, _shapes, check_weights, expected_shapes
 
-__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "expected_shapes", "segment_argmax"]
+__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
 
 _F32 = np.float32
 #: marks a request of :meth:`NumpyPolicy.logits_one` answered from the observation summary
@@ -42,6 +42,7 @@ _LN_EPS = 1e-5
 _MASKED = np.float32(-1e9)  # the attention logit of padding, as in the torch policy
 _NEG_INF = np.float32(-np.inf)
 _F32_MAX = float(np.finfo(np.float32).max)
+_MAX_TABLE = 1 << 25  # numbers in the one-observation tables (entity types x (feature columns + 3 d_model))
 
 # erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), fitted for z in [0, 6] (Chebyshev
 # interpolation of log(erfc(z) / t) + z^2, converted to a power series in t). The maximum absolute
@@ -162,101 +163,6 @@ class NumpyOutput:
     logp: dict[str, np.ndarray]
     value: np.ndarray | None
     logits: dict[str, np.ndarray]
-
-
-# ---------------------------------------------------------------------- metadata and shapes
-def _parse(info: Mapping[str, Any], where: str) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, ActionDesc], NetConfig]:
-    if not isinstance(info, Mapping):
-        raise CheckpointError(f"{where}: the metadata must be a JSON object, got {type(info).__name__}")
-    sp = spaces_of(info, where)
-    for a in sp.actions.values():
-        head_of(a, where)  # a kind this network has no head for is refused here
-    try:
-        cfg = NetConfig.from_dict(info["net"])
-        cfg.check()
-    except (TypeError, KeyError, ConfigError) as e:
-        raise CheckpointError(f"{where}: network config is malformed: {e}") from None
-    return dict(sp.obs.entities), tuple(sp.obs.globals), dict(sp.actions), cfg
-
-
-def _relpos_of(cfg: NetConfig, ents: dict[str, tuple[str, ...]], where: str) -> RelposConfig | None:
-    try:
-        return cfg.resolve_relpos(ents)
-    except ConfigError as e:
-        raise CheckpointError(f"{where}: {e}") from None
-
-
-def expected_shapes(info: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Every tensor name of a checkpoint with the shape its metadata implies.
-
-    The names and shapes of ``Policy.state_dict()`` for the same spaces and configuration.
-    """
-    ents, glob, acts, cfg = _parse(info, "checkpoint")
-    return _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, "checkpoint"))
-
-
-def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfig | None) -> dict[str, tuple[int, ...]]:
-    d = cfg.d_model
-    dh = d // cfg.n_head
-    hid = cfg.mlp_ratio * d
-    out: dict[str, tuple[int, ...]] = {}
-    for name, feats in ents.items():
-        nf = len(feats) + len(glob)
-        if nf:
-            out[f"norms.{name}.count"] = ()
-            out[f"norms.{name}.mean"] = (nf,)
-            out[f"norms.{name}.squares_sum"] = (nf,)
-    for name, feats in ents.items():
-        nf = len(feats) + len(glob)
-        if nf:
-            out[f"embeds.{name}.0.weight"] = (d, nf)
-            out[f"embeds.{name}.0.bias"] = (d,)
-            out[f"embeds.{name}.2.weight"] = (d,)
-            out[f"embeds.{name}.2.bias"] = (d,)
-        else:
-            out[f"featureless.{name}"] = (1, d)
-    rel: dict[str, tuple[int, ...]] = {}
-    if rp is not None:
-        npos = int(np.prod([2 * e + 1 for e in rp.extent]))
-        P = len(rp.extent)
-        rel = {"strides": (P,), "extent_t": (P,), "keys.weight": (npos, dh), "values.weight": (npos, dh)}
-        if rp.value_gate:
-            rel["value_gate.weight"] = (dh, d)
-            rel["value_gate.bias"] = (dh,)
-        out.update({f"relpos.{k}": v for k, v in rel.items()})
-
-    def block(prefix: str) -> None:
-        for ln in ("ln1", "ln2"):
-            out[f"{prefix}.{ln}.weight"] = (d,)
-            out[f"{prefix}.{ln}.bias"] = (d,)
-        for lin in ("key", "query", "value", "proj"):
-            out[f"{prefix}.{lin}.weight"] = (d, d)
-            out[f"{prefix}.{lin}.bias"] = (d,)
-        out[f"{prefix}.mlp.0.weight"] = (hid, d)
-        out[f"{prefix}.mlp.0.bias"] = (hid,)
-        out[f"{prefix}.mlp.2.weight"] = (d, hid)
-        out[f"{prefix}.mlp.2.bias"] = (d,)
-        out.update({f"{prefix}.relpos.{k}": v for k, v in rel.items()})
-
-    n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
-    for i in range(n_full):
-        block(f"blocks.{i}")
-    if cfg.readout:
-        out["readout.value_query"] = (d,)
-        block("readout")
-    for name, a in acts.items():
-        if head_of(a) != POINTER:
-            out[f"heads.{name}.weight"] = (a.n, d)
-            out[f"heads.{name}.bias"] = (a.n,)
-    for name, a in acts.items():
-        if head_of(a) == POINTER:
-            out[f"qproj.{name}.weight"] = (cfg.d_qk, d)
-            out[f"qproj.{name}.bias"] = (cfg.d_qk,)
-            out[f"kproj.{name}.weight"] = (cfg.d_qk, d)
-            out[f"kproj.{name}.bias"] = (cfg.d_qk,)
-    out["value_head.weight"] = (1, d)
-    out["value_head.bias"] = (1,)
-    return out
 
 
 # ---------------------------------------------------------------------- the network
@@ -432,20 +338,19 @@ class NumpyPolicy:
     """
 
     def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>") -> None:
-        ents, glob, acts, cfg = _parse(info, path)
+        have = {k: tuple(np.shape(t)) for k, t in tensors.items()}
+        ents, glob, acts, cfg = _parse(info, path, have)
         rp = _relpos_of(cfg, ents, path)
         shapes = _shapes(ents, glob, acts, cfg, rp)
-        missing = [k for k in shapes if k not in tensors]
-        unexpected = sorted(k for k in tensors if k not in shapes)
-        if missing or unexpected:
+        _check_shapes(have, shapes, path)
+        width = sum(len(f) + len(glob) for f in ents.values())
+        if len(ents) * (width + 3 * cfg.d_model) > _MAX_TABLE:
             raise CheckpointError(
-                f"{path}: the weights do not match the metadata: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
-                f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+                f"{path}: {len(ents)} entity types with {width} feature columns in all would need tables of "
+                f"{len(ents) * (width + 3 * cfg.d_model)} numbers (at most {_MAX_TABLE}); the metadata is corrupt or forged"
             )
-        for k, shp in shapes.items():
+        for k in shapes:
             t = tensors[k]
-            if tuple(t.shape) != shp:
-                raise CheckpointError(f"{path}: tensor {k!r} has shape {tuple(t.shape)} but the metadata implies {shp}")
             if t.dtype.kind not in "fiu":
                 raise CheckpointError(f"{path}: tensor {k!r} has dtype {t.dtype}; expected numbers")
             if t.dtype.kind == "f" and not np.isfinite(t).all():

@@ -77,6 +77,8 @@ class Range:
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is out of this range (``None``: it is in range)."""
+        if self.kind == "any":  # the class checks it
+            return None
         if value is None:
             return None if self.none else "is not accepted (no automatic value)"
         k = self.kind

@@ -119,16 +119,20 @@ class NetConfig:
         return cls(**d)
 
 
+#: upper bounds of the network's sizes: far beyond what trains on a CPU, they keep absurd values
+#: (``net.d_model=10**12``) a clear error instead of an allocation that never ends.
+MAX_WIDTH, MAX_LAYERS, MAX_HEADS, MAX_MLP_RATIO = 2**16, 2**10, 2**10, 2**6
+
 #: The range of each field: what ``check()`` enforces (:func:`gymloop._ranges.check_fields`).
 SPECS: dict[str, dict[str, Range]] = {
     "NetConfig": {
-        "d_model": Range("int", lo=1, note=", a multiple of n_head"),
-        "n_layer": Range("int", lo=0, note="; >= 1 with readout"),
-        "n_head": Range("int", lo=1, note=", a divisor of d_model"),
-        "d_qk": Range("int", lo=1),
+        "d_model": Range("int", lo=1, hi=MAX_WIDTH, note=", a multiple of n_head"),
+        "n_layer": Range("int", lo=0, hi=MAX_LAYERS, note="; >= 1 with readout"),
+        "n_head": Range("int", lo=1, hi=MAX_HEADS, note=", a divisor of d_model"),
+        "d_qk": Range("int", lo=1, hi=MAX_WIDTH),
         "relpos": Range("any", text='"auto", None, or a RelposConfig (the `net.relpos.` fields below)'),
         "norm_clip": Range("float", lo=0, lo_open=True),
-        "mlp_ratio": Range("int", lo=1),
+        "mlp_ratio": Range("int", lo=1, hi=MAX_MLP_RATIO),
         "readout": Range("bool"),
     },
     "RelposConfig": {

@@ -31,6 +31,22 @@ def bandit(agent, seed):
         agent.game_over(gl.Obs(score=1.0 if arm is Arm.C else 0.0))
 
 
+#: :func:`bandit_crashes` raises when it is asked for this decision (in every copy).
+CRASH_AT_DECISION = 21
+
+
+def bandit_crashes(agent, seed):
+    """:func:`bandit` whose every copy raises when asked for its 21st decision: with :func:`tiny`'s
+    8 steps per copy and update, during the third rollout (two updates completed)."""
+    decisions = 0
+    while True:
+        decisions += 1
+        if decisions == CRASH_AT_DECISION:
+            raise RuntimeError(f"bandit_crashes: the planned crash at decision {decisions}")
+        arm = agent.act(gl.Obs(score=0).actor(Player(1.0)), Arm)
+        agent.game_over(gl.Obs(score=1.0 if arm is Arm.C else 0.0))
+
+
 @dataclass
 class Cue:
     target: int

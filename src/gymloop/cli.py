@@ -7,6 +7,7 @@ Each subcommand calls the same public functions the tests call.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -104,8 +105,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _config_keys(obj: object, prefix: str = "") -> list[str]:
-    import dataclasses
-
     keys = []
     for f in dataclasses.fields(obj):  # type: ignore[arg-type]  # obj: a config dataclass (TrainConfig or one of its sections)
         v = getattr(obj, f.name)
@@ -135,11 +134,11 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
         obj = cfg
         parts = key.split(".")
         for p in parts[:-1]:
-            if not hasattr(obj, p):
-                raise ConfigError(f"unknown config section {p!r} in {item!r}")
+            if p not in _field_names(obj) or not dataclasses.is_dataclass(getattr(obj, p)):
+                raise ConfigError(f"unknown config section {p!r} in {item!r}{_suggest_field(cfg, key)}; see docs/config.md")
             obj = getattr(obj, p)
         field = parts[-1]
-        if not hasattr(obj, field):
+        if field not in _field_names(obj):  # only fields: not properties, methods or dunder attributes
             raise ConfigError(f"unknown config field {key!r}{_suggest_field(cfg, key)}; see gymloop.train.TrainConfig")
         old = getattr(obj, field)
         automatic = _automatic(obj, field)
@@ -162,8 +161,14 @@ def _parse_overrides(cfg: object, items: Sequence[str]) -> None:
             else:
                 raise ConfigError(f"config field {key!r} cannot be set from the command line")
         except ValueError:
-            raise ConfigError(f"config field {key!r} expects a {type(old).__name__}, got {raw!r}") from None
+            kind = {"bool": "true or false", "int": "an int", "float": "a number"}.get(type(old).__name__, type(old).__name__)
+            raise ConfigError(f"config field {key!r} expects {kind}, got {raw!r}; see docs/config.md for its range") from None
         setattr(obj, field, val)
+
+
+def _field_names(obj: object) -> set[str]:
+    """The dataclass fields of ``obj`` (none for anything else)."""
+    return {f.name for f in dataclasses.fields(obj)} if dataclasses.is_dataclass(obj) else set()
 
 
 def _automatic(obj: object, name: str) -> bool:
@@ -201,6 +206,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
                       opponents=list(args.opponent or []), init_from=args.init_from)
     if args.num_envs:
         cfg.num_envs = args.num_envs
+    if args.step_timeout is not None:
+        cfg.step_timeout = None if args.step_timeout.lower() in ("none", "off") else _number("--step-timeout", args.step_timeout)
+    if args.on_game_error is not None:
+        cfg.on_game_error = args.on_game_error
     sets = args.set or []
     _parse_overrides(cfg, [x for x in sets if not x.startswith("bc.")])
     if not args.demos and any(x.startswith("bc.") for x in sets):
@@ -248,7 +257,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
             plot_curve(os.path.join(args.out, "metrics.csv"), os.path.join(args.out, "curve.png"), random_level=before)
         except Exception as e:  # as in Trainer.train: a missing plotting library must not fail the run
             logging.getLogger("gymloop.train").warning("could not draw the learning curve: %s", e)
-    after = evaluate(game, trainer.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1) if args.eval_episodes else None
+    # an interrupted run (Ctrl-C, SIGTERM) stops now: its checkpoint is saved, and it was asked to end
+    after = None
+    if args.eval_episodes and not result.interrupted:
+        after = evaluate(game, trainer.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
     done = result.steps - result.first_step
     since = f" (from step {result.first_step:,}: {done:,} in this run)" if result.first_step else ""
     print(f"trained {args.game}: {result.steps:,} steps{since} in {result.seconds:.0f} s ({done / max(result.seconds, 1e-9):,.0f} steps/s)"
@@ -257,7 +269,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
         _print_scores(before, after, "trained agent")
     extra = "bc.safetensors (the cloned agent), " if args.demos else ""
     print(f"files in {os.path.abspath(args.out)}: agent.safetensors, {extra}optimizer.safetensors, metrics.csv, curve.png, tb/")
-    return 130 if result.interrupted else 0
+    if result.interrupted:  # the shell's convention: 128 + the signal (130 for Ctrl-C, 143 for SIGTERM)
+        return 128 + int(result.stop_signal or 2)
+    return 0
+
+
+def _number(flag: str, raw: str) -> float:
+    from .errors import ConfigError
+
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{flag} expects a number of seconds or 'none', got {raw!r}") from None
 
 
 def _print_scores(before: dict | None, after: dict, who: str) -> None:
@@ -373,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")
     t.add_argument("--resume", action="store_true", help="continue from OUT's checkpoint and optimizer state")
     t.add_argument("--init-from", metavar="PATH", help="warm-start from an older agent of this game (new features start at zero weight)")
+    t.add_argument("--step-timeout", metavar="S",
+                   help="seconds a step of the games may take before the run stops with an error naming the copies that did not answer "
+                        "(default 60; 'none': no limit); the last completed update is saved first")
+    t.add_argument("--on-game-error", choices=["raise", "restart"], default=None,
+                   help="raise (default): a game that raises stops the run (after saving the last completed update); restart: that "
+                        "copy restarts with a fresh seed (a dead worker too), counted in metrics.csv (game_errors, worker_restarts)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. ppo.lr=1e-3")
     t.add_argument("--eval-episodes", type=int, default=200, help="episodes to score before and after (0: skip)")
     t.add_argument("--quiet", action="store_true", help="no progress line")

@@ -92,10 +92,10 @@ def test_resume_without_checkpoint_is_an_error(tmp_path):
 @pytest.mark.parametrize(
     "change, match",
     [
-        (dict(num_envs=0), "num_envs must be a positive int"),
+        (dict(num_envs=0), r"num_envs=0 is out of range: expected >= 1, or None \(automatic\)"),
         (dict(rollout_steps=2), "larger than the rollout"),
         (dict(rollout_steps=7), "must divide the rollout size"),
-        (dict(steps=-5), "steps must be a positive int"),
+        (dict(steps=-5), r"steps=-5 is out of range: expected \[1, 2\*\*63 - 1\]"),
     ],
 )
 def test_bad_config_fails_at_start_with_the_fix(change, match):
@@ -491,5 +491,5 @@ def test_set_auto_returns_an_automatic_field_to_automatic_but_keeps_string_value
     _parse_overrides(cfg, ["ppo.lr=auto", "ppo.epochs=none", "net.relpos=none", "net.relpos=auto"])
     assert (cfg.ppo.lr, cfg.ppo.epochs, cfg.net.relpos) == (None, None, "auto")  # relpos: "auto" is its own value
     assert cfg.resolved().ppo.lr == 3e-3
-    with pytest.raises(gl.ConfigError, match="config field 'ppo.epochs' expects a int, got 'many'"):
+    with pytest.raises(gl.ConfigError, match="config field 'ppo.epochs' expects an int, got 'many'"):
         _parse_overrides(cfg, ["ppo.epochs=many"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._ranges import Range, check_fields, describe
 from ..errors import ConfigError
 
 __all__ = ["NetConfig", "RelposConfig"]
@@ -27,14 +28,16 @@ class RelposConfig:
     value_gate: str | None = "relu"
 
     def check(self) -> None:
+        """Raise :class:`ConfigError` with the fix if a field is out of its range (:data:`SPECS`)."""
+        check_fields(self, SPECS["RelposConfig"], "net.relpos.")
+        if not isinstance(self.extent, list) or not all(isinstance(e, int) and not isinstance(e, bool) for e in self.extent):
+            raise ConfigError(f"relpos: extent must be a list of ints, one per position feature, got {self.extent!r}")
         if len(self.extent) != len(self.position_features):
             raise ConfigError(
                 f"relpos: extent {self.extent} needs one value per position feature {self.position_features}"
             )
         if any(e < 1 for e in self.extent):
             raise ConfigError(f"relpos: every extent must be >= 1, got {self.extent}")
-        if self.value_gate not in (None, "relu", "gelu", "sigmoid", "linear"):
-            raise ConfigError(f"relpos: value_gate must be relu, gelu, sigmoid, linear or None, got {self.value_gate!r}")
 
 
 @dataclass
@@ -67,6 +70,9 @@ class NetConfig:
     readout: bool = True
 
     def check(self) -> None:
+        """Raise :class:`ConfigError` with the fix if a field is out of its range (:data:`SPECS`) or
+        the fields do not fit together."""
+        check_fields(self, SPECS["NetConfig"], "net.")
         if self.readout and self.n_layer < 1:
             raise ConfigError("readout=True needs n_layer >= 1 (the readout is the last block); set readout=False for n_layer=0")
         if self.d_model < 1 or self.n_layer < 0 or self.n_head < 1 or self.d_qk < 1 or self.mlp_ratio < 1:
@@ -78,7 +84,7 @@ class NetConfig:
         if isinstance(self.relpos, RelposConfig):
             self.relpos.check()
         elif self.relpos not in ("auto", None):
-            raise ConfigError(f"relpos must be a RelposConfig, 'auto' or None, got {self.relpos!r}")
+            raise ConfigError(f"net.relpos must be a RelposConfig, 'auto' or None, got {self.relpos!r}")
 
     def resolve_relpos(self, entity_features: dict[str, tuple[str, ...]]) -> RelposConfig | None:
         """The relative-position settings for an observation space (``"auto"`` resolved)."""
@@ -113,22 +119,30 @@ class NetConfig:
         return cls(**d)
 
 
-#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
-#: (``{class name: {field: range}}``). Every field needs one: the reference refuses to generate without it.
-RANGES: dict[str, dict[str, str]] = {
+#: upper bounds of the network's sizes: far beyond what trains on a CPU, they keep absurd values
+#: (``net.d_model=10**12``) a clear error instead of an allocation that never ends.
+MAX_WIDTH, MAX_LAYERS, MAX_HEADS, MAX_MLP_RATIO = 2**16, 2**10, 2**10, 2**6
+
+#: The range of each field: what ``check()`` enforces (:func:`gymloop._ranges.check_fields`).
+SPECS: dict[str, dict[str, Range]] = {
     "NetConfig": {
-        "d_model": ">= 1, a multiple of n_head",
-        "n_layer": ">= 0; >= 1 with readout",
-        "n_head": ">= 1, a divisor of d_model",
-        "d_qk": ">= 1",
-        "relpos": '"auto", None, or a RelposConfig (the `net.relpos.` fields below)',
-        "norm_clip": "> 0",
-        "mlp_ratio": ">= 1",
-        "readout": "True, False",
+        "d_model": Range("int", lo=1, hi=MAX_WIDTH, note=", a multiple of n_head"),
+        "n_layer": Range("int", lo=0, hi=MAX_LAYERS, note="; >= 1 with readout"),
+        "n_head": Range("int", lo=1, hi=MAX_HEADS, note=", a divisor of d_model"),
+        "d_qk": Range("int", lo=1, hi=MAX_WIDTH),
+        "relpos": Range("any", text='"auto", None, or a RelposConfig (the `net.relpos.` fields below)'),
+        "norm_clip": Range("float", lo=0, lo_open=True),
+        "mlp_ratio": Range("int", lo=1, hi=MAX_MLP_RATIO),
+        "readout": Range("bool"),
     },
     "RelposConfig": {
-        "position_features": "feature names that every entity type has, one per extent",
-        "extent": "ints >= 1, one per position feature",
-        "value_gate": '"relu", "gelu", "sigmoid", "linear", or None',
+        "position_features": Range("str_list", note=": feature names that every entity type has, one per extent"),
+        "extent": Range("any", text="ints >= 1, one per position feature"),
+        "value_gate": Range("choice", choices=("relu", "gelu", "sigmoid", "linear"), none="no gate"),
     },
 }
+
+#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
+#: (``{class name: {field: range}}``), made from :data:`SPECS`. Every field needs one: the reference
+#: refuses to generate without it.
+RANGES: dict[str, dict[str, str]] = {name: describe(specs) for name, specs in SPECS.items()}

@@ -37,12 +37,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from .._ranges import Range, check_fields, describe
 from ..batch import Batch, take
 from ..checkpoint import write_agent
 from ..errors import ConfigError, TrainingError
 from ..nn.config import NetConfig
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
 from ..trace import Trace, join, load_trace, load_traces, merge_spaces, relayout
+from .config import MAX_SEED, MAX_THREADS
 from .optim import make_adam
 
 __all__ = ["BCConfig", "BCResult", "demo_returns", "train_bc"]
@@ -91,6 +93,9 @@ class BCConfig:
             raise ConfigError(f"bc.lr and bc.max_grad_norm must be positive, got {self.lr}, {self.max_grad_norm}")
         if not 0 < self.gamma <= 1:
             raise ConfigError(f"bc.gamma must be in (0, 1], got {self.gamma}")
+        check_fields(self, SPECS["BCConfig"], "bc.")  # the rest of the ranges (NaN, infinity, upper bounds)
+        if not isinstance(self.net, NetConfig):
+            raise ConfigError(f"bc.net must be a NetConfig, got {self.net!r}")
         self.net.check()
 
 
@@ -297,19 +302,23 @@ def _fit_value(policy: Policy, batch: Batch, returns: np.ndarray, chunk: int = 1
     return float(1.0 - np.mean((A @ w - y) ** 2) / var) if var > 0 else float("nan")
 
 
-
-#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
-#: (``{class name: {field: range}}``). Every field needs one: the reference refuses to generate without it.
-RANGES: dict[str, dict[str, str]] = {
+#: The range of each field: what ``check()`` enforces besides its own checks, and as :data:`RANGES`
+#: what ``docs/config.md`` shows.
+SPECS: dict[str, dict[str, Range]] = {
     "BCConfig": {
-        "epochs": ">= 1",
-        "lr": "> 0",
-        "minibatch_size": ">= 1",
-        "max_grad_norm": "> 0",
-        "fit_value": "True, False",
-        "gamma": "(0, 1]",
-        "seed": ">= 0",
-        "threads": ">= 1",
-        "net": "the `net.` fields",
+        "epochs": Range("int", lo=1),
+        "lr": Range("float", lo=0, lo_open=True),
+        "minibatch_size": Range("int", lo=1),
+        "max_grad_norm": Range("float", lo=0, lo_open=True),
+        "fit_value": Range("bool"),
+        "gamma": Range("float", lo=0, hi=1, lo_open=True),
+        "seed": Range("int", lo=0, hi=MAX_SEED),
+        "threads": Range("int", lo=1, hi=MAX_THREADS),
+        "net": Range("any", text="the `net.` fields"),
     },
 }
+
+#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
+#: (``{class name: {field: range}}``), made from :data:`SPECS`. Every field needs one: the reference
+#: refuses to generate without it.
+RANGES: dict[str, dict[str, str]] = {name: describe(specs) for name, specs in SPECS.items()}

@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .._ranges import Range, check_fields, describe
 from ..errors import ConfigError
 from ..nn.config import NetConfig
 
@@ -24,6 +25,13 @@ MAX_EPOCHS = 3
 BASE_LR = 3e-3
 #: ... where short means at most this many passes (epochs x updates); beyond, it shrinks with their square root.
 SHORT_RUN_PASSES = 72
+#: the largest rollout (``num_envs * agents_per_game * rollout_steps`` slot-steps) a configuration may ask for:
+#: far beyond any machine's memory, it keeps start-up checks of absurd values instant.
+MAX_ROLLOUT = 2**30
+#: the largest seed (PyTorch's generators take at most 64 bits; the trainer derives seeds from it).
+MAX_SEED = 2**63 - 1
+#: the most PyTorch threads a configuration may ask for.
+MAX_THREADS = 1024
 
 
 @dataclass
@@ -72,6 +80,11 @@ class PPOConfig:
     chunk_size: int = 512
     scale_rewards: bool = False
 
+    def check(self) -> None:
+        """Raise :class:`ConfigError` naming the field, its value, its range and the fix for a field
+        out of its range (:data:`SPECS`); :meth:`TrainConfig.check` checks how they fit the rollout."""
+        check_fields(self, SPECS["PPOConfig"], "ppo.")
+
 
 @dataclass
 class TrainConfig:
@@ -90,10 +103,20 @@ class TrainConfig:
         agents_per_game: agents per game copy (2 for self-play).
         opponents: checkpoint paths of frozen opponents for self-play (empty: the learning policy
             plays every side).
-        checkpoint_every: also save a checkpoint every this many updates (0: only at the end).
+        checkpoint_every: also save a checkpoint every this many updates (0: only time-based ones
+            and at the end).
+        checkpoint_minutes: also save a checkpoint when this many minutes have passed since the last
+            one (0: none time-based). Whatever ends a run saves one too (see ``docs/training.md``).
         init_from: warm-start from this older agent checkpoint (the network's sizes come from it;
             features the game added since start with zero weights, so the agent behaves exactly as
             before at step 0; see :mod:`gymloop.train.warmstart`).
+        step_timeout: seconds a step of the games may take before the run stops with an error
+            naming the copies (and worker) that did not answer (``VecEnv(step_timeout=...)``);
+            ``None``: no limit.
+        on_game_error: ``"raise"``: a game that raises (or times out) stops the run, after saving
+            the last completed update. ``"restart"``: that copy restarts with a fresh seed (and a
+            worker process that died is started again), the fault is counted in the metrics
+            (``game_errors``, ``worker_restarts``) and training goes on.
     """
 
     steps: int = 1_000_000
@@ -107,7 +130,10 @@ class TrainConfig:
     agents_per_game: int = 1
     opponents: list[str] = field(default_factory=list)
     checkpoint_every: int = 0
+    checkpoint_minutes: float = 10.0
     init_from: str | None = None
+    step_timeout: float | None = 60.0
+    on_game_error: str = "raise"
 
     @property
     def batch_size(self) -> int:
@@ -163,17 +189,26 @@ class TrainConfig:
         return r.num_envs, r.ppo.epochs, r.ppo.minibatch_size
 
     def check(self) -> None:
-        """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
-        for name in ("steps", "num_envs", "rollout_steps", "threads", "agents_per_game"):
-            v = getattr(self, name)
-            if v is None and name == "num_envs":
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"{name} must be a positive int{' or None (automatic)' if name == 'num_envs' else ''}, got {v!r}")
-        for name in ("epochs", "minibatch_size"):
-            v = getattr(self.ppo, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ConfigError(f"ppo.{name} must be a positive int or None (automatic), got {v!r}")
+        """Raise :class:`ConfigError` with the fix if the configuration cannot work.
+
+        Every field is checked against its range (:data:`SPECS`, the ranges ``docs/config.md``
+        shows: type, NaN, infinity, negatives, zeros where meaningless), then the fields against
+        each other (the minibatch against the rollout, ...), automatic fields as they resolve.
+        """
+        check_fields(self, SPECS["TrainConfig"])
+        for name, cls in (("ppo", PPOConfig), ("net", NetConfig)):
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
+        self.ppo.check()
+        self.net.check()
+        per_env = self.rollout_steps * self.agents_per_game
+        if (self.num_envs or MAX_ENVS) * per_env > MAX_ROLLOUT:
+            raise ConfigError(
+                f"the rollout of num_envs={self.num_envs or MAX_ENVS} * agents_per_game={self.agents_per_game} * rollout_steps="
+                f"{self.rollout_steps} slot-steps is more than {MAX_ROLLOUT:,}, which no machine holds; lower them"
+            )
+        if self.opponents and self.agents_per_game < 2:
+            raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
         if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None or self.ppo.lr is None:
             r = self.resolved()
             try:
@@ -184,8 +219,8 @@ class TrainConfig:
                     ("ppo.epochs", r.ppo.epochs, self.ppo.epochs), ("ppo.lr", r.ppo.lr, self.ppo.lr)) if mine is None]
                 raise ConfigError(f"{e} (chosen automatically for steps={self.steps}: {', '.join(auto)})") from None
             return
-        if self.workers < 0:
-            raise ConfigError(f"workers must be >= 0, got {self.workers}")
+        if self.workers > self.num_envs:
+            raise ConfigError(f"workers={self.workers} is more than num_envs={self.num_envs}; use at most one worker per game copy")
         p = self.ppo
         _, _, mb = self.shape()
         if mb > self.batch_size:
@@ -198,15 +233,6 @@ class TrainConfig:
                 f"ppo.minibatch_size={p.minibatch_size} must divide the rollout size {self.batch_size} "
                 f"(num_envs * agents_per_game * rollout_steps); e.g. minibatch_size={_divisor_near(self.batch_size, mb)}"
             )
-        if not 0 < p.gamma <= 1 or not 0 <= p.gae_lambda <= 1:
-            raise ConfigError(f"ppo.gamma must be in (0, 1] and gae_lambda in [0, 1], got {p.gamma}, {p.gae_lambda}")
-        if p.lr is None or p.lr <= 0:
-            raise ConfigError(f"ppo.lr must be positive (or None: automatic), got {p.lr}")
-        if self.opponents and self.agents_per_game < 2:
-            raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
-        if self.init_from is not None and not isinstance(self.init_from, str):
-            raise ConfigError(f"init_from must be a checkpoint path, got {self.init_from!r}")
-        self.net.check()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -222,45 +248,62 @@ class TrainConfig:
 
 
 def _divisor_near(n: int, target: int) -> int:
-    best = 1
-    for k in range(1, n + 1):
-        if n % k == 0 and abs(k - target) < abs(best - target):
-            best = k
-    return best
+    """The divisor of ``n`` nearest ``target`` (the smaller one on a tie); O(sqrt(n)).
+
+    Example:
+        >>> _divisor_near(1024, 300), _divisor_near(96, 40), _divisor_near(7, 3)
+        (256, 32, 1)
+    """
+    divisors: set[int] = set()
+    k = 1
+    while k * k <= n:
+        if n % k == 0:
+            divisors.update((k, n // k))
+        k += 1
+    return min(divisors, key=lambda d: (abs(d - target), d))
 
 
-#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
-#: (``{class name: {field: range}}``). Every field needs one: the reference refuses to generate without it.
-RANGES: dict[str, dict[str, str]] = {
+#: The range of each field: what ``check()`` enforces (:func:`gymloop._ranges.check_fields`) and, as
+#: :data:`RANGES`, what ``docs/config.md`` shows.
+SPECS: dict[str, dict[str, Range]] = {
     "TrainConfig": {
-        "steps": ">= 1 (rounded up to whole rollouts)",
-        "num_envs": ">= 1, or None (automatic)",
-        "rollout_steps": ">= 1",
-        "workers": ">= 0",
-        "seed": ">= 0",
-        "threads": ">= 1",
-        "ppo": "the `ppo.` fields below",
-        "net": "the `net.` fields below",
-        "agents_per_game": ">= 1, the game's number of agents; >= 2 with opponents",
-        "opponents": "agent checkpoint paths of this game; non-empty needs agents_per_game >= 2",
-        "checkpoint_every": ">= 0",
-        "init_from": "an agent checkpoint path of this game, or None",
+        "steps": Range("int", lo=1, hi=MAX_SEED, note=" (rounded up to whole rollouts)"),
+        "num_envs": Range("int", lo=1, none="automatic"),
+        "rollout_steps": Range("int", lo=1),
+        "workers": Range("int", lo=0, note=", at most num_envs"),
+        "seed": Range("int", lo=0, hi=MAX_SEED),
+        "threads": Range("int", lo=1, hi=MAX_THREADS),
+        "ppo": Range("any", text="the `ppo.` fields below"),
+        "net": Range("any", text="the `net.` fields below"),
+        "agents_per_game": Range("int", lo=1, note=", the game's number of agents; >= 2 with opponents"),
+        "opponents": Range("str_list", text="agent checkpoint paths of this game; non-empty needs agents_per_game >= 2"),
+        "checkpoint_every": Range("int", lo=0, note=" (0: none by update count)"),
+        "checkpoint_minutes": Range("float", lo=0, note=" (0: none time-based)"),
+        "init_from": Range("str", none="no warm start", text="an agent checkpoint path of this game, or None"),
+        "step_timeout": Range("float", lo=0, lo_open=True, none="no limit", text="> 0 seconds, finite, or None (no limit)"),
+        "on_game_error": Range("choice", choices=("raise", "restart")),
     },
     "PPOConfig": {
-        "lr": "> 0, or None (automatic)",
-        "anneal_lr": "True, False",
-        "gamma": "(0, 1]",
-        "gae_lambda": "[0, 1]",
-        "clip_coef": "> 0 (0.1 to 0.3 is usual)",
-        "clip_vloss": "True, False",
-        "vf_coef": ">= 0",
-        "ent_coef": ">= 0",
-        "anneal_entropy": "True, False",
-        "max_grad_norm": "> 0",
-        "norm_adv": "True, False",
-        "epochs": ">= 1, or None (automatic)",
-        "minibatch_size": ">= 1 and a divisor of the rollout (num_envs * agents_per_game * rollout_steps), or None (automatic)",
-        "chunk_size": ">= 1",
-        "scale_rewards": "True, False",
+        "lr": Range("float", lo=0, lo_open=True, none="automatic"),
+        "anneal_lr": Range("bool"),
+        "gamma": Range("float", lo=0, hi=1, lo_open=True),
+        "gae_lambda": Range("float", lo=0, hi=1),
+        "clip_coef": Range("float", lo=0, lo_open=True, note=" (0.1 to 0.3 is usual)"),
+        "clip_vloss": Range("bool"),
+        "vf_coef": Range("float", lo=0),
+        "ent_coef": Range("float", lo=0),
+        "anneal_entropy": Range("bool"),
+        "max_grad_norm": Range("float", lo=0, lo_open=True),
+        "norm_adv": Range("bool"),
+        "epochs": Range("int", lo=1, none="automatic"),
+        "minibatch_size": Range("int", lo=1, none="automatic",
+                                note="; a divisor of the rollout (num_envs * agents_per_game * rollout_steps)"),
+        "chunk_size": Range("int", lo=1),
+        "scale_rewards": Range("bool"),
     },
 }
+
+#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
+#: (``{class name: {field: range}}``), made from :data:`SPECS`. Every field needs one: the reference
+#: refuses to generate without it.
+RANGES: dict[str, dict[str, str]] = {name: describe(specs) for name, specs in SPECS.items()}

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import copy
 import csv
+import functools
+import hashlib
+import json
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +30,7 @@ import torch
 
 from ..batch import Batch, stack, take
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
-from ..errors import CheckpointError, ConfigError, TrainingError
+from ..errors import CheckpointError, ConfigError, GymloopError, TrainingError
 from ..evaluation import evaluate_episodes
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
 from ..vector import VecEnv
@@ -42,6 +47,8 @@ log = logging.getLogger("gymloop.train")
 
 AGENT_FILE = "agent.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
+METRICS_FILE = "metrics.csv"
+CURVE_FILE = "curve.png"
 
 
 @dataclass
@@ -55,6 +62,7 @@ class TrainResult:
     out_dir: str | None
     history: list[dict[str, float]] = field(default_factory=list)
     first_step: int = 0  # the step this run started from (> 0 when resumed)
+    stop_signal: int | None = None  # the signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM), if one did
 
     @property
     def final_score(self) -> float:
@@ -214,6 +222,219 @@ class RewardScaler:
         self.count, self.mean, self.var = float(d["count"]), float(d["mean"]), float(d["var"])
 
 
+class _Diverged(TrainingError):
+    """Raised inside an update or a rollout when the numbers stop being finite (or PyTorch fails on
+    them); :meth:`Trainer.train` restores the last completed update, saves it and raises a
+    :class:`TrainingError` naming the update and the fix."""
+
+
+def _torch_errors(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Turn an error PyTorch raises inside the decorated method (a ``RuntimeError`` or ``ValueError``
+    that is no :class:`GymloopError`: NaN logits, overflowing weights, ...) into :class:`_Diverged`."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kw: Any) -> Any:
+            try:
+                return fn(*args, **kw)
+            except (RuntimeError, ValueError) as e:
+                if isinstance(e, GymloopError):
+                    raise
+                raise _Diverged(f"PyTorch failed while {what}: {type(e).__name__}: {e}") from e
+
+        return inner
+
+    return wrap
+
+
+def _all_finite(tensors: list[torch.Tensor]) -> bool:
+    """Whether every element of every tensor is finite: one fused max-norm pass, one sync."""
+    floats = [t.detach() for t in tensors if t.is_floating_point()]
+    if not floats:
+        return True
+    return bool(torch.isfinite(torch.stack(torch._foreach_norm(floats, float("inf")))).all())
+
+
+def _tensors_digest(tensors: Mapping[str, np.ndarray]) -> str:
+    """A digest of named tensors (names, dtypes, shapes and bytes): the identity of an agent file's weights."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+class _StopSignals:
+    """While training: SIGTERM stops the run like Ctrl-C (the last completed update is saved); while
+    saving on the way out, SIGINT and SIGTERM wait for the files to be written.
+
+    Handlers can only be installed from the main thread; elsewhere SIGTERM keeps its own handler.
+    The previous handlers are restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.saving = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        self._install(signal.SIGTERM)
+        return self
+
+    def _install(self, sig: int) -> None:
+        if threading.current_thread() is not threading.main_thread() or sig in self._old:
+            return
+        old = signal.getsignal(sig)
+        if old is None:  # a handler not installed from Python: it cannot be restored, so leave it
+            return
+        try:
+            signal.signal(sig, self._handler)
+        except (ValueError, OSError):  # pragma: no cover  (an embedding interpreter without signals)
+            return
+        self._old[sig] = old
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.saving:
+            log.warning("%s: saving the checkpoint first; the run stops when it is written", signal.Signals(signum).name)
+            return
+        self.received = signum
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    def start_saving(self) -> None:
+        """From now on, signals wait for the save (a second Ctrl-C cannot cut the files short)."""
+        self.saving = True
+        self._install(signal.SIGINT)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+
+class _Snapshot:
+    """The trainer's state after its last completed update: weights and normalization statistics,
+    optimizer state, random generators, reward scaler, step and update.
+
+    :meth:`take` copies into buffers allocated once (a memory copy of the model and the optimizer
+    moments per update); :meth:`restore` puts the state back into the trainer, which is then saved
+    whatever stopped it mid-rollout or mid-update.
+    """
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        self.gen_state: torch.Tensor | None = None
+        self.rng_state: dict[str, Any] = {}
+        self.scaler: dict[str, Any] | None = None
+        self.step = 0
+        self.update = 0
+
+    @staticmethod
+    def _live(t: Trainer) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
+        live = {f"p.{k}": v for k, v in t.policy.state_dict().items()}
+        sd = t.optim.state_dict()
+        for i, st in sd["state"].items():
+            for name, v in st.items():
+                live[f"o.{i}.{name}"] = v if torch.is_tensor(v) else torch.tensor(v)
+        return live, sd["param_groups"]
+
+    def take(self, t: Trainer) -> None:
+        live, groups = self._live(t)
+        with torch.no_grad():
+            for k, v in live.items():
+                buf = self.tensors.get(k)
+                if buf is None or buf.shape != v.shape or buf.dtype != v.dtype:
+                    self.tensors[k] = v.detach().clone()
+                else:
+                    buf.copy_(v)
+        for k in [k for k in self.tensors if k not in live]:
+            del self.tensors[k]
+        self.param_groups = copy.deepcopy(groups)
+        self.gen_state = t.gen.get_state()
+        self.rng_state = copy.deepcopy(dict(t.rng.bit_generator.state))
+        self.scaler = None if t.reward_scaler is None else t.reward_scaler.state()
+        self.step, self.update = t.step, t.update
+
+    def restore(self, t: Trainer) -> None:
+        t.policy.load_state_dict({k[2:]: v.clone() for k, v in self.tensors.items() if k.startswith("p.")})
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for k, v in self.tensors.items():
+            if k.startswith("o."):
+                _, i, name = k.split(".", 2)
+                state.setdefault(int(i), {})[name] = v.clone()
+        t.optim.load_state_dict({"state": state, "param_groups": copy.deepcopy(self.param_groups)})
+        if self.gen_state is not None:
+            t.gen.set_state(self.gen_state)
+        t.rng.bit_generator.state = copy.deepcopy(self.rng_state)
+        if t.reward_scaler is not None and self.scaler is not None:
+            t.reward_scaler.load(self.scaler)
+        t.step, t.update = self.step, self.update
+
+
+class _MetricsFile:
+    """``metrics.csv``: one row per completed update, flushed at once.
+
+    A new run starts an empty file; a resumed one keeps the rows up to the checkpoint's step and
+    drops later ones (written after that checkpoint by a run that was then stopped), so every step
+    appears once. When a new column appears the file is rewritten with it; every rewrite goes to a
+    temporary file renamed over the old one, so a kill never leaves half a file.
+    """
+
+    def __init__(self, path: str, resume_step: int | None) -> None:
+        self.path = path
+        self.fields: list[str] = []
+        rows: list[dict[str, str]] = []
+        if resume_step is not None and os.path.exists(path):
+            with open(path, newline="") as f:
+                reader = csv.DictReader(f)
+                rows = list(reader)
+                self.fields = list(reader.fieldnames or [])
+            kept = [r for r in rows if _row_step(r) <= resume_step]
+            if len(kept) < len(rows):
+                log.info("%s: dropped %d rows after step %d, the step of the checkpoint resumed", path, len(rows) - len(kept), resume_step)
+            rows = kept
+        self._rewrite(rows)
+        self.f = open(path, "a", newline="")
+
+    def _rewrite(self, rows: list[dict[str, str]]) -> None:
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "w", newline="") as f:
+                if self.fields:
+                    w = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
+                    w.writeheader()
+                    w.writerows(rows)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    def write(self, info: Mapping[str, float]) -> None:
+        new = [k for k in info if k not in self.fields]
+        if new:
+            self.f.close()
+            with open(self.path, newline="") as f:
+                rows = list(csv.DictReader(f))
+            self.fields += new
+            self._rewrite(rows)
+            self.f = open(self.path, "a", newline="")
+        csv.DictWriter(self.f, fieldnames=self.fields).writerow({k: info.get(k, "") for k in self.fields})
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _row_step(row: Mapping[str, str]) -> float:
+    try:
+        return float(row.get("step") or "nan")
+    except ValueError:
+        return float("nan")  # an unreadable step counts as after the checkpoint: the row is dropped (and logged)
+
+
 class Trainer:
     """Trains one policy for a game.
 
@@ -225,6 +446,11 @@ class Trainer:
         game_name: recorded in the checkpoint (``snake`` or ``module:function``).
         resume: continue from ``out_dir``'s checkpoint and optimizer state.
         progress: show a progress line on stderr.
+
+    Whatever ends :meth:`train` (the budget, Ctrl-C, SIGTERM, a game's error, a worker's death, a
+    timeout, a diverging update, any exception) it saves the state after the last completed update
+    (the weights, the optimizer, the generators) with ``metrics.csv`` and ``curve.png`` first; see
+    :meth:`train`.
     """
 
     def __init__(
@@ -268,7 +494,17 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.update = 0
-        self.env = VecEnv(self.game, num_envs=self.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game)
+        self.env = VecEnv(self.game, num_envs=self.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game,
+                          step_timeout=cfg.step_timeout, on_game_error=cfg.on_game_error,
+                          restart_workers=cfg.on_game_error == "restart")
+        try:
+            self._setup_learner()
+        except BaseException:
+            self.env.close()  # a failed start (a bad checkpoint to resume, ...) leaves no worker behind
+            raise
+
+    def _setup_learner(self) -> None:
+        cfg = self.cfg
         self.batch = self.env.reset()
         if cfg.init_from and not self.resume:
             from .warmstart import warm_start
@@ -330,22 +566,31 @@ class Trainer:
         self.step = int(af.info.get("step", 0))
         self.update = int(af.info.get("update", 0))
         opath = os.path.join(out_dir, OPTIM_FILE)
-        if os.path.exists(opath):
+        if not os.path.exists(opath):
+            log.warning("--resume: no %s beside %s; the optimizer state starts afresh", opath, path)
+        else:
             tensors, meta = read_safetensors(opath, mmap=False)
-            import json
-
-            sd = json.loads(meta["optimizer"])
-            for k, v in tensors.items():
-                if k.startswith("state."):
-                    _, i, name = k.split(".", 2)
-                    sd["state"].setdefault(i, {})[name] = torch.from_numpy(np.array(v))
-            sd["state"] = {int(i): s for i, s in sd["state"].items()}
+            _check_pair(path, af.info, af.tensors, opath, meta)
+            try:
+                sd = json.loads(meta["optimizer"])
+                for k, v in tensors.items():
+                    if k.startswith("state."):
+                        _, i, name = k.split(".", 2)
+                        sd["state"].setdefault(i, {})[name] = torch.from_numpy(np.array(v))
+                sd["state"] = {int(i): s for i, s in sd["state"].items()}
+            except (KeyError, ValueError, TypeError, AttributeError) as e:
+                raise CheckpointError(f"--resume: {opath} is not a gymloop optimizer state ({type(e).__name__}: {e}); delete it to "
+                                      f"resume {path} with a fresh optimizer state") from None
             fused = [g.get("fused") for g in self.optim.param_groups]
-            self.optim.load_state_dict(sd)
+            try:
+                self.optim.load_state_dict(sd)
+            except (KeyError, ValueError, TypeError) as e:
+                raise CheckpointError(f"--resume: {opath} does not fit the network of {path} ({e}); delete it to resume with a "
+                                      "fresh optimizer state") from None
             for g, f in zip(self.optim.param_groups, fused):  # a state saved before fused Adam says None
                 g["fused"] = f
             if "torch_rng" in tensors:
-                self.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"])))
+                self.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"], dtype=np.uint8)))
             if "numpy_rng" in meta:
                 self.rng.bit_generator.state = json.loads(meta["numpy_rng"])
             if "reward_scaler" in meta:
@@ -354,16 +599,20 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, out_dir: str | None = None) -> str | None:
-        """Write the agent and optimizer state; returns the agent's path."""
+        """Write the agent and optimizer state as one unit; returns the agent's path.
+
+        The optimizer file is written first and records the agent's step, update and a digest of its
+        weights; the agent file second. A run killed between the two writes leaves an optimizer
+        state that does not match the agent, which ``--resume`` refuses (see :func:`_check_pair`).
+        Each file is written to a temporary name and renamed (:func:`~gymloop.checkpoint.write_safetensors`).
+        """
         d = out_dir or self.out_dir
         if not d:
             return None
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, AGENT_FILE)
         info = policy_info(self.policy, step=self.step, update=self.update, game=self.game_name, train_config=self.cfg.to_dict())
-        write_agent(path, policy_tensors(self.policy), info)
-        import json
-
+        agent_tensors = policy_tensors(self.policy)
         sd = self.optim.state_dict()
         tensors = {}
         state_meta: dict[str, dict] = {}
@@ -375,13 +624,17 @@ class Trainer:
         meta = {
             "optimizer": json.dumps({"state": state_meta, "param_groups": sd["param_groups"]}),
             "numpy_rng": json.dumps(self.rng.bit_generator.state),
+            "agent": json.dumps({"step": self.step, "update": self.update, "weights_digest": _tensors_digest(agent_tensors)}),
         }
         if self.reward_scaler is not None:
             meta["reward_scaler"] = json.dumps(self.reward_scaler.state())
-        write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)
+        write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)  # first: see the docstring
+        write_agent(path, agent_tensors, info)
+        self._last_save = time.monotonic()
         return path
 
     # ------------------------------------------------------------------ rollout
+    @_torch_errors("choosing actions")
     def _act(self, b: Batch) -> tuple[dict[str, np.ndarray], Batch, Any, np.ndarray]:
         """Actions for every actor of ``b``; the learner's sub-batch, its outputs and values."""
         if not self.opponents:
@@ -403,6 +656,7 @@ class Trainer:
             actions[k] = a
         return actions, learner_obs, out, out.value.numpy()
 
+    @_torch_errors("computing values")
     def _values(self, b: Batch) -> np.ndarray:
         sub = b if not self.opponents else take(b, self.learner_slots)[0]
         with torch.no_grad():
@@ -453,6 +707,7 @@ class Trainer:
             final_values=np.stack(final_values),
         )
 
+    @_torch_errors("computing values")
     def _final_values(self, b: Batch) -> np.ndarray:
         """Value of each truncated episode's final observation (NaN where the game gave none)."""
         values = np.full(self.learner_slots.size, np.nan, dtype=np.float32)
@@ -494,6 +749,7 @@ class Trainer:
         return advantages, advantages + values
 
     # ------------------------------------------------------------------ update
+    @_torch_errors("updating the network")
     def _update(self, r: Rollout, adv: np.ndarray, ret: np.ndarray, ent_coef: float) -> dict[str, float]:
         """PPO epochs over a rollout with its advantages and returns (``(T, S)`` each); the mean losses."""
         p = self.cfg.ppo
@@ -550,10 +806,12 @@ class Trainer:
                     v_loss = 0.5 * ((value - returns) ** 2).mean()
                 loss = pg_loss - ent_coef * entropy + p.vf_coef * v_loss
                 if not torch.isfinite(loss):
-                    raise TrainingError(f"the loss became {loss.item()} at update {self.update + 1} (step {self.step})")
+                    raise _Diverged(f"the loss became {loss.item()}")
                 self.optim.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
+                if not torch.isfinite(grad_norm):
+                    raise _Diverged(f"the gradients became non-finite (norm {grad_norm.item()})")
                 self.optim.step()
                 stats["loss/policy"].append(pg_loss.item())
                 stats["loss/value"].append(v_loss.item())
@@ -561,6 +819,8 @@ class Trainer:
         self.policy.eval()
         # fold this rollout's observations into the input normalization for the next rollout
         self.policy.update_norms(self.policy.pack(obs))
+        if not _all_finite(list(self.policy.state_dict().values())):
+            raise _Diverged("the weights or normalization statistics became non-finite")
         result = {k: float(np.mean(v)) for k, v in stats.items() if v}
         var = np.var(flat_ret)
         result["explained_variance"] = float("nan") if var == 0 else float(1 - np.var(flat_ret - flat_old_value) / var)
@@ -589,109 +849,166 @@ class Trainer:
 
     # ------------------------------------------------------------------ main loop
     def train(self) -> TrainResult:
-        """Run training to ``cfg.steps``; Ctrl-C saves a checkpoint and returns cleanly."""
+        """Run training to ``cfg.steps``; returns when done or interrupted.
+
+        Whatever ends the run, the state after the last *completed* update (a partial rollout or
+        update is discarded) is saved to ``out_dir`` with ``metrics.csv`` and ``curve.png`` before
+        this returns or raises:
+
+        - the budget reached: saved, returned;
+        - Ctrl-C (SIGINT) or SIGTERM (while this runs in the main thread, SIGTERM is turned into
+          the same clean stop): saved, returned with ``interrupted=True`` and ``stop_signal``;
+        - a diverging update (a non-finite loss, gradient or weight, or PyTorch failing on them):
+          the last finite state is saved and a :class:`TrainingError` naming the update raised;
+        - anything else (a :class:`~gymloop.errors.GameError`, a
+          :class:`~gymloop.errors.WorkerError`, a timeout, an exception in the trainer): saved,
+          then the exception is raised again as it came.
+
+        Checkpoints are also saved every ``cfg.checkpoint_minutes`` minutes and every
+        ``cfg.checkpoint_every`` updates.
+        """
         self._setup()
         cfg, p = self.cfg, self.cfg.ppo
         per_update = self.num_envs * cfg.agents_per_game * cfg.rollout_steps
         n_updates = max(1, math.ceil(cfg.steps / per_update))
         history: list[dict[str, float]] = []
         prog = _Progress(cfg.steps, self.progress)
-        csv_f = None
-        if self.out_dir:
-            csv_path = os.path.join(self.out_dir, "metrics.csv")
-            exists = self.resume and os.path.exists(csv_path)
-            csv_f = open(csv_path, "a" if exists else "w", newline="")
         t_start = time.time()
         first_step = self.step
         interrupted = False
-        good_state = None
-        try:
-            while self.update < n_updates:
-                frac = 1.0 - self.update / n_updates
-                lr = self.lr * frac if p.anneal_lr else self.lr
-                for g in self.optim.param_groups:
-                    g["lr"] = lr
-                ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
-                t0 = time.time()
-                rollout = self._collect()
-                t1 = time.time()
-                adv, ret = self._gae(rollout)
-                # optimizer.state_dict() returns live tensors: copy them for a real snapshot
-                good_state = ({k: v.clone() for k, v in self.policy.state_dict().items()}, copy.deepcopy(self.optim.state_dict()))
-                try:
-                    update_stats = self._update(rollout, adv, ret, ent)
-                except TrainingError:
-                    self.policy.load_state_dict(good_state[0])
-                    self.optim.load_state_dict(good_state[1])
-                    path = self.save()
-                    raise TrainingError(
-                        f"the loss became NaN/inf at update {self.update + 1} (step {self.step}); the last good "
-                        f"checkpoint was saved to {path}; lower ppo.lr or check the game's rewards"
-                    ) from None
-                t2 = time.time()
-                self.update += 1
-                self.step += per_update
-                info: dict[str, float] = {"step": self.step, "update": self.update, "lr": lr, "ent_coef": ent}
-                info["steps_per_second"] = per_update / max(t2 - t0, 1e-9)
-                info["time/rollout_s"] = t1 - t0
-                info["time/update_s"] = t2 - t1
-                info["time/total_s"] = time.time() - t_start
-                info["reward_mean"] = float(rollout.rewards.mean())
-                for name, vals in rollout.episode_metrics.items():
-                    a = np.asarray(vals, dtype=np.float64)
-                    info[f"{name}_count"] = float(a.size)
-                    info[f"{name}_mean"] = float(a.mean())
-                    info[f"{name}_min"] = float(a.min())
-                    info[f"{name}_max"] = float(a.max())
-                info.update(update_stats)
-                history.append(info)
-                prog.update(self.step, info)
-                if csv_f is not None:
-                    self._write_csv(csv_f, info)
-                if self.tb is not None:
-                    self.tb.scalars({k: v for k, v in info.items() if k not in ("step",)}, self.step)
-                if cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0:
-                    self.save()
-        except KeyboardInterrupt:
-            interrupted = True
-            log.warning("interrupted: saving a checkpoint at step %d", self.step)
-        finally:
-            prog.close()
-            self.env.close()
-            if csv_f is not None:
-                csv_f.close()
-            if self.tb is not None:
-                self.tb.close()
-        if self.out_dir:
-            self.save()
+        error: BaseException | None = None
+        snapshot = _Snapshot()
+        metrics: _MetricsFile | None = None
+        lr = self.lr
+        self._last_save = time.monotonic()
+        with _StopSignals() as stops:
             try:
-                plot_curve(os.path.join(self.out_dir, "metrics.csv"), os.path.join(self.out_dir, "curve.png"))
-            except Exception as e:  # a missing plotting library must not lose the trained agent
-                log.warning("could not draw the learning curve: %s", e)
-        return TrainResult(self.step, self.update, time.time() - t_start, interrupted, self.out_dir, history, first_step)
+                metrics = _MetricsFile(os.path.join(self.out_dir, METRICS_FILE), self.step if self.resume else None) if self.out_dir else None
+                snapshot.take(self)
+                while self.update < n_updates:
+                    frac = 1.0 - self.update / n_updates
+                    lr = self.lr * frac if p.anneal_lr else self.lr
+                    for g in self.optim.param_groups:
+                        g["lr"] = lr
+                    ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
+                    t0 = time.time()
+                    rollout = self._collect()
+                    t1 = time.time()
+                    adv, ret = self._gae(rollout)
+                    update_stats = self._update(rollout, adv, ret, ent)
+                    t2 = time.time()
+                    self.update += 1
+                    self.step += per_update
+                    snapshot.take(self)  # the state a stop from now on saves
+                    info: dict[str, float] = {"step": self.step, "update": self.update, "lr": lr, "ent_coef": ent}
+                    info["steps_per_second"] = per_update / max(t2 - t0, 1e-9)
+                    info["time/rollout_s"] = t1 - t0
+                    info["time/update_s"] = t2 - t1
+                    info["time/total_s"] = time.time() - t_start
+                    info["reward_mean"] = float(rollout.rewards.mean())
+                    # faults survived since this run started (on_game_error="restart")
+                    info["game_errors"] = float(self.env.num_game_errors)
+                    info["worker_restarts"] = float(self.env.num_worker_restarts)
+                    for name, vals in rollout.episode_metrics.items():
+                        a = np.asarray(vals, dtype=np.float64)
+                        info[f"{name}_count"] = float(a.size)
+                        info[f"{name}_mean"] = float(a.mean())
+                        info[f"{name}_min"] = float(a.min())
+                        info[f"{name}_max"] = float(a.max())
+                    info.update(update_stats)
+                    history.append(info)
+                    prog.update(self.step, info)
+                    if metrics is not None:
+                        metrics.write(info)
+                    if self.tb is not None:
+                        self.tb.scalars({k: v for k, v in info.items() if k not in ("step",)}, self.step)
+                    if (cfg.checkpoint_every and self.update % cfg.checkpoint_every == 0) or (
+                            cfg.checkpoint_minutes and time.monotonic() - self._last_save >= 60 * cfg.checkpoint_minutes):
+                        self.save()
+            except KeyboardInterrupt:
+                interrupted = True
+            except BaseException as e:  # saved below, then raised again
+                error = e
+            finally:
+                stops.start_saving()
+                self._close_quietly(prog, metrics)
+            if interrupted or error is not None:
+                snapshot.restore(self)  # a partial rollout or update is discarded
+            if interrupted:
+                who = signal.Signals(stops.received).name if stops.received else "Ctrl-C"
+                log.warning("interrupted by %s: saving the checkpoint of update %d (step %d)", who, self.update, self.step)
+            try:
+                path = self._save_all()
+            except Exception as e:
+                if error is None:
+                    raise
+                log.error("could not save the checkpoint after %s either: %s: %s", type(error).__name__, type(e).__name__, e)
+                path = None
+        result = TrainResult(self.step, self.update, time.time() - t_start, interrupted, self.out_dir, history, first_step,
+                             stop_signal=(stops.received or signal.SIGINT) if interrupted else None)
+        if error is None:
+            return result
+        if isinstance(error, _Diverged):
+            saved = (f"the last good checkpoint was saved to {path} (update {self.update}, step {self.step}, finite weights)" if path
+                     else "nothing was saved (no out_dir)")
+            raise TrainingError(
+                f"training diverged at update {self.update + 1} (step {self.step}): {error}; {saved}; lower ppo.lr (it was "
+                f"{lr:.3g}), or check the game's rewards and features for huge values"
+            ) from error.__cause__
+        saved = f"saved the checkpoint of update {self.update} (step {self.step}) to {path}" if path else "nothing saved (no out_dir)"
+        log.warning("stopped by %s at update %d: %s, metrics.csv and curve.png%s", type(error).__name__, self.update + 1, saved,
+                    "; continue with --resume" if path else "")
+        raise error
 
-    def _write_csv(self, f: Any, info: dict[str, float]) -> None:
-        if not hasattr(self, "_csv_fields"):
-            self._csv_fields: list[str] = []
-        new = [k for k in info if k not in self._csv_fields]
-        if new:
-            self._csv_fields += new
-            f.seek(0)
-            rows = []
-            if f.tell() == 0 and os.path.getsize(f.name) > 0:
-                with open(f.name, newline="") as rf:
-                    rows = list(csv.DictReader(rf))
-                    for r in rows:
-                        for k in r:
-                            if k not in self._csv_fields:
-                                self._csv_fields.append(k)
-            f.truncate(0)
-            w = csv.DictWriter(f, fieldnames=self._csv_fields)
-            w.writeheader()
-            for r in rows:
-                w.writerow(r)
-        csv.DictWriter(f, fieldnames=self._csv_fields).writerow({k: info.get(k, "") for k in self._csv_fields})
-        f.flush()
+    def _close_quietly(self, prog: _Progress, metrics: _MetricsFile | None) -> None:
+        """Close what the run opened; a failure here is logged, never lets the checkpoint go unsaved."""
+        for what, close in (("the progress line", prog.close), ("the games", self.env.close),
+                            ("metrics.csv", metrics.close if metrics is not None else None),
+                            ("TensorBoard", self.tb.close if self.tb is not None else None)):
+            if close is None:
+                continue
+            try:
+                close()
+            except Exception as e:
+                log.warning("closing %s failed: %s: %s", what, type(e).__name__, e)
+
+    def _save_all(self) -> str | None:
+        """Save the checkpoint and draw the curve (the end of every run); the agent's path."""
+        if not self.out_dir:
+            return None
+        path = self.save()
+        try:
+            plot_curve(os.path.join(self.out_dir, METRICS_FILE), os.path.join(self.out_dir, CURVE_FILE))
+        except Exception as e:  # a missing plotting library must not lose the trained agent
+            log.warning("could not draw the learning curve: %s", e)
+        return path
+
+
+def _check_pair(agent_path: str, agent_info: Mapping[str, Any], agent_tensors: Mapping[str, np.ndarray], optim_path: str,
+                optim_meta: Mapping[str, str]) -> None:
+    """Raise :class:`CheckpointError` unless the optimizer file was saved together with the agent file.
+
+    The optimizer file records the step, update and weights digest of the agent saved with it
+    (:meth:`Trainer.save`); files written before it recorded them are accepted.
+    """
+    rec = optim_meta.get("agent")
+    if rec is None:
+        return
+    try:
+        mine = json.loads(rec)
+        want = {"step": int(mine["step"]), "update": int(mine["update"]), "weights": str(mine["weights_digest"])}
+    except (ValueError, KeyError, TypeError):
+        raise CheckpointError(f"--resume: {optim_path} records its agent unreadably ({rec[:100]!r}); delete it to resume "
+                              f"{agent_path} with a fresh optimizer state") from None
+    have = {"step": agent_info.get("step"), "update": agent_info.get("update"), "weights": _tensors_digest(agent_tensors)}
+    diffs = [f"{k} {want[k]} vs {have[k]}" for k in ("update", "step", "weights") if want[k] != have[k]]
+    if diffs:
+        raise CheckpointError(
+            f"--resume: {agent_path} and {optim_path} are not one checkpoint: the optimizer state was saved with another agent "
+            f"({'; '.join(diffs)}, optimizer file vs agent file); the run was probably stopped between writing the two, or one "
+            f"was copied from another run. Fix: delete {optim_path} to resume the agent with a fresh optimizer state, or train "
+            "anew without --resume"
+        )
 
 
 def episode_metric_names(columns: Iterable[str]) -> list[str]:

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
-from conftest import Move, Unit, make_game
 from gymnasium.utils.env_checker import check_env, data_equivalence
 from gymnasium.utils.passive_env_checker import check_action_space, check_obs, check_observation_space, data_shares_objects
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -30,7 +29,8 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
 import gymloop as gl
-from gymloop.adapters.gymnasium import GymloopEnv, GymloopVectorEnv, measure_sizes
+from conftest import Move, Unit, make_game
+from gymloop.adapters.gymnasium import GymloopEnv, GymloopVectorEnv
 from gymloop.games import bundled_games
 from gymloop.games.duel import duel
 from gymloop.games.snake import snake

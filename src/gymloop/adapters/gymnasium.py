@@ -526,7 +526,7 @@ def _metrics(b: Batch, s: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------- Env
-class GymloopEnv(gymnasium.Env):  # type: ignore[type-arg]
+class GymloopEnv(gymnasium.Env):
     """A single-agent gymloop game as a ``gymnasium.Env`` (see the module docstring for the spaces).
 
     Args:
@@ -676,7 +676,7 @@ class GymloopEnv(gymnasium.Env):  # type: ignore[type-arg]
 
 
 # ---------------------------------------------------------------------------------------- VectorEnv
-class GymloopVectorEnv(_GymVectorEnv):  # type: ignore[type-arg]
+class GymloopVectorEnv(_GymVectorEnv):
     """``num_envs`` copies of a single-agent game as a ``gymnasium.vector.VectorEnv``, backed by :class:`gymloop.VecEnv`.
 
     The spaces are those of :class:`GymloopEnv`, batched (``single_observation_space``,

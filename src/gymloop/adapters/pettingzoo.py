@@ -62,7 +62,7 @@ from .gymnasium import Converted, _check_illegal, _declared, _game_name, _layout
 __all__ = ["GymloopParallelEnv"]
 
 
-class GymloopParallelEnv(ParallelEnv):  # type: ignore[misc]
+class GymloopParallelEnv(ParallelEnv):
     """A multi-agent gymloop game as a ``pettingzoo.ParallelEnv`` (see the module docstring).
 
     Args:
@@ -195,7 +195,7 @@ class GymloopParallelEnv(ParallelEnv):  # type: ignore[misc]
         b = self._vec.step(gl_actions)
         done = b.terminated | b.truncated
         live = self._live
-        comeback = ~live & b.active
+        comeback = (~live | done) & b.active  # asked again: a new episode for that agent
         still = live & ~done
         if comeback.any() and still.any():
             s = int(np.flatnonzero(comeback)[0])

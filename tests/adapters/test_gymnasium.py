@@ -38,6 +38,22 @@ from gymloop.games.snake import snake
 SINGLE_AGENT = [g for g in bundled_games() if g.agents == 1]
 
 
+@pytest.fixture(autouse=True)
+def close_every_env(monkeypatch):
+    """Close every adapter a test made (games are closed in this thread, not by a finalizer later)."""
+    made: list = []
+    for cls in (GymloopEnv, GymloopVectorEnv):
+        def init(self, *args, _orig=cls.__init__, **kwargs):
+            made.append(self)
+            _orig(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", init)
+    yield
+    for env in made:
+        if hasattr(env, "_vec"):
+            env._vec.close()
+
+
 def legal_actions(masks: np.ndarray, nvec: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``(S, C)`` uniformly random legal choices for flat masks ``(S, sum(nvec))``."""
     start = np.cumsum(nvec) - nvec

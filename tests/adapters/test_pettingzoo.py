@@ -29,6 +29,22 @@ from gymloop.games.duel import duel
 MULTI_AGENT = [g for g in bundled_games() if g.agents > 1]
 
 
+@pytest.fixture(autouse=True)
+def close_every_env(monkeypatch):
+    """Close every adapter a test made (games are closed in this thread, not by a finalizer later)."""
+    made: list = []
+
+    def init(self, *args, _orig=GymloopParallelEnv.__init__, **kwargs):
+        made.append(self)
+        _orig(self, *args, **kwargs)
+
+    monkeypatch.setattr(GymloopParallelEnv, "__init__", init)
+    yield
+    for env in made:
+        if hasattr(env, "_vec"):
+            env.close()
+
+
 @pytest.mark.parametrize("bundled", MULTI_AGENT, ids=lambda g: g.name)
 def test_parallel_api_test_passes_for_the_bundled_multi_agent_games(bundled):
     env = GymloopParallelEnv(bundled.loop, max_entities=100)

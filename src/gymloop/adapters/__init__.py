@@ -9,4 +9,9 @@ never needs them:
 - :mod:`gymloop.adapters.entity_gym_vec`: any gymloop game as an ``entity_gym.env.VecEnv``
   (:class:`~gymloop.adapters.entity_gym_vec.GymloopVecEnv`), so enn-trainer can train it
   (:func:`~gymloop.adapters.entity_gym_vec.env_factory`).
+- :mod:`gymloop.adapters.gymnasium`: a single-agent game as a ``gymnasium.Env``
+  (:class:`~gymloop.adapters.gymnasium.GymloopEnv`) or a ``gymnasium.vector.VectorEnv``
+  (:class:`~gymloop.adapters.gymnasium.GymloopVectorEnv`): padded ``Dict`` observations, flat action masks.
+- :mod:`gymloop.adapters.pettingzoo`: a multi-agent game as a ``pettingzoo.ParallelEnv``
+  (:class:`~gymloop.adapters.pettingzoo.GymloopParallelEnv`, and its AEC view).
 """

@@ -1,0 +1,257 @@
+"""Multi-agent gymloop games (``@gl.game(agents=N)``) as a ``pettingzoo.ParallelEnv``.
+
+:class:`GymloopParallelEnv` runs one copy of the game in a ``gl.VecEnv(game, 1,
+agents_per_game=N)`` (the game code runs unchanged). Its agents are ``player_0 .. player_{N-1}``,
+the game's agents in the order it receives them. Every agent has the observation and action
+spaces of :mod:`gymloop.adapters.gymnasium` (a ``Dict`` of padded per-type arrays, counts,
+globals, actors and ``action_mask``; ``Discrete`` or ``MultiDiscrete`` actions; the same sizes
+for every agent, given or measured), and the same rules for masked-out actions
+(``illegal_actions``).
+
+**Steps.** ``step`` takes an action for every live agent that has a decision; an agent the game
+does not ask this step (a turn-based game) gets an observation with no actor (only choice 0 is
+legal) and its action is ignored. An agent's episode ends when the game calls its
+``game_over``: it is then terminated or truncated and leaves ``agents``; the PettingZoo episode
+ends when every agent's has. The observation given with an agent's end is the final observation
+its ``game_over`` carried (or an empty one), as for Gymnasium; the next ``reset()`` returns the
+next episode's first observations (the game restarts itself), ``reset(seed=s)`` restarts the game
+with that seed. A game that asks an agent for a decision after that agent's episode ended,
+while others play on, cannot be expressed (PettingZoo agents do not come back before a reset):
+:class:`~gymloop.errors.InvalidObservationError` says so.
+
+**AEC.** :meth:`GymloopParallelEnv.aec` gives the same game as an AEC environment
+(PettingZoo's ``parallel_to_aec``): agents act one after another, the game steps once all have.
+
+PettingZoo (and Gymnasium) are imported when this module is imported; ``import gymloop`` does not.
+
+Example:
+    >>> from gymloop.adapters.pettingzoo import GymloopParallelEnv
+    >>> from gymloop.games.duel import duel
+    >>> env = GymloopParallelEnv(duel, max_entities=100)
+    >>> env.possible_agents, env.action_space("player_0")
+    (['player_0', 'player_1'], Discrete(4))
+    >>> obs, infos = env.reset(seed=0)
+    >>> obs["player_0"]["counts"].tolist()   # Body, Food, Head, OpponentBody, OpponentHead
+    [0, 3, 1, 0, 1]
+    >>> obs, rewards, terminations, truncations, infos = env.step({a: 0 for a in env.agents})
+    >>> sorted(rewards)
+    ['player_0', 'player_1']
+    >>> env.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+try:
+    from pettingzoo import ParallelEnv
+except ImportError as e:  # pragma: no cover - depends on the environment
+    from ..errors import ConfigError
+
+    raise ConfigError(f"gymloop.adapters.pettingzoo needs pettingzoo: pip install 'gymloop[pettingzoo]' ({e})") from e
+
+from ..batch import Batch
+from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
+from ..spaces import declared_agents
+from ..vector import VecEnv
+from .gymnasium import Converted, _check_illegal, _declared, _game_name, _layout_for, _metrics, _seed_arg, log
+
+__all__ = ["GymloopParallelEnv"]
+
+
+class GymloopParallelEnv(ParallelEnv):
+    """A multi-agent gymloop game as a ``pettingzoo.ParallelEnv`` (see the module docstring).
+
+    Args:
+        game: a game loop ``game(agents, seed)``.
+        agents: agents per game (default: what the game declares with ``gl.game(agents=N)``).
+        max_entities, max_actors, illegal_actions, mask_in_obs, measure_steps: as for
+            :class:`gymloop.adapters.gymnasium.GymloopEnv` (one set of sizes for every agent).
+        seed: the seed of the game before the first ``reset(seed=...)``.
+        render_mode: only ``None``.
+        **options: other :class:`gymloop.VecEnv` arguments.
+
+    Raises:
+        ConfigError: no agent count (undeclared and not given), one that disagrees with the
+            declaration, bad sizes or options.
+        InvalidObservationError: more entities or actors than the sizes, or an agent asked for a
+            decision after its episode ended while others play on.
+        InvalidActionError: an action outside the action space, a missing action for an agent
+            with a decision, an action for an agent that is not live.
+        EnvStateError: ``step`` before ``reset``, after every agent's episode ended, or after ``close``.
+    """
+
+    metadata: dict[str, Any] = {"name": "gymloop", "render_modes": [], "is_parallelizable": True}
+
+    def __init__(
+        self,
+        game: Callable[..., Any],
+        *,
+        agents: int | None = None,
+        max_entities: int | Mapping[str, int] | None = None,
+        max_actors: int | Mapping[str, int] | None = None,
+        seed: int = 0,
+        illegal_actions: str = "replace",
+        mask_in_obs: bool = True,
+        measure_steps: int = 256,
+        render_mode: str | None = None,
+        **options: Any,
+    ) -> None:
+        _check_illegal(illegal_actions)
+        name = _game_name(game)
+        if render_mode is not None:
+            raise ConfigError(f"GymloopParallelEnv has no render modes; render_mode must be None, got {render_mode!r}")
+        if "agents_per_game" in options:
+            raise ConfigError(f"{name}: pass agents=N (not agents_per_game) to GymloopParallelEnv")
+        n = agents if agents is not None else declared_agents(game)
+        if n is None:
+            raise ConfigError(f"game {name!r} does not declare its number of agents; declare it with @gl.game(agents=N) "
+                              "or pass agents=N to GymloopParallelEnv")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"{name}: agents must be an int >= 1, got {n!r}")
+        self.game = game
+        self.name = name
+        self.render_mode = None
+        self.illegal_actions = illegal_actions
+        self.possible_agents = [f"player_{i}" for i in range(n)]
+        self.agents: list[str] = []
+        self._options = dict(options, agents_per_game=n)
+        self._vec = VecEnv(game, 1, seed=_seed_arg(seed), **self._options)
+        try:
+            self._pending: Batch | None = self._vec.reset()
+            self.spaces = self._vec.spaces
+            self.layout = _layout_for(game, self.spaces, max_entities, max_actors, measure_steps, int(seed), self._options,
+                                      mask_in_obs, lambda s: f"agent {self.possible_agents[s]!r}")
+        except BaseException:
+            self._vec.close()
+            raise
+        self._options.update(_declared(self.spaces))
+        self.components = self.layout.components
+        self.observation_spaces = dict.fromkeys(self.possible_agents, self.layout.observation_space)
+        self.action_spaces = dict.fromkeys(self.possible_agents, self.layout.action_space)
+        self._rng = np.random.default_rng(seed)
+        self._cv: Converted | None = None
+        self._live = np.zeros(n, dtype=bool)
+        self._warned = False
+
+    def observation_space(self, agent: str) -> Any:
+        """The (shared) observation space of ``agent``."""
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> Any:
+        """The (shared) action space of ``agent``."""
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode for every agent: ``seed`` restarts the game with that seed; without one, the next episode."""
+        if self._vec.closed:
+            raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopParallelEnv")
+        self._cv = None
+        if seed is not None:
+            vec = VecEnv(self.game, 1, seed=_seed_arg(seed), **self._options)
+            try:
+                b = vec.reset()
+            except BaseException:
+                vec.close()
+                raise
+            self._vec.close()
+            self._vec = vec
+            self._rng = np.random.default_rng(seed)
+        elif self._pending is not None:
+            b = self._pending
+        else:
+            b = self._vec.reset()
+        self._pending = None
+        cv = self.layout.convert(b)
+        self._cv = cv
+        self._live[:] = True
+        self.agents = list(self.possible_agents)
+        return {a: cv.slot_obs(i) for i, a in enumerate(self.possible_agents)}, {a: {} for a in self.agents}
+
+    def step(self, actions: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]]:
+        """One action per live agent (agents without a decision this step may be left out)."""
+        cv = self._cv
+        if cv is None:
+            why = "after close()" if self._vec.closed else "before reset() or after every agent's episode ended"
+            raise EnvStateError(f"{self.name}: step() {why}; call reset() first")
+        if not isinstance(actions, Mapping):
+            raise InvalidActionError(f"{self.name}: step expects a dict of actions by agent, got {type(actions).__name__}")
+        unknown = [a for a in actions if a not in self.agents]
+        if unknown:
+            raise InvalidActionError(f"{self.name}: actions for {unknown}, which are not live agents {self.agents}")
+        S = len(self.possible_agents)
+        acts = np.zeros((S, len(self.components)), dtype=np.int64)
+        for i, a in enumerate(self.possible_agents):
+            if a in actions:
+                acts[i] = self.layout.action_matrix(actions[a], 1, f"the action of {a!r}")[0]
+            elif self._live[i] and cv.present[i].any():
+                raise InvalidActionError(f"{self.name}: no action for agent {a!r}, which has a decision this step; "
+                                         f"give one for every agent in env.agents")
+        gl_actions, wrong = self.layout.decode(cv, acts, self.illegal_actions, self._rng)
+        self._cv = None
+        b = self._vec.step(gl_actions)
+        done = b.terminated | b.truncated
+        live = self._live
+        comeback = (~live | done) & b.active  # asked again: a new episode for that agent
+        still = live & ~done
+        if comeback.any() and still.any():
+            s = int(np.flatnonzero(comeback)[0])
+            raise InvalidObservationError(
+                f"{self.name}: the game asks agent {self.possible_agents[s]!r} for a decision after its episode ended, while "
+                f"{[self.possible_agents[i] for i in np.flatnonzero(still)]} play on; a PettingZoo agent cannot come back "
+                "before reset(): end every agent's episode together (game_over for each), or stop asking an agent whose "
+                "episode ended until the game restarts"
+            )
+        ended = live & done
+        final = None
+        if ended.any():
+            final = self.layout.convert(b.final) if b.final is not None else self.layout.empty(S)
+        if still.any():
+            cv = self.layout.convert(b)
+            self._cv = cv
+        else:
+            self._pending = b
+        obs: dict[str, Any] = {}
+        rewards: dict[str, float] = {}
+        terms: dict[str, bool] = {}
+        truncs: dict[str, bool] = {}
+        infos: dict[str, Any] = {}
+        for i, a in enumerate(self.possible_agents):
+            if not live[i]:
+                continue
+            obs[a] = final.slot_obs(i) if ended[i] and final is not None else cv.slot_obs(i)
+            rewards[a] = float(b.reward[i])
+            terms[a], truncs[a] = bool(b.terminated[i]), bool(b.truncated[i])
+            infos[a] = _metrics(b, i)
+            if wrong[i]:
+                infos[a]["illegal_actions"] = int(wrong[i])
+        if wrong.any() and not self._warned:
+            self._warned = True
+            log.warning("%s: masked-out actions were replaced by random legal ones (counted in info['illegal_actions']); "
+                        "use the observations' action_mask or illegal_actions='raise'", self.name)
+        self._live = still
+        self.agents = [a for i, a in enumerate(self.possible_agents) if still[i]]
+        return obs, rewards, terms, truncs, infos
+
+    def action_masks(self, agent: str) -> np.ndarray:
+        """``agent``'s flat bool action mask for the current observation."""
+        if self._cv is None or agent not in self.agents:
+            raise EnvStateError(f"{self.name}: no current observation for agent {agent!r} (live agents: {self.agents}); call reset()")
+        return self._cv.mask[self.possible_agents.index(agent)].copy()
+
+    def aec(self) -> Any:
+        """This game as a PettingZoo AEC environment (``pettingzoo.utils.conversions.parallel_to_aec``)."""
+        from pettingzoo.utils.conversions import parallel_to_aec
+
+        return parallel_to_aec(self)
+
+    def render(self) -> None:
+        raise NotImplementedError("GymloopParallelEnv does not render; use gymloop play / gymloop record on the game")
+
+    def close(self) -> None:
+        """Close the game (idempotent)."""
+        self._cv = None
+        self._vec.close()

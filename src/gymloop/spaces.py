@@ -118,7 +118,7 @@ class Spaces:
         for s in specs.values():
             classes.update(s.among)
         schemas: dict[str, EntitySchema] = {}
-        for c in classes:
+        for c in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):  # (a clash names them in order)
             sc = schema_of(c)
             if sc.name in schemas and schemas[sc.name].cls is not c:
                 raise SchemaError(name_clash_message(schemas[sc.name].cls, c, sc.name))

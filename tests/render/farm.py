@@ -75,9 +75,24 @@ class Season:
 _DELTA = {Move.UP: (0, 1), Move.DOWN: (0, -1), Move.LEFT: (-1, 0), Move.RIGHT: (1, 0), Move.STAY: (0, 0)}
 
 
+@gl.entity(name="Season")
+@dataclass
+class ShortSeason:
+    """Another version of the game's globals: without ``theirs``."""
+
+    steps_left: int
+    mine: int
+
+    def __init__(self, steps_left: int, mine: int, theirs: int) -> None:
+        self.steps_left, self.mine = steps_left, mine
+
+
 @gl.game(agents=2)
-def farm(agents: Any, seed: int) -> None:
-    """Both farmers move at once; a crop is worth 1 (a berry 2); the season lasts ``STEPS`` steps."""
+def farm(agents: Any, seed: int, season: Any = Season) -> None:
+    """Both farmers move at once; a crop is worth 1 (a berry 2); the season lasts ``STEPS`` steps.
+
+    ``season``: the globals class (``None``: no globals), for versions of the game in the tests.
+    """
     rng = random.Random(seed)
     while True:
         pos = [[0, 0], [SIZE - 1, SIZE - 1]]
@@ -93,8 +108,9 @@ def farm(agents: Any, seed: int) -> None:
                          if 0 <= me[0] + dx < SIZE and 0 <= me[1] + dy < SIZE
                          and not any(r.x == me[0] + dx and r.y == me[1] + dy for r in rocks)]
                 obs = (gl.Obs(score=score[i]).actor(Farmer(*me), masks={Move: legal}).entities(Rival(*other))
-                       .entities(list(crops)).entities(list(rocks)).entities(crow)
-                       .globals(Season(STEPS - t, score[i], score[1 - i])))
+                       .entities(list(crops)).entities(list(rocks)).entities(crow))
+                if season is not None:
+                    obs.globals(season(STEPS - t, score[i], score[1 - i]))
                 reqs.append((agents[i], obs, Move))
             moves = gl.act_all(reqs)
             for i in (0, 1):

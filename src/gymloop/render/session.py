@@ -53,7 +53,7 @@ def _game_name(fn: Any) -> str:
     return str(getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", None) or fn)
 
 
-def _scripted(fn: Callable[..., Any], seed: int | None) -> Any:
+def _scripted(fn: Any, seed: int | None) -> Any:
     """The scripted agent of a bundled game."""
     from ..games import bundled_games
 
@@ -90,14 +90,18 @@ def _imported_agent(spec: str, seed: int | None) -> Any:
         except (TypeError, ValueError):
             params = {}  # type: ignore[assignment]
         takes_seed = "seed" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        obj = obj(seed=seed) if takes_seed else obj()
+        try:
+            obj = obj(seed=seed) if takes_seed else obj()
+        except TypeError as e:
+            raise ConfigError(f"agent {spec!r}: cannot make an agent by calling {attr}({'seed=...' if takes_seed else ''}): "
+                              f"{e}; name an agent class whose __init__ takes no arguments or seed=") from e
     if not callable(getattr(obj, "act", None)) or not callable(getattr(obj, "game_over", None)):
         raise ConfigError(f"agent {spec!r} is {obj!r}, not an Agent (an object with act(obs, *action_types) and "
                           "game_over(obs, truncated)); name an agent class, e.g. mygame:MyAgent")
     return obj
 
 
-def load_agent(source: AgentSpec, game: Callable[..., Any], seed: int | None = 0, *,
+def load_agent(source: AgentSpec, game: Any, seed: int | None = 0, *,
                agents_per_game: int | None = None) -> Any:
     """The agent of one seat: a random agent for ``None`` or ``"random"``, a bundled game's scripted agent for
     ``"scripted"``, your own agent for ``"module:Name"`` (a class, called with ``seed=`` when it takes one,
@@ -106,7 +110,7 @@ def load_agent(source: AgentSpec, game: Callable[..., Any], seed: int | None = 0
 
     Args:
         source: the seat's spec (see above); ``"human"`` is a seat of :func:`play` only.
-        game: the game loop the agent will play.
+        game: the game loop the agent will play (a bundled game's name will do for ``"scripted"``).
         seed: the agent's seed.
         agents_per_game: agents the game takes (for checking a checkpoint against a game that does
             not declare it).
@@ -119,7 +123,7 @@ def load_agent(source: AgentSpec, game: Callable[..., Any], seed: int | None = 0
         >>> from gymloop.games.snake import snake
         >>> from gymloop.render import load_agent
         >>> type(load_agent(None, snake)).__name__, type(load_agent("scripted", snake)).__name__
-        ('RandomAgent', 'GreedySnake')
+        ('RandomAgent', 'GreedyAgent')
     """
     if source is None or source == "random":
         return RandomAgent(seed=seed)
@@ -188,11 +192,11 @@ def seat_specs(game: Any, agent: AgentSpec | Sequence[AgentSpec] = None, *, huma
     fn, view = _resolve(game)
     n = declared_agents(fn) or (view.players if view.players > 1 else None)
     many = isinstance(agent, (list, tuple))
-    if many and n is not None and len(agent) > n:  # type: ignore[arg-type]
-        raise ConfigError(f"{view.name} takes {n} agent(s), got {len(agent)} seat specs {list(agent)!r}; "  # type: ignore[arg-type]
+    if many and n is not None and len(agent) > n:
+        raise ConfigError(f"{view.name} takes {n} agent(s), got {len(agent)} seat specs {list(agent)!r}; "
                           f"give at most {n} (--agent once per seat)")
     if n is None:
-        n = max(1, len(agent)) if many else 1  # type: ignore[arg-type]
+        n = max(1, len(agent)) if many else 1
     if human_vs_agent:
         if n < 2:
             raise ConfigError(f"--human-vs-agent needs a two-player game such as duel; {view.name} has {n} player(s). "
@@ -202,7 +206,7 @@ def seat_specs(game: Any, agent: AgentSpec | Sequence[AgentSpec] = None, *, huma
                               "a list such as ['human', 'random'] (on the command line: --agent human --agent random)")
         return [HUMAN] + [agent] * (n - 1)
     if many and agent:
-        return list(agent) + [None] * (n - len(agent))  # type: ignore[arg-type]
+        return list(agent) + [None] * (n - len(agent))
     if agent is None or many:
         return ([HUMAN] if human_default else [None]) + [None] * (n - 1)
     return [agent] * n
@@ -332,7 +336,7 @@ def play(
         >>> r = play("snake", gl.RandomAgent(seed=0), fps=0, max_steps=3)   # watch; keys take over
         >>> r.steps, r.stopped
         (3, 'max_steps')
-        >>> play("duel", ["random", "scripted"], fps=0, max_steps=4).steps   # seat by seat
+        >>> play("duel", ["random", gl.RandomAgent(seed=5)], fps=0, max_steps=4).steps   # seat by seat
         4
     """
     fn, view = _resolve(game)

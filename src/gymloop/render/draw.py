@@ -342,7 +342,7 @@ class Legend:
 
     def add(self, classes: Iterable[type]) -> None:
         """Give colours to the classes not seen yet, in entity type name order."""
-        new = {}
+        new: dict[str, type] = {}
         for c in classes:
             n = type_name(c)
             if n not in self._colors:

@@ -65,14 +65,14 @@ def captions(monkeypatch):
 
 @pytest.fixture(scope="module")
 def farm_ckpt(tmp_path_factory):
-    """The farm trained with the trainer for 512 steps (a tiny config; about 3 s)."""
+    """The farm trained with the trainer for 256 steps (a tiny config; about 2 s)."""
     pytest.importorskip("torch")
     from train_games import tiny
 
     from gymloop.train.ppo import Trainer
 
     out = tmp_path_factory.mktemp("farm")
-    cfg = tiny(512)
+    cfg = tiny(256)
     cfg.agents_per_game, cfg.num_envs = 2, 8
     Trainer(farm, cfg, out_dir=str(out), game_name="farm", progress=False).train()
     return str(out / "agent.safetensors")

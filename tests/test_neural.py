@@ -471,12 +471,51 @@ def test_check_a_declared_game(ckpt_dir):
 
     @gl.game(entities=[S.Head, S.Body], actions=[S.Move])
     def no_food(agent, seed):
-        pass
+        while True:
+            agent.act(gl.Obs().actor(S.Head(1, 1)), S.Move)
 
-    with pytest.raises(gl.CheckpointError, match=r"the game lacks the entity types \['Food'\]"):
+    with pytest.raises(gl.CheckpointError, match=r"the game lacks the entity types \['Food'\].*declaration and its first observation"):
         load(path, game=no_food)
-    with pytest.raises(gl.ConfigError, match="declares no types"):
-        load(path, game=lambda agent, seed: None)
+    with pytest.raises(gl.GameError, match="returned without asking its agent for a decision"):
+        load(path, game=lambda agent, seed: None)  # the check runs the game to its first observation
+
+
+def test_check_an_undeclared_game_by_what_it_builds(ckpt_dir):
+    """Issue 11: a game need not declare its types (or globals) for ``gl.load(path, game=...)``: the
+    types of its first observation count, matched by name; a real mismatch is still a CheckpointError."""
+    path, _ = checkpoint(ckpt_dir, "duel")  # entity types, globals (DuelStatus) and two agents
+    D = duel_mod
+
+    def make(status, declare=True):
+        def game(agents, seed):
+            while True:
+                for a in agents:
+                    obs = (gl.Obs().actor(D.Head(1, 1)).entities([D.Body(1, 0)]).entities([D.Food(3, 3)])
+                           .entities(D.OpponentHead(5, 5)).entities([D.OpponentBody(5, 4)]))
+                    if status is not None:
+                        obs.globals(status(3, 2, 10))
+                    a.act(obs, D.Move)
+
+        return gl.game(agents=2)(game) if declare else game
+
+    agent = load(path, game=make(D.DuelStatus))  # no entities=, no globals= declared
+    assert agent.act(gl.Obs().actor(D.Head(1, 1)).globals(D.DuelStatus(1, 1, 5)), D.Move) in list(D.Move)
+    agent.check(make(D.DuelStatus, declare=False), agents_per_game=2)  # not even agents=2
+
+    @gl.entity(name="DuelStatus")
+    @dataclass
+    class Short:
+        length: int
+        opponent_length: int
+
+        def __init__(self, length, opponent_length, steps_left):
+            self.length, self.opponent_length = length, opponent_length
+
+    with pytest.raises(gl.CheckpointError, match=r"the globals 'DuelStatus' lack the features \['steps_left'\]"):
+        load(path, game=make(Short))
+    with pytest.raises(gl.CheckpointError, match=r"needs the global features \['length', 'opponent_length', 'steps_left'\], "
+                                                 r"but the game neither declares globals .* nor gives them in its first observation"):
+        load(path, game=make(None))
 
 
 # ---------------------------------------------------------------------- torch is never needed

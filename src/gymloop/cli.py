@@ -53,24 +53,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _make_agent(spec: str | None, game: str, seed: int) -> object:
-    """The agent ``--agent`` names: ``random`` (default), ``scripted`` or an agent checkpoint."""
-    from .agent import RandomAgent
+    """The agent ``--agent`` names: ``random`` (default), ``scripted``, ``module:Class`` (your own agent
+    class, see :func:`gymloop.render.load_agent`) or an agent checkpoint."""
     from .errors import ConfigError
+    from .render.session import _is_module_spec, load_agent
 
-    if spec in (None, "random"):
-        return RandomAgent(seed=seed)
-    if spec == "scripted":
-        from .games import bundled_games, find_game
-
-        entry = find_game(game)
-        if entry is None or entry.scripted is None:
-            scripted = sorted(g.name for g in bundled_games() if g.scripted is not None)
-            raise ConfigError(f"no scripted agent for game {game!r}; games with one: {scripted} (or give --agent PATH)")
-        return entry.scripted(seed=seed)
+    if spec in (None, "random", "scripted") or (_is_module_spec(spec) and not os.path.exists(spec)):
+        return load_agent(spec, game, seed)
     from .neural import load
 
     if not os.path.exists(spec) and os.sep not in spec and "." not in spec:
-        raise ConfigError(f"--agent {spec!r}: no such checkpoint; give 'random', 'scripted' or the path of an agent checkpoint")
+        raise ConfigError(f"--agent {spec!r}: no such checkpoint; give 'random', 'scripted', module:Class or the path of "
+                          "an agent checkpoint")
     return load(spec, seed=seed)
 
 
@@ -326,11 +320,18 @@ def _cmd_library(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seat_args(agents: list[str] | None) -> object:
+    """``--agent`` given once: that agent in every seat; several times: one per seat, in order."""
+    if not agents:
+        return None
+    return agents[0] if len(agents) == 1 else list(agents)
+
+
 def _cmd_play(args: argparse.Namespace) -> int:
     from .render import play
 
-    result = play(args.game, args.agent, seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
-                  max_steps=args.max_steps, trace=args.trace)
+    result = play(args.game, _seat_args(args.agent), seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
+                  max_steps=args.max_steps, trace=args.trace, seat=args.seat)
     scores = ", ".join(f"{s:g}" for s in result.scores) or "none finished"
     n_ep = len(result.episodes)
     print(f"{args.game}: {result.steps} decisions, {n_ep} episode{'s' * (n_ep != 1)} (scores: {scores})")
@@ -343,9 +344,9 @@ def _cmd_record(args: argparse.Namespace) -> int:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # offscreen: never open a window
     from .render import record
 
-    r = record(args.game, args.out, args.agent, seed=args.seed, max_steps=args.max_steps,
-               max_episodes=args.episodes or None, fps=args.fps)
-    who = args.agent or "a random agent"
+    r = record(args.game, args.out, _seat_args(args.agent), seed=args.seed, max_steps=args.max_steps,
+               max_episodes=args.episodes or None, fps=args.fps, seat=args.seat or 0)
+    who = " vs ".join(args.agent) if args.agent else "random agents"
     n_ep = len(r.run.episodes)
     print(f"wrote {r.path}: {r.frames} frames, {r.size[0]}x{r.size[1]} px, {r.fps:g} fps "
           f"({args.game} with {who}, {r.run.steps} decisions, {n_ep} episode{'s' * (n_ep != 1)})")
@@ -439,23 +440,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record each episode (seeds SEED, SEED+1, ...) as a trace file in DIR, for replay and --demos")
     r.set_defaults(fn=_cmd_run)
 
-    pl = sub.add_parser("play", help="play a game with the keyboard, or watch an agent (needs the render extra)")
+    seat_help = ("who plays a seat, once per seat in order (once: every seat): human (play only), random, scripted "
+                 f"({scripted}), module:Class (your own agent class), or an agent checkpoint; seats not given are random")
+    pl = sub.add_parser("play", help="play a game with the keyboard, or watch agents (needs the render extra)",
+                        description="Without --agent you take the first seat (arrows or WASD) and the other seats are "
+                                    "random. Watching agents, SPACE or a direction key takes over the drawn seat, SPACE "
+                                    "or Enter hands back.")
     pl.add_argument("game", help=game_help)
-    pl.add_argument("--agent", help="agent checkpoint to watch; SPACE or a direction key takes over, SPACE or Enter hands back")
+    pl.add_argument("--agent", action="append", metavar="SPEC", help=seat_help)
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
     pl.add_argument("--human-vs-agent", action="store_true",
-                    help=f"a two-player game ({', '.join(two) or 'none bundled'}): you (arrows/WASD) against --agent "
-                         "(default: a random agent)")
+                    help=f"a game of two or more players ({', '.join(two) or 'none bundled'}): you (arrows/WASD) in the "
+                         "first seat against --agent in the others (default: random); same as --agent human --agent SPEC")
+    pl.add_argument("--seat", type=int, default=None, help="the seat whose view is drawn when no human plays (default 0)")
     pl.add_argument("--max-steps", type=int, default=None, help="stop after this many decisions (all players)")
     pl.add_argument("--trace", metavar="FILE", help="also record the play as a trace (demonstrations for train --demos)")
     pl.set_defaults(fn=_cmd_play)
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
     rc.add_argument("game", help=game_help)
-    rc.add_argument("--agent", help="agent checkpoint (default: a random agent)")
+    rc.add_argument("--agent", action="append", metavar="SPEC", help=seat_help.replace("human (play only), ", ""))
     rc.add_argument("--out", required=True, help="the video file: .gif or .mp4")
     rc.add_argument("--seed", type=int, default=0)
+    rc.add_argument("--seat", type=int, default=0, help="the seat whose view is drawn (default 0)")
     rc.add_argument("--max-steps", type=int, default=1000, help="stop after this many decisions (all players)")
     rc.add_argument("--episodes", type=int, default=1, help="stop after this many episodes (0: no limit)")
     rc.add_argument("--fps", type=float, default=10.0, help="frames per second of the video")

@@ -50,7 +50,7 @@ from .kinds import ActionKind
 from .nn.inputs import Packed, add_choices, add_select, pack_entities
 from .nn.numpy_policy import OBS_SUMMARY, NumpyPolicy
 from .obs import Obs
-from .schema import schema_of
+from .schema import name_clash_message, schema_of
 from .spaces import declared_types
 
 __all__ = ["NeuralAgent", "load"]
@@ -176,6 +176,7 @@ class _Runtime:
         self.ents: dict[type, _EntBind | None] = {}
         self.acts: dict[Any, _ActBind] = {}
         self.globs: dict[type, np.ndarray | None] = {}
+        self.checked: weakref.WeakSet[Any] = weakref.WeakSet()  # games NeuralAgent.check passed
         game = policy.info.get("game")
         self.where = f"{policy.path} (trained on {game!r})" if isinstance(game, str) and game else policy.path
 
@@ -338,10 +339,7 @@ class _Runtime:
 
     @staticmethod
     def _two_classes(a: _EntBind, b: _EntBind) -> None:
-        raise InvalidObservationError(
-            f"entity classes {a.schema.cls.__qualname__} and {b.schema.cls.__qualname__} are both named {a.name!r} in one "
-            "observation; rename one with @gl.entity(name=...)"
-        )
+        raise InvalidObservationError(name_clash_message(a.schema.cls, b.schema.cls, a.name, " in one observation"))
 
     def _add(self, per: list, binds: list, o: Any, c: type) -> None:
         b = self.bind_entity(c)
@@ -547,6 +545,34 @@ class _Runtime:
         return p, decode
 
 
+def _with_candidates(classes: Sequence[type], actions: Sequence[Any]) -> set[type]:
+    """Entity classes plus the candidate classes of the select-entity action types in ``actions``."""
+    out = set(classes)
+    for a in actions:
+        spec = action_spec(a)
+        if spec.kind.selects_entities:
+            out.update(spec.among)
+    return out
+
+
+def _first_observation_types(game: Any, agents_per_game: int | None) -> tuple[list[type], type | None, list[Any]] | None:
+    """The entity classes, globals class and action types a game loop uses up to its first decision
+    (its declared types included), as a :class:`~gymloop.VecEnv` fixes its spaces; ``None`` for a
+    ``gl.Environment`` class (it has its own spaces)."""
+    from .spaces import declared_agents
+    from .vector import VecEnv, _is_environment
+
+    if _is_environment(game):
+        return None
+    n = agents_per_game or declared_agents(game) or 1
+    with VecEnv(game, num_envs=1, agents_per_game=n, seed=0) as env:
+        env.reset()
+        sp = env.spaces
+    ents = [s.cls for s in sp.entity_schemas]
+    glob = sp.globals_schema.cls if sp.globals_schema is not None else None
+    return ents, glob, [s.key for s in sp.action_specs]
+
+
 def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[int]:
     """One choice per row: the argmax (greedy) or a sample (Gumbel-max, the agent's generator)."""
     if greedy:
@@ -601,50 +627,75 @@ class NeuralAgent:
         """Another agent sharing this one's policy (its own generator), e.g. for self-play."""
         return NeuralAgent(self.policy, seed=seed, greedy=self.greedy if greedy is None else greedy)
 
-    def check(self, game: Any) -> None:
-        """Check a game's declared types (``@gl.game(...)``) against the checkpoint, before playing.
+    def check(self, game: Any, agents_per_game: int | None = None) -> None:
+        """Check a game against the checkpoint before playing: its entity types, features, global
+        features, action types, kinds and labels, matched by name.
 
-        Every entity type the game observes should be declared: an entity type of the checkpoint
-        that the declaration lacks counts as missing. (Without this check, a missing type is simply
-        never observed, and what is missing in a class, a globals object or an action type is found
-        at the first ``act`` that meets it.)
+        What the game declares with ``@gl.game(...)`` counts, and so does what it actually builds:
+        when the declaration does not cover the checkpoint (no declaration at all, or no
+        ``globals=`` for a checkpoint with global features, or entity types that only the first
+        observation shows), the game is run up to its first decision (one copy, seed 0, as a
+        :class:`~gymloop.VecEnv` fixes its spaces) and the types of that observation count too, as
+        they did when the checkpoint was trained. (What is missing in a class met only later is
+        found at the first ``act`` that meets it.)
+
+        Args:
+            game: a game loop (``@gl.game`` or not).
+            agents_per_game: agents the game takes, for that run (default: what the game
+                declares with ``gl.game(agents=N)``, else 1).
 
         Raises:
             CheckpointError: the game lacks an entity type, feature, global feature, action type
                 kind or label that the checkpoint needs.
-            ConfigError: the game declares no types.
+            GameError: the game raised before its first decision while being run for the check.
         """
-        decl = declared_types(game)
-        if decl is None:
-            raise ConfigError(
-                f"game {getattr(game, '__name__', game)!r} declares no types; declare them with @gl.game(entities=..., "
-                "actions=..., globals=...) to check it against a checkpoint, or just play it"
-            )
-        ents, glob, acts = decl
         rt = self._rt
-        classes = set(ents)
-        for a in acts:
-            spec = action_spec(a)
-            if spec.kind.selects_entities:
-                classes.update(spec.among)
+        try:
+            if game in rt.checked:
+                return
+        except TypeError:  # an unhashable game object: checked every time
+            pass
+        decl = declared_types(game)
+        ents, glob, acts = decl if decl is not None else ([], None, [])
+        classes, acts = _with_candidates(ents, acts), list(acts)
         names = {schema_of(c).name for c in classes}
+        seen = ""
+        if any(n not in names for n in rt.names) or (rt.ng and glob is None):
+            observed = _first_observation_types(game, agents_per_game)
+            if observed is not None:
+                o_ents, o_glob, o_acts = observed
+                classes |= _with_candidates(o_ents, o_acts)
+                glob = glob if glob is not None else o_glob
+                acts += [a for a in o_acts if a not in acts]
+                names = {schema_of(c).name for c in classes}
+                seen = " and its first observation"
         missing = [n for n in rt.names if n not in names]
         if missing:
             raise CheckpointError(
-                f"{rt.where}: the game lacks the entity types {missing} that the checkpoint was trained with "
-                f"(the game declares {sorted(names)})"
+                f"{rt.where}: the game lacks the entity types {missing} that the checkpoint was trained with (the game's "
+                f"declaration{seen} have {sorted(names)}); declare types that appear later with @gl.game(entities=[...])"
             )
         for c in classes:
             rt.bind_entity(c)
         if rt.ng:
             if glob is None:
-                raise CheckpointError(f"{rt.where}: the checkpoint needs the global features {list(rt.globals)}; the game declares no globals")
+                raise CheckpointError(
+                    f"{rt.where}: the checkpoint needs the global features {list(rt.globals)}, but the game neither "
+                    f"declares globals (@gl.game(globals=...)) nor gives them in its first observation (obs.globals(...))"
+                )
             sc = schema_of(glob)
             lacking = [f for f in rt.globals if f not in sc.features]
             if lacking:
-                raise CheckpointError(f"{rt.where}: the globals {sc.name!r} lack the features {lacking} that the checkpoint was trained with")
+                raise CheckpointError(
+                    f"{rt.where}: the globals {sc.name!r} lack the features {lacking} that the checkpoint was trained "
+                    f"with (the game's global features: {list(sc.features)})"
+                )
         for a in acts:
             rt.bind_action(a)
+        try:
+            rt.checked.add(game)
+        except TypeError:
+            pass
 
     # ------------------------------------------------------------------ the Agent protocol
     def act(self, obs: Obs, *action_types: Any) -> Any:

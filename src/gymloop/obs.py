@@ -29,6 +29,7 @@ import dataclasses
 import math
 import numbers
 from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
 from typing import Any, cast
 
 import numpy as np
@@ -445,15 +446,7 @@ def mask_vector(raw: Any, spec: ActionSpec, n: int, candidates: Sequence[Any] | 
             try:
                 v[spec.index_of(a)] = True
             except Exception:
-                hint = ""
-                if isinstance(a, str):
-                    hint = "; give the values themselves, not their labels"
-                elif isinstance(a, (int, float, np.integer, np.floating)):
-                    hint = "; a boolean mask must hold bools (True/False), not numbers"
-                raise InvalidObservationError(
-                    f"mask for action type {spec.name!r} allows {a!r}, which is not one of its choices "
-                    f"{list(spec.labels)}{hint}"
-                ) from None
+                raise InvalidObservationError(_bad_mask_value(spec, a)) from None
     else:
         for a in allowed:
             for j, c in enumerate(candidates):
@@ -466,6 +459,30 @@ def mask_vector(raw: Any, spec: ActionSpec, n: int, candidates: Sequence[Any] | 
                     f"{len(candidates)} candidates in this observation"
                 )
     return v
+
+
+def _bad_mask_value(spec: ActionSpec, a: Any) -> str:
+    """Why ``a`` cannot be in a mask of ``spec``, and what to write instead."""
+    values = [_value_name(v) for v in spec.values]
+    shown = values if len(values) <= 8 else [*values[:8], "..."]
+    takes = f"masks take the values of {spec.name}, e.g. [{', '.join(shown[:2])}]"
+    if isinstance(a, str):
+        if a in spec.labels:
+            return (f"mask for action type {spec.name!r} allows the string {a!r}, but {takes}, not their labels as "
+                    f"strings: write {values[spec.labels.index(a)]} instead of {a!r} (the choices: {', '.join(shown)})")
+        return f"mask for action type {spec.name!r} allows the string {a!r}; {takes} (the choices: {', '.join(shown)})"
+    hint = ""
+    if isinstance(a, (int, float, np.integer, np.floating)):
+        hint = "; a boolean mask must hold bools (True/False), not numbers"
+    return (f"mask for action type {spec.name!r} allows {a!r}, which is not one of its choices [{', '.join(shown)}]; "
+            f"{takes}{hint}")
+
+
+def _value_name(v: Any) -> str:
+    """How a user writes a choice: ``Move.UP`` for an Enum member, else its repr."""
+    if isinstance(v, Enum):
+        return f"{type(v).__name__}.{v.name}"
+    return repr(v)
 
 
 def check_score(score: Any, where: str = "") -> float:

@@ -36,7 +36,7 @@ import numpy as np
 
 from .errors import SchemaError
 
-__all__ = ["entity", "EntitySchema", "schema_of"]
+__all__ = ["entity", "EntitySchema", "schema_of", "name_clash_message"]
 
 T = TypeVar("T", bound=type)
 
@@ -48,6 +48,28 @@ _cache: dict[type, EntitySchema] = {}
 class _Declaration:
     name: str | None
     features: tuple[str, ...] | dict[str, Any] | None
+
+
+def name_clash_message(a: type, b: type, name: str, where: str = "") -> str:
+    """The message for two different classes that are both the entity type ``name``: it names
+    each by module and qualified name (``mygame.Head``, ``othergame.Head``) and gives the fix.
+
+    Example:
+        >>> from dataclasses import make_dataclass
+        >>> A, B = make_dataclass("Head", ["x"]), make_dataclass("Head", ["x"])
+        >>> A.__module__, B.__module__ = "mygame", "othergame"
+        >>> name_clash_message(A, B, "Head")  # doctest: +ELLIPSIS
+        "entity classes mygame.Head and othergame.Head are both named 'Head'; rename one with @gl.entity(name=...), e.g. ...
+    """
+    pa = f"{a.__module__}.{a.__qualname__}"
+    pb = f"{b.__module__}.{b.__qualname__}"
+    fix = "rename one with @gl.entity(name=...)"
+    if pa == pb:  # one class defined twice: a module imported twice or reloaded, a class made in a function
+        return (f"entity classes {pa} and {pb} (two different classes of the same name) are both named {name!r}{where}: "
+                f"the class was defined twice (a module reloaded or imported under two names, or a class made inside a "
+                f"function); define it once at module level, or {fix}")
+    other = b.__module__.rpartition(".")[2]
+    return f"entity classes {pa} and {pb} are both named {name!r}{where}; {fix}, e.g. @gl.entity(name='{other}_{name}') on {pb}"
 
 
 def entity(

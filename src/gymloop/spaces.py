@@ -18,7 +18,7 @@ from typing import Any
 from .actions import ActionDesc, ActionSpec, action_spec
 from .errors import ConfigError, GymloopError, SchemaError
 from .kinds import kind_named
-from .schema import EntitySchema, schema_of
+from .schema import EntitySchema, name_clash_message, schema_of
 
 __all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json"]
 
@@ -110,19 +110,18 @@ class Spaces:
         for k in action_keys:
             s = action_spec(k)
             if s.name in specs and specs[s.name].key != k:
-                raise SchemaError(f"two different action types are both named {s.name!r}; give them distinct names")
+                a, b = specs[s.name].key, k
+                where = " and ".join(f"{getattr(x, '__module__', '?')}.{getattr(x, '__qualname__', repr(x))}" for x in (a, b))
+                raise SchemaError(f"two different action types are both named {s.name!r} ({where}); give them distinct names")
             specs[s.name] = s
         classes = set(entity_classes)
         for s in specs.values():
             classes.update(s.among)
         schemas: dict[str, EntitySchema] = {}
-        for c in classes:
+        for c in sorted(classes, key=lambda c: (c.__module__, c.__qualname__)):  # (a clash names them in order)
             sc = schema_of(c)
             if sc.name in schemas and schemas[sc.name].cls is not c:
-                raise SchemaError(
-                    f"entity classes {schemas[sc.name].cls.__qualname__} and {c.__qualname__} are both named "
-                    f"{sc.name!r}; rename one with @gl.entity(name=...)"
-                )
+                raise SchemaError(name_clash_message(schemas[sc.name].cls, c, sc.name))
             schemas[sc.name] = sc
         ent = [schemas[n] for n in sorted(schemas)]
         acts = [specs[n] for n in sorted(specs)]

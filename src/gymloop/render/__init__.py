@@ -7,9 +7,12 @@ it with the game's :class:`GameView` (a ``draw(obs, canvas)`` function: one per 
 generic one for any game whose entities have ``x``/``y`` positions, or your own through
 :func:`register_view`).
 
-* :func:`play` / ``gymloop play GAME``: keyboard play (:class:`KeyboardAgent`), watching an agent
-  with take-over (:class:`TakeOver`), human against agent in ``duel``;
-* :func:`record` / ``gymloop record GAME --out run.gif``: an offscreen video (GIF or MP4);
+* :func:`play` / ``gymloop play GAME``: keyboard play (:class:`KeyboardAgent`), watching agents
+  with take-over (:class:`TakeOver`), for any number of players: each seat takes ``"human"``,
+  ``"random"``, ``"scripted"``, ``"module:Class"``, a checkpoint path or an agent
+  (:func:`seat_specs`, :func:`load_agent`; ``--agent SPEC`` once per seat on the command line);
+* :func:`record` / ``gymloop record GAME --out run.gif``: an offscreen video (GIF or MP4), seats
+  filled the same way (without a human);
 * :class:`FrameClock`, :func:`surface_to_array`, :func:`write_video`: the parts.
 
 Example:
@@ -47,7 +50,7 @@ from .draw import (
     view_for,
 )
 from .keyboard import ARROWS, WASD, KeyboardAgent, PlayerQuit, TakeOver, poll_events
-from .session import RecordResult, load_agent, play, record
+from .session import HUMAN, RecordResult, load_agent, play, record, seat_specs
 from .video import VIDEO_FORMATS, GifWriter, Mp4Writer, open_video, write_video
 from .viewer import FrameClock, Viewer, Watch
 
@@ -60,6 +63,7 @@ __all__ = [
     "ENEMY",
     "FOOD",
     "HEAD",
+    "HUMAN",
     "OPPONENT_BODY",
     "OPPONENT_HEAD",
     "UNIT",
@@ -87,6 +91,7 @@ __all__ = [
     "poll_events",
     "record",
     "register_view",
+    "seat_specs",
     "surface_to_array",
     "view_for",
     "write_video",

@@ -22,17 +22,24 @@ Example:
 
 from __future__ import annotations
 
+import colorsys
+import dataclasses
+import enum
 import logging
 import math
-import zlib
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..actions import action_spec
+from ..errors import GymloopError
 from ..games import bundled_games, find_game, get_game
 from ..games.board import BODY, ENEMY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, UNIT, WALL, Color
 from ..games.registry import BundledGame
 from ..obs import Obs
+from ..schema import schema_of
+from ..spaces import declared_agents, declared_types
 from . import _deps
 from ._deps import pygame_module
 
@@ -65,11 +72,13 @@ BACKGROUND: Color = (22, 24, 30)
 GRID: Color = (38, 42, 52)
 BAR_COLOR: Color = (10, 11, 14)
 TEXT: Color = (235, 235, 235)
+INK: Color = (12, 13, 16)  # text drawn on a coloured cell
 # the bundled games' colours (FOOD, HEAD, BODY, ...) are gymloop.games.board's, re-exported here
-_PALETTE: tuple[Color, ...] = (
-    (250, 214, 64), (78, 190, 90), (235, 72, 72), (70, 150, 245), (200, 120, 240),
-    (240, 150, 60), (120, 210, 255), (180, 180, 180),
+TYPE_PALETTE: tuple[Color, ...] = (
+    (230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48), (160, 80, 220),
+    (70, 240, 240), (240, 50, 230), (170, 255, 195), (250, 190, 212), (0, 128, 128), (170, 110, 40),
 )
+"""Well-separated colours for entity types on the dark board, given out in order (any game's view)."""
 
 _fonts: dict[tuple[int, int], Any] = {}  # (font generation, size) -> pygame Font
 
@@ -120,25 +129,34 @@ class Canvas:
         (160, 192)
     """
 
-    def __init__(self, surface: Any, width: int, height: int, cell: int = CELL, bar: int = BAR) -> None:
+    def __init__(self, surface: Any, width: int, height: int, cell: int = CELL, bar: int = BAR,
+                 panel: tuple[int, int] = (0, 0)) -> None:
         self.surface = surface
         self.width = width
         self.height = height
         self.cell = cell
         self.bar = bar
+        self.panel = panel
+        #: the entity types' colours and legend of :func:`draw_entities` (made at its first frame)
+        self.legend: Legend | None = None
         self._pg = pygame_module()
 
     @classmethod
-    def offscreen(cls, width: int, height: int, cell: int = CELL, bar: int = BAR) -> Canvas:
-        """A canvas on a new offscreen surface of exactly the board's size (no window)."""
+    def offscreen(cls, width: int, height: int, cell: int = CELL, bar: int = BAR, panel: tuple[int, int] = (0, 0)) -> Canvas:
+        """A canvas on a new offscreen surface of exactly its :attr:`pixel_size` (no window)."""
         pg = pygame_module()
-        surface = pg.Surface((width * cell, height * cell + bar))
-        return cls(surface, width, height, cell, bar)
+        surface = pg.Surface((width * cell + panel[0], max(height * cell, panel[1]) + bar))
+        return cls(surface, width, height, cell, bar, panel)
 
     @property
     def pixel_size(self) -> tuple[int, int]:
-        """``(width, height)`` in pixels of board and bar."""
-        return self.width * self.cell, self.height * self.cell + self.bar
+        """``(width, height)`` in pixels of board, side panel (``panel``: a legend's room) and bar."""
+        return self.width * self.cell + self.panel[0], max(self.height * self.cell, self.panel[1]) + self.bar
+
+    @property
+    def panel_left(self) -> int:
+        """The pixel column where the side panel starts (right of the board)."""
+        return self.width * self.cell
 
     def on_board(self, x: Any, y: Any) -> bool:
         """Whether cell ``(x, y)`` is on the board."""
@@ -161,8 +179,10 @@ class Canvas:
         pg = self._pg
         s = self.surface
         s.fill(BACKGROUND)
-        pg.draw.rect(s, BAR_COLOR, pg.Rect(0, 0, self.width * self.cell, self.bar))
-        w, h = self.pixel_size
+        w, _ = self.pixel_size
+        pg.draw.rect(s, BAR_COLOR, pg.Rect(0, 0, w, self.bar))
+        h = self.height * self.cell + self.bar
+        w = self.width * self.cell
         for i in range(self.width + 1):
             pg.draw.line(s, GRID, (i * self.cell, self.bar), (i * self.cell, h - 1))
         for j in range(self.height + 1):
@@ -222,7 +242,8 @@ class Canvas:
         shade.fill((0, 0, 0, 150))
         self.surface.blit(shade, (0, self.bar))
         img = _font(max(18, self.cell)).render(text, True, TEXT)
-        self.surface.blit(img, img.get_rect(center=(w // 2, self.bar + (h - self.bar) // 2)))
+        board_w = self.width * self.cell
+        self.surface.blit(img, img.get_rect(center=(board_w // 2, self.bar + self.height * self.cell // 2)))
 
 
 def _fmt(v: Any) -> str:
@@ -232,6 +253,169 @@ def _fmt(v: Any) -> str:
 def default_end_text(obs: Obs, truncated: bool) -> str:
     """``time up`` or ``game over``, with the final score."""
     return f"{'time up' if truncated else 'game over'}: score {_fmt(obs.score)}"
+
+
+def type_color(i: int) -> Color:
+    """The colour of the ``i``-th entity type: :data:`TYPE_PALETTE` in order, then hues a golden angle apart.
+
+    Example:
+        >>> from gymloop.render.draw import TYPE_PALETTE, type_color
+        >>> type_color(0) == TYPE_PALETTE[0], len({type_color(i) for i in range(12)})
+        (True, 12)
+    """
+    if i < len(TYPE_PALETTE):
+        return TYPE_PALETTE[i]
+    h = (i - len(TYPE_PALETTE)) * 0.381966 % 1.0
+    r, g, b = colorsys.hsv_to_rgb(h, 0.45 + 0.2 * (i % 2), 0.95)
+    return round(r * 255), round(g * 255), round(b * 255)
+
+
+def type_name(cls: type) -> str:
+    """The entity type name of a class (``@gl.entity(name=...)`` or the class name)."""
+    try:
+        return schema_of(cls).name
+    except GymloopError:
+        return cls.__name__
+
+
+def _enum_fields(cls: type) -> list[tuple[str, type[enum.Enum]]]:
+    """The dataclass fields of ``cls`` whose type is an Enum (its kinds), in field order."""
+    if not dataclasses.is_dataclass(cls):
+        return []
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # unresolvable annotations: no kinds shown
+        return []
+    out = []
+    for f in dataclasses.fields(cls):
+        t = hints.get(f.name)
+        if isinstance(t, type) and issubclass(t, enum.Enum):
+            out.append((f.name, t))
+    return out
+
+
+def _abbreviations(e: type[enum.Enum]) -> dict[Any, str]:
+    """Each member of ``e`` → the shortest prefix of its name (up to 3 letters) no other member shares."""
+    names = [m.name for m in e]
+    out = {}
+    for i, m in enumerate(e):
+        prefixes = (m.name[:k] for k in (1, 2, 3))
+        out[m] = next((p for p in prefixes if sum(n.startswith(p) for n in names) == 1), str(i))
+    return out
+
+
+_ROW = 18  # legend row height in pixels
+_LEGEND_FONT = 16
+
+
+class Legend:
+    """The colours of a game's entity types and the legend that names them (any game's view).
+
+    Types get :func:`type_color` in the order of the game's spaces (entity type names sorted, as
+    :class:`~gymloop.Spaces` orders them): the ones given here (declared and first observed) first,
+    any met later after them, so a type's colour never changes during a run. An entity's Enum
+    fields (its kinds) are drawn in its cell as a short label (the shortest unique prefix of the
+    member's name), which the legend spells out.
+
+    Args:
+        classes: the entity classes known up front.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> from gymloop.render.draw import Legend, TYPE_PALETTE
+        >>> @dataclass
+        ... class Wolf:
+        ...     x: int
+        >>> @dataclass
+        ... class Bear:
+        ...     x: int
+        >>> legend = Legend([Wolf, Bear])
+        >>> [name for name, _ in legend.entries], legend.color(Bear) == TYPE_PALETTE[0]
+        (['Bear', 'Wolf'], True)
+    """
+
+    def __init__(self, classes: Iterable[type] = ()) -> None:
+        self._colors: dict[str, Color] = {}
+        self._classes: dict[str, type] = {}
+        self._kinds: dict[type, list[tuple[str, dict[Any, str]]]] = {}
+        self.add(classes)
+
+    def add(self, classes: Iterable[type]) -> None:
+        """Give colours to the classes not seen yet, in entity type name order."""
+        new: dict[str, type] = {}
+        for c in classes:
+            n = type_name(c)
+            if n not in self._colors:
+                new.setdefault(n, c)
+        for n in sorted(new):
+            self._colors[n] = type_color(len(self._colors))
+            self._classes[n] = new[n]
+
+    def color(self, cls: type) -> Color:
+        """The colour of an entity class (a new one gets the next colour)."""
+        n = type_name(cls)
+        c = self._colors.get(n)
+        if c is None:
+            self.add([cls])
+            c = self._colors[n]
+        return c
+
+    def kinds(self, cls: type) -> list[tuple[str, dict[Any, str]]]:
+        """``(field, {member: label})`` per Enum field of ``cls``."""
+        k = self._kinds.get(cls)
+        if k is None:
+            k = self._kinds[cls] = [(f, _abbreviations(e)) for f, e in _enum_fields(cls)]
+        return k
+
+    def label(self, obj: Any) -> str:
+        """The cell label of an entity: its first Enum field's member, abbreviated (``""`` without one)."""
+        for f, abbr in self.kinds(type(obj)):
+            v = getattr(obj, f, None)
+            if v in abbr:
+                return abbr[v]
+        return ""
+
+    @property
+    def entries(self) -> list[tuple[str, Color]]:
+        """``(entity type name, colour)`` in colour order."""
+        return list(self._colors.items())
+
+    def lines(self) -> list[tuple[str, Color | None, int]]:
+        """The legend's rows: ``(text, swatch colour or None, indent level)``."""
+        rows: list[tuple[str, Color | None, int]] = []
+        for n, c in self._colors.items():
+            rows.append((n, c, 0))
+            for f, abbr in self.kinds(self._classes[n])[:1]:
+                rows.append((f"{f}:", None, 1))
+                rows += [(f"{a} = {m.name}", None, 2) for m, a in abbr.items()]
+        rows.append(("actor (ringed)", TEXT, 0))
+        return rows
+
+    def size(self) -> tuple[int, int]:
+        """``(width, height)`` in pixels the legend needs beside the board."""
+        f = _font(_LEGEND_FONT)
+        w = max((f.size(t)[0] + 30 + 10 * ind for t, _, ind in self.lines()), default=0)
+        return min(max(w + 12, 110), 260), len(self.lines()) * _ROW + 12
+
+    def draw(self, canvas: Canvas) -> None:
+        """Draw the legend in the canvas's side panel (rows that do not fit are left out, said so)."""
+        pg = canvas._pg
+        f = _font(_LEGEND_FONT)
+        x0 = canvas.panel_left + 8
+        y = canvas.bar + 6
+        bottom = canvas.pixel_size[1] - 4
+        rows = self.lines()
+        for i, (text, color, ind) in enumerate(rows):
+            if y + _ROW > bottom and i < len(rows) - 1:
+                canvas.surface.blit(f.render(f"+{len(rows) - i} more", True, TEXT), (x0, y))
+                return
+            x = x0 + 10 * ind
+            if color is not None and text == "actor (ringed)":
+                pg.draw.rect(canvas.surface, color, pg.Rect(x, y + 2, 14, 14), 2)
+            elif color is not None:
+                pg.draw.rect(canvas.surface, color, pg.Rect(x, y + 2, 14, 14))
+            canvas.surface.blit(f.render(text, True, TEXT), (x + (20 if ind == 0 else 0), y + 2))
+            y += _ROW
 
 
 @dataclass(frozen=True)
@@ -248,6 +432,10 @@ class GameView:
             one Enum with direction members ``UP``/``DOWN``/``LEFT``/``RIGHT``).
         name: shown in the window title.
         cell: pixels per board cell.
+        legend: draw a legend of the entity types beside the board (``None``: for
+            :func:`draw_entities` only).
+        types: entity classes known before the first observation (the game's declared ones):
+            their colours in :func:`draw_entities` follow the game's spaces.
 
     Example:
         >>> from gymloop.render import GameView, draw_entities
@@ -263,6 +451,13 @@ class GameView:
     keyboard: bool = True
     name: str = "game"
     cell: int = CELL
+    legend: bool | None = None
+    types: tuple[type, ...] = ()
+
+    @property
+    def shows_legend(self) -> bool:
+        """Whether a viewer makes room for a legend beside the board."""
+        return self.draw is draw_entities if self.legend is None else self.legend
 
 
 # ---------------------------------------------------------------------- any game
@@ -283,16 +478,18 @@ def position(obj: Any) -> tuple[Any, Any] | None:
     return None
 
 
-def _type_color(name: str) -> Color:
-    return _PALETTE[zlib.crc32(name.encode()) % len(_PALETTE)]
-
-
 def draw_entities(obs: Obs, canvas: Canvas) -> None:
-    """Any game: each entity with a position as a square coloured by its type, actors ringed.
+    """Any game: each entity with a position as a square in its type's colour (distinct colours in
+    the order of the game's types, see :class:`Legend`), its kind (an Enum field) as a short label
+    in it, actors ringed; a legend of types, kinds and colours beside the board when the canvas has
+    room for it (a :class:`~gymloop.render.Viewer` makes it).
 
     Positions are rounded to cells; entities without a position are not drawn. The bar shows the
     score.
     """
+    legend = canvas.legend
+    if legend is None:  # a canvas made without a viewer: colours in the order of this observation's types
+        legend = canvas.legend = Legend(observed_types(obs))
     canvas.clear()
     actors = {id(a) for a in obs.actor_list}
     for o in obs.entity_list():
@@ -300,10 +497,20 @@ def draw_entities(obs: Obs, canvas: Canvas) -> None:
         if p is None:
             continue
         x, y = math.floor(p[0] + 0.5), math.floor(p[1] + 0.5)
-        canvas.fill(x, y, _type_color(type(o).__name__))
+        canvas.fill(x, y, legend.color(type(o)))
+        label = legend.label(o)
+        if label:
+            canvas.label(x, y, label, INK)
         if id(o) in actors:
             canvas.ring(x, y, TEXT)
     canvas.bar_text(f"score {_fmt(obs.score)}")
+    if canvas.panel[0]:
+        legend.draw(canvas)
+
+
+def observed_types(obs: Obs) -> list[type]:
+    """The entity classes of an observation (actors and entities)."""
+    return list({type(o): None for o in obs.entity_list()})
 
 
 def board_size(obs: Obs, minimum: int = 5) -> tuple[int, int]:
@@ -337,7 +544,7 @@ def _bundled_view(entry: BundledGame) -> GameView:
     """The view a registered game declared (:class:`~gymloop.games.registry.BoardView`), else a generic one."""
     v = entry.view
     if v is None:
-        return GameView(draw_entities, players=entry.agents, name=entry.name)
+        return GameView(draw_entities, players=entry.agents, name=entry.name, types=tuple(_declared_classes(entry.loop)))
     return GameView(v.draw, v.width, v.height, players=entry.agents, end_text=v.end_text or default_end_text,
                     keyboard=v.keyboard, name=entry.name, cell=v.cell or CELL)
 
@@ -365,4 +572,20 @@ def view_for(game: Any) -> GameView:
     for entry in bundled_games():
         if entry.loop is game:
             return _bundled_view(entry)
-    return GameView(draw_entities, name=getattr(game, "__name__", "game"))
+    return GameView(draw_entities, players=declared_agents(game) or 1, name=getattr(game, "__name__", "game"),
+                    types=tuple(_declared_classes(game)))
+
+
+def _declared_classes(game: Any) -> list[type]:
+    """The entity classes a game declares with ``@gl.game`` (select-entity candidates too)."""
+    decl = declared_types(game)
+    if decl is None:
+        return []
+    classes = list(decl[0])
+    for a in decl[2]:
+        try:
+            spec = action_spec(a)
+        except GymloopError:
+            continue
+        classes += [c for c in spec.among if c not in classes]
+    return classes

@@ -11,9 +11,11 @@ Example:
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +26,18 @@ from .keyboard import KeyboardAgent, PlayerQuit, TakeOver
 from .video import open_video
 from .viewer import Viewer, Watch
 
-__all__ = ["RecordResult", "load_agent", "play", "record"]
+__all__ = ["HUMAN", "RecordResult", "load_agent", "play", "record", "seat_specs"]
 
 log = logging.getLogger(__name__)
+
+
+HUMAN = "human"
+"""The seat spec of a human at the keyboard (``play`` only)."""
+
+AgentSpec = Any
+"""What a seat takes: ``None`` or ``"random"``, ``"human"`` (play only), ``"scripted"`` (a bundled
+game's scripted agent), ``"module:Name"`` (your own agent class, factory or object), a checkpoint
+path, or an agent object."""
 
 
 def _resolve(game: Any) -> tuple[Callable[..., Any], GameView]:
@@ -38,43 +49,167 @@ def _resolve(game: Any) -> tuple[Callable[..., Any], GameView]:
     return fn, view_for(game)
 
 
-def load_agent(source: Any, game: Callable[..., Any], seed: int | None = 0) -> Any:
-    """An agent from a checkpoint path, an agent object as it is, or a random agent for ``None``.
+def _game_name(fn: Any) -> str:
+    return str(getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", None) or fn)
+
+
+def _scripted(fn: Any, seed: int | None) -> Any:
+    """The scripted agent of a bundled game."""
+    from ..games import bundled_games
+
+    for entry in bundled_games():
+        if entry.loop is fn or entry.name == fn:
+            if entry.scripted is not None:
+                return entry.scripted(seed=seed)
+            break
+    scripted = sorted(g.name for g in bundled_games() if g.scripted is not None)
+    raise ConfigError(f"no scripted agent for game {_game_name(fn)!r}; games with one: {scripted} (or give your own "
+                      f"agent class as module:Class, or a checkpoint path)")
+
+
+def _is_module_spec(spec: str) -> bool:
+    mod, sep, attr = spec.partition(":")
+    return bool(sep) and bool(attr) and all(p.isidentifier() for p in mod.split(".") + attr.split("."))
+
+
+def _imported_agent(spec: str, seed: int | None) -> Any:
+    """``module:Name``: an agent class (given ``seed=`` when it takes one), a factory, or an agent object."""
+    mod, _, attr = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(mod)
+    except ImportError as e:
+        raise ConfigError(f"agent {spec!r}: cannot import the module {mod!r} ({e}); it must be importable from the current "
+                          "folder or the Python path") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"agent {spec!r}: the module {mod!r} has no {attr!r}; name an agent class, e.g. {mod}:MyAgent")
+        obj = getattr(obj, part)
+    if callable(obj) and not callable(getattr(obj, "act", None)) or isinstance(obj, type):
+        try:
+            params = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        takes_seed = "seed" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        try:
+            obj = obj(seed=seed) if takes_seed else obj()
+        except TypeError as e:
+            raise ConfigError(f"agent {spec!r}: cannot make an agent by calling {attr}({'seed=...' if takes_seed else ''}): "
+                              f"{e}; name an agent class whose __init__ takes no arguments or seed=") from e
+    if not callable(getattr(obj, "act", None)) or not callable(getattr(obj, "game_over", None)):
+        raise ConfigError(f"agent {spec!r} is {obj!r}, not an Agent (an object with act(obs, *action_types) and "
+                          "game_over(obs, truncated)); name an agent class, e.g. mygame:MyAgent")
+    return obj
+
+
+def load_agent(source: AgentSpec, game: Any, seed: int | None = 0, *,
+               agents_per_game: int | None = None) -> Any:
+    """The agent of one seat: a random agent for ``None`` or ``"random"``, a bundled game's scripted agent for
+    ``"scripted"``, your own agent for ``"module:Name"`` (a class, called with ``seed=`` when it takes one,
+    a factory or an agent object), a trained agent for a checkpoint path (checked against ``game``; see
+    :meth:`~gymloop.neural.NeuralAgent.check`), or an agent object as it is.
+
+    Args:
+        source: the seat's spec (see above); ``"human"`` is a seat of :func:`play` only.
+        game: the game loop the agent will play (a bundled game's name will do for ``"scripted"``).
+        seed: the agent's seed.
+        agents_per_game: agents the game takes (for checking a checkpoint against a game that does
+            not declare it).
 
     Raises:
         CheckpointError: the path does not exist or is not an agent for ``game``.
+        ConfigError: an unknown spec, a module or name that cannot be imported, not an agent.
 
     Example:
         >>> from gymloop.games.snake import snake
         >>> from gymloop.render import load_agent
-        >>> type(load_agent(None, snake)).__name__
-        'RandomAgent'
+        >>> type(load_agent(None, snake)).__name__, type(load_agent("scripted", snake)).__name__
+        ('RandomAgent', 'GreedyAgent')
     """
-    if source is None:
+    if source is None or source == "random":
         return RandomAgent(seed=seed)
+    if source == HUMAN:
+        raise ConfigError("'human' plays at the keyboard in play (gymloop play); record and other runs need agents: "
+                          "'random', 'scripted', module:Class or a checkpoint path")
+    if source == "scripted":
+        return _scripted(game, seed)
     if isinstance(source, (str, os.PathLike)):
         p = os.fspath(source)
-        if os.path.isdir(p):  # a training run's folder or an enn-trainer checkpoint folder: gl.load decides
-            from ..neural import load
-
-            return load(p, seed=seed, game=game)
-        if not os.path.isfile(p):
+        if not os.path.exists(p) and _is_module_spec(p):
+            return _imported_agent(p, seed)
+        if not os.path.exists(p):
             raise CheckpointError(
                 f"agent checkpoint {p!r} does not exist; expected a .safetensors file written by `gymloop train` "
-                f"(e.g. runs/snake/agent.safetensors); check the path, or leave out --agent"
+                f"(e.g. runs/snake/agent.safetensors); check the path, or give 'random', 'scripted' or module:Class"
             )
         from ..neural import load
 
-        return load(p, seed=seed, game=game)
+        agent = load(p, seed=seed)  # a training run's folder or an enn-trainer checkpoint folder: gl.load decides
+        check = getattr(agent, "check", None)
+        if check is not None:
+            check(game, agents_per_game=agents_per_game)
+        return agent
     if not callable(getattr(source, "act", None)):
-        raise ConfigError(f"agent must be a checkpoint path, an Agent (with act and game_over) or None, got {source!r}")
+        raise ConfigError(f"agent must be a checkpoint path, 'random', 'scripted', module:Class, an Agent (with act and "
+                          f"game_over) or None, got {source!r}")
     return source
 
 
-def _seats(view: GameView, fn: Callable[..., Any], agent: Any, seed: int) -> list[Any]:
-    if view.players == 1:
-        return [load_agent(agent, fn, seed)]
-    return [load_agent(agent, fn, seed + i) for i in range(view.players)]
+def _describe(spec: AgentSpec) -> str:
+    if spec is None or spec == "random":
+        return "random"
+    if spec == HUMAN:
+        return "you"
+    if isinstance(spec, (str, os.PathLike)):
+        p = os.fspath(spec)
+        return p if _is_module_spec(p) or p == "scripted" else os.path.basename(os.path.normpath(p)) or p
+    return type(spec).__name__
+
+
+def seat_specs(game: Any, agent: AgentSpec | Sequence[AgentSpec] = None, *, human_default: bool = False,
+               human_vs_agent: bool = False) -> list[AgentSpec]:
+    """One agent spec per seat of ``game``, the way :func:`play` and :func:`record` fill them.
+
+    * a list gives the seats in order; seats it leaves out are random (``None``);
+    * one spec (not a list) plays every seat;
+    * nothing (``None``): with ``human_default`` (:func:`play`) you take the first seat and the
+      others are random; else every seat is random;
+    * ``human_vs_agent``: you take the first seat, ``agent`` (one spec) every other.
+
+    The number of seats is what the game declares (``gl.game(agents=N)``), else its view's
+    ``players`` (a bundled game's), else the length of the list, else 1.
+
+    Raises:
+        ConfigError: more specs than the game's seats, or ``human_vs_agent`` with a list or a
+            one-player game.
+
+    Example:
+        >>> from gymloop.render import seat_specs
+        >>> seat_specs("duel", human_default=True), seat_specs("duel", ["scripted"])
+        (['human', None], ['scripted', None])
+    """
+    from ..spaces import declared_agents
+
+    fn, view = _resolve(game)
+    n = declared_agents(fn) or (view.players if view.players > 1 else None)
+    many = isinstance(agent, (list, tuple))
+    if many and n is not None and len(agent) > n:
+        raise ConfigError(f"{view.name} takes {n} agent(s), got {len(agent)} seat specs {list(agent)!r}; "
+                          f"give at most {n} (--agent once per seat)")
+    if n is None:
+        n = max(1, len(agent)) if many else 1
+    if human_vs_agent:
+        if n < 2:
+            raise ConfigError(f"--human-vs-agent needs a two-player game such as duel; {view.name} has {n} player(s). "
+                              f"Play it yourself without --agent, or watch --agent PATH")
+        if many:
+            raise ConfigError("human_vs_agent takes one agent spec (or none) for the other seats; for seat by seat, give "
+                              "a list such as ['human', 'random'] (on the command line: --agent human --agent random)")
+        return [HUMAN] + [agent] * (n - 1)
+    if many and agent:
+        return list(agent) + [None] * (n - len(agent))
+    if agent is None or many:
+        return ([HUMAN] if human_default else [None]) + [None] * (n - 1)
+    return [agent] * n
 
 
 class _Tally:
@@ -115,9 +250,29 @@ def _save_trace(rec: Any, path: str | os.PathLike, decisions: int, failed: bool)
     log.info("play recorded as the trace %s (%d decisions)", saved, trace.num_decisions)
 
 
+def _keyboards(specs: list[AgentSpec], wait: bool) -> dict[int, tuple[KeyboardAgent, str]]:
+    """A keyboard agent per human seat: one human gets arrows and WASD, two share the keyboard."""
+    humans = [i for i, s in enumerate(specs) if s == HUMAN]
+    if len(humans) > 2:
+        raise ConfigError(f"at most two humans can share the keyboard (WASD and arrows), got {len(humans)} 'human' seats "
+                          f"({[f'seat {i}' for i in humans]}); give the other seats agents")
+    if len(humans) == 1:
+        return {humans[0]: (KeyboardAgent(wait=wait), "arrows or WASD")}
+    return {i: (KeyboardAgent(keys, wait=wait), label) for i, keys, label in zip(humans, ("wasd", "arrows"), ("WASD", "arrows"))}
+
+
+def _check_seat(seat: int | None, n: int) -> None:
+    if seat is not None and (isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < n):
+        raise ConfigError(f"seat must be the index of a player, 0 to {n - 1}, or None, got {seat!r}")
+
+
+def _players(agents: list[Any]) -> Any:
+    return agents[0] if len(agents) == 1 else agents
+
+
 def play(
     game: Any = "snake",
-    agent: Any = None,
+    agent: AgentSpec | Sequence[AgentSpec] = None,
     *,
     seed: int = 0,
     fps: float | None = 8.0,
@@ -126,25 +281,33 @@ def play(
     max_episodes: int | None = None,
     wait_for_key: bool = True,
     trace: str | os.PathLike | None = None,
+    seat: int | None = None,
 ) -> RunResult:
-    """Play a game in a window with the keyboard, or watch an agent (and take over from it).
+    """Play a game in a window with the keyboard, or watch agents (and take over from one), for
+    any number of players.
 
-    * one-player game, no ``agent``: you play (arrows or WASD);
-    * one-player game with ``agent``: the agent plays; SPACE or a direction key takes over,
-      SPACE or Enter hands back (:class:`TakeOver`);
-    * two-player game (duel), no ``agent``: two humans, WASD (green) against arrows (blue);
-    * two-player game with ``agent``: the agent plays both sides (you can take over green);
-    * ``human_vs_agent=True``: you (green, arrows or WASD) against ``agent`` (default: random).
+    Each seat (player) takes an agent spec (see :func:`load_agent`): ``"human"``, ``"random"`` (or
+    ``None``), ``"scripted"``, ``"module:Class"``, a checkpoint path or an agent object. ``agent`` is
+    a list with one spec per seat (seats it leaves out are random), or one spec for every seat
+    (see :func:`seat_specs`):
 
-    Escape or closing the window ends the game. The first player's view is drawn; the window
-    title says who plays which colour and, when you can take over, the keys.
+    * no ``agent``: you take the first seat (arrows or WASD), every other seat is random;
+    * ``agent`` a checkpoint or agent: it plays every seat; SPACE or a direction key takes over the
+      first one, SPACE or Enter hands back (:class:`TakeOver`);
+    * ``["human", "runs/duel/agent.safetensors"]``: you against the agent; ``["human", "human"]``:
+      two humans, WASD against arrows;
+    * ``human_vs_agent=True``: you take the first seat, ``agent`` (default: random) the others.
+
+    The drawn view is the first human's (else ``seat``'s, default the first). Escape or closing
+    the window ends the game. The window title says who plays each seat and, when you can take
+    over, the keys.
 
     Args:
         game: a bundled game name, ``module:function``, or a game function.
-        agent: a checkpoint path, an agent object, or ``None``.
-        seed: the game's seed (agents get ``seed``, ``seed + 1``).
+        agent: one agent spec, a list of one per seat, or ``None``.
+        seed: the game's seed (seat ``i``'s agent gets ``seed + i``).
         fps: decisions per second (``None`` or 0: as fast as possible).
-        human_vs_agent: two-player games only: a human against ``agent``.
+        human_vs_agent: you take the first seat of a game of two or more players, ``agent`` the others.
         max_steps: stop after this many decisions (all players together).
         max_episodes: stop after this many finished episodes (every player's ``game_over`` counts).
         wait_for_key: a human's episode starts at their first key press.
@@ -152,16 +315,18 @@ def play(
             :mod:`gymloop.trace`): human play becomes demonstrations for ``gymloop train --demos``.
             It is written when play ends, also when the player quits (not when no decision was
             taken: then a warning is logged).
+        seat: the seat whose view is drawn when no human plays (default: the first).
 
     Returns:
         The :class:`~gymloop.RunResult`; ``stopped == "quit"`` when the player quit (it then
         counts the decisions all players completed and the finished episodes, as :func:`run` does).
 
     Raises:
-        ConfigError: an unknown game, ``human_vs_agent`` for a one-player game, keyboard play of
-            a game without direction actions, a bad ``fps``/``max_steps``/``max_episodes``, no
-            display to open a window on, or pygame missing.
-        CheckpointError: the agent file does not exist or does not fit the game.
+        ConfigError: an unknown game, ``human_vs_agent`` for a one-player game, more seat specs than
+            players, more than two humans, keyboard play of a game without direction actions, a bad
+            ``fps``/``max_steps``/``max_episodes``/``seat``, no display to open a window on, or
+            pygame missing.
+        CheckpointError: an agent file does not exist or does not fit the game.
 
     Example:
         >>> import os
@@ -171,40 +336,35 @@ def play(
         >>> r = play("snake", gl.RandomAgent(seed=0), fps=0, max_steps=3)   # watch; keys take over
         >>> r.steps, r.stopped
         (3, 'max_steps')
+        >>> play("duel", ["random", gl.RandomAgent(seed=5)], fps=0, max_steps=4).steps   # seat by seat
+        4
     """
     fn, view = _resolve(game)
-    if human_vs_agent and view.players != 2:
-        raise ConfigError(f"--human-vs-agent needs a two-player game such as duel; {view.name} has "
-                          f"{view.players} player(s). Play it yourself without --agent, or watch --agent PATH")
-    if (agent is None or human_vs_agent) and not view.keyboard:
+    specs = seat_specs(game, agent, human_default=True, human_vs_agent=human_vs_agent)
+    n = len(specs)
+    _check_seat(seat, n)
+    if HUMAN in specs and not view.keyboard:
         raise ConfigError(f"{view.name} cannot be played from the keyboard (its actions are not one Enum of "
                           f"directions); watch an agent instead: gymloop play {view.name} --agent PATH")
     for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ConfigError(f"play {name} must be an int >= 0 or None (no limit), got {v!r}")
-    duel = view.players == 2
-    if view.players == 1:
-        seats = [KeyboardAgent(wait=wait_for_key) if agent is None else load_agent(agent, fn, seed)]
-        caption = "you play - arrows or WASD" if agent is None else ""
-    elif human_vs_agent:
-        seats = [KeyboardAgent(wait=wait_for_key)] + [load_agent(agent, fn, seed + i) for i in range(1, view.players)]
-        caption = "you: green (arrows or WASD) vs agent: blue"
-    elif agent is None:
-        if not duel:
-            raise ConfigError(f"keyboard play is for one or two players; {view.name} has {view.players}; "
-                              f"watch an agent instead: gymloop play {view.name} --agent PATH")
-        seats = [KeyboardAgent("wasd", wait=wait_for_key), KeyboardAgent("arrows", wait=wait_for_key)]
-        caption = "green: WASD vs blue: arrows"
+    keyboards = _keyboards(specs, wait_for_key)
+    seats = [keyboards[i][0] if i in keyboards else load_agent(s, fn, seed + i, agents_per_game=n)
+             for i, s in enumerate(specs)]
+    shown = min(keyboards) if keyboards else (seat or 0)
+    if not keyboards and view.keyboard:  # watching agents: the shown seat's can be taken over
+        seats[shown] = TakeOver(seats[shown], KeyboardAgent(wait=wait_for_key))
+    if n == 1:
+        caption = f"you play - {keyboards[0][1]}" if keyboards else ""
     else:
-        seats = _seats(view, fn, agent, seed)
-        caption = "green: agent vs blue: agent" if duel else ""
-    if agent is not None and not human_vs_agent and view.keyboard:
-        seats[0] = TakeOver(seats[0], KeyboardAgent(wait=wait_for_key))
+        who = [f"you ({keyboards[i][1]})" if i in keyboards else _describe(s) for i, s in enumerate(specs)]
+        caption = " vs ".join(f"P{i + 1}: {w}" for i, w in enumerate(who)) + (f"; view of P{shown + 1}" if shown else "")
     viewer = Viewer(view, fps=fps, window=True)
-    seats[0] = Watch(seats[0], viewer, caption=caption)
+    seats[shown] = Watch(seats[shown], viewer, caption=caption)
     tally = RunResult()
     seats = [_Tally(a, i, tally) for i, a in enumerate(seats)]
-    players: Any = seats[0] if view.players == 1 else seats
+    players: Any = _players(seats)
     rec = None
     if trace is not None:
         from ..trace import Recorder
@@ -248,31 +408,37 @@ class RecordResult:
 def record(
     game: Any,
     out: str | os.PathLike,
-    agent: Any = None,
+    agent: AgentSpec | Sequence[AgentSpec] = None,
     *,
     seed: int = 0,
     max_steps: int | None = 1000,
     max_episodes: int | None = 1,
     fps: float = 10.0,
+    seat: int = 0,
 ) -> RecordResult:
     """Record a game offscreen to a ``.gif`` or ``.mp4`` file (no window, no display needed).
 
-    Every player is ``agent`` (a checkpoint path or an agent object; ``None``: random agents);
-    the first player's view is drawn, one frame per decision plus a banner frame per episode end.
+    Seats are filled as in :func:`play`, without a human: ``agent`` is one spec for every seat or
+    a list of one per seat (seats it leaves out, and all of them for ``None``, are random); a spec is
+    ``"random"``, ``"scripted"``, ``"module:Class"``, a checkpoint path or an agent object (see
+    :func:`load_agent`). ``seat``'s view is drawn, one frame per decision of that seat plus a banner
+    frame per episode end.
 
     Args:
         game: a bundled game name, ``module:function``, or a game function.
         out: the video file; its extension picks the format.
-        agent: a checkpoint path, an agent object, or ``None`` for a random agent.
-        seed: the game's seed (agents get ``seed``, ``seed + 1``).
+        agent: one agent spec, a list of one per seat, or ``None`` for random agents.
+        seed: the game's seed (seat ``i``'s agent gets ``seed + i``).
         max_steps: stop after this many decisions (all players together).
         max_episodes: stop after this many finished episodes (default: one game).
         fps: the video's frame rate.
+        seat: the seat whose view is drawn.
 
     Raises:
         ConfigError: an unknown game, an extension other than .gif/.mp4, no limit at all, a bad
-            ``fps``, an ``out`` that is a folder, or a missing package of the ``render`` extra.
-        CheckpointError: the agent file does not exist or does not fit the game.
+            ``fps`` or ``seat``, an ``out`` that is a folder, a ``"human"`` seat, more seat specs
+            than players, or a missing package of the ``render`` extra.
+        CheckpointError: an agent file does not exist or does not fit the game.
 
     Example:
         >>> import os, tempfile
@@ -283,14 +449,20 @@ def record(
     """
     if max_steps is None and max_episodes is None:
         raise ConfigError("record needs max_steps or max_episodes (a game loop runs forever); e.g. --max-steps 500")
-    writer = open_video(out, fps)
     fn, view = _resolve(game)
-    seats = _seats(view, fn, agent, seed)
+    specs = seat_specs(game, agent)
+    n = len(specs)
+    _check_seat(seat, n)
+    humans = [i for i, s in enumerate(specs) if s == HUMAN]
+    if humans:
+        raise ConfigError(f"record draws offscreen without a keyboard: seat(s) {humans} cannot be 'human'; give them "
+                          "'random', 'scripted', module:Class or a checkpoint path (gymloop play is for humans)")
+    writer = open_video(out, fps)
+    seats = [load_agent(s, fn, seed + i, agents_per_game=n) for i, s in enumerate(specs)]
     viewer = Viewer(view, window=False, on_frame=writer.add)
-    seats[0] = Watch(seats[0], viewer)
+    seats[seat] = Watch(seats[seat], viewer)
     try:
-        result = run(fn, seats[0] if view.players == 1 else seats, seed=seed, max_steps=max_steps,
-                     max_episodes=max_episodes)
+        result = run(fn, _players(seats), seed=seed, max_steps=max_steps, max_episodes=max_episodes)
     except BaseException:
         writer.abort()
         raise

@@ -29,7 +29,7 @@ from ..agent import EpisodeResult
 from ..errors import ConfigError
 from ..obs import Obs
 from ._deps import pygame_module
-from .draw import BAR, Canvas, GameView, board_size, surface_to_array, view_for
+from .draw import BAR, Canvas, GameView, Legend, board_size, observed_types, surface_to_array, view_for
 from .keyboard import poll_events
 
 __all__ = ["FrameClock", "Viewer", "Watch"]
@@ -136,8 +136,14 @@ class Viewer:
         if w is None or h is None:
             w, h = board_size(obs)
             log.info("board of %s: %d x %d cells (from the first observation)", self.view.name, w, h)
-        surface = pg.Surface((w * self.cell, h * self.cell + BAR))
-        self.canvas = Canvas(surface, w, h, self.cell, BAR)
+        legend = None
+        panel = (0, 0)
+        if self.view.shows_legend:  # colours in the order of the game's types: declared and first observed
+            legend = Legend([*self.view.types, *observed_types(obs)])
+            panel = legend.size()
+        surface = pg.Surface((w * self.cell + panel[0], max(h * self.cell, panel[1]) + BAR))
+        self.canvas = Canvas(surface, w, h, self.cell, BAR, panel)
+        self.canvas.legend = legend
         if self.window:
             try:
                 pg.display.init()

@@ -157,11 +157,25 @@ class ShardExecutor(Protocol):
     has their slots in order, with ``actor_slot`` as global slot indices, so shard batches
     concatenate in env order into the batch of the whole VecEnv.
 
+    Faults (see :mod:`gymloop.runtime.executor`): whatever a game raises becomes a
+    :class:`~gymloop.errors.GameError` with its env index and seed (``KeyboardInterrupt`` passes
+    through); a game running past ``step_timeout`` fails with
+    :class:`~gymloop.errors.GameTimeoutError`; with ``on_game_error="restart"`` the copy restarts
+    and its error goes to :attr:`faults` instead.
+
     Attributes:
         spaces: the fixed spaces, or ``None`` before :meth:`set_spaces` (or a first :meth:`reset`).
+        faults: errors of copies restarted (``on_game_error="restart"``); only appended to, never rebound.
+        on_timeout: called (if set) each time a copy timed out, before the call goes on.
+        generation: the generation of the last :meth:`start` (-1 before the first; each start adds one).
+        restart_base: the restart counter every copy starts from at the next :meth:`start` (then 0).
     """
 
     spaces: Any
+    faults: list[Any]
+    on_timeout: Callable[[], None] | None
+    generation: int
+    restart_base: int
 
     def start(self) -> None:
         """(Re)start every game of the shard (a new generation of seeds); each runs to its first decision.
@@ -190,15 +204,19 @@ class ShardExecutor(Protocol):
 
 def make_executor(
     game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spaces: Any = None,
+    *, step_timeout: float | None = None, on_game_error: str = "raise",
 ) -> ShardExecutor:
-    """The executor for game copies ``[env_lo, env_lo + n)``: the same stepping code in every backend."""
+    """The executor for game copies ``[env_lo, env_lo + n)``: the same stepping code in every backend.
+
+    ``step_timeout`` and ``on_game_error`` are the :class:`BackendConfig` fields of those names.
+    """
     if is_env:
         from .envexec import EnvExecutor
 
-        return EnvExecutor(game, env_lo, n, seed, spaces, declared)
+        return EnvExecutor(game, env_lo, n, seed, spaces, declared, step_timeout=step_timeout, on_game_error=on_game_error)
     from .executor import Executor
 
-    return Executor(game, env_lo, n, apg, seed, spaces, declared)
+    return Executor(game, env_lo, n, apg, seed, spaces, declared, step_timeout=step_timeout, on_game_error=on_game_error)
 
 
 def shard_sizes(num_envs: int, shards: int) -> list[int]:

@@ -178,7 +178,7 @@ class EnvExecutor:
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []
-        token = self.alarm.arm()
+        token = self.alarm.arm(check=True)
         try:
             for i in range(self.n):
                 try:

@@ -379,7 +379,7 @@ class Executor:
         if self.restart_base:
             self.restarts = [self.restart_base] * self.n_games
             self.restart_base = 0
-        token = self.alarm.arm()
+        token = self.alarm.arm(check=True)
         try:
             for k in range(self.n_games):
                 self._start(k)

@@ -376,8 +376,10 @@ class _Worker:
             raise
         child.close()
         self.t_start = time.monotonic()
-        self.poller = select.poll()
-        self.poller.register(self.conn.fileno(), select.POLLIN)
+        self.poller: Any = None
+        if hasattr(select, "poll"):  # one cheap system call per wait (Connection.poll builds a selector each time)
+            self.poller = select.poll()
+            self.poller.register(self.conn.fileno(), select.POLLIN)
 
     def where(self) -> str:
         return f"worker process {self.index} (game copies {self.envs.start}..{self.envs.stop - 1}, pid {self.proc.pid})"
@@ -450,7 +452,12 @@ class _Worker:
             if deadline is not None:
                 if not self.heard:
                     deadline = max(deadline, self.t_start + STARTUP_TIMEOUT_S)
-                if not self.poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000))):
+                left = deadline - time.monotonic()
+                if self.poller is not None:
+                    ready = self.poller.poll(max(0, math.ceil(left * 1000)))
+                else:  # pragma: no cover - platforms without poll()
+                    ready = conn.poll(max(0.0, left))
+                if not ready:
                     raise self.timed_out()
             try:
                 data = conn.recv_bytes()

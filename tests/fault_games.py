@@ -7,6 +7,7 @@ first seeds (``derive_seed(root, env, 0, 0)``), so a copy restarted with a fresh
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
@@ -50,8 +51,10 @@ def misbehave(how: str) -> None:
         raise KeyboardInterrupt
     if how == "raise":
         raise RuntimeError("boom")
-    if how == "die":  # only ever in a worker process
-        os._exit(7)
+    if how == "die":  # only ever in a worker process (a copy in the main process behaves)
+        if multiprocessing.parent_process() is not None:
+            os._exit(7)
+        return
     raise ValueError(how)
 
 

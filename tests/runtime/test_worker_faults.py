@@ -22,7 +22,7 @@ N = 4  # with workers=2: copies 0-1 in this process, 2-3 in worker process 1
 
 
 def _env(how="raise", bad_envs=(), **kw):
-    bad = tuple(fg.first_seed(e) for e in bad_envs)
+    bad = None if bad_envs is None else tuple(fg.first_seed(e) for e in bad_envs)
     kw.setdefault("step_timeout", 0.5)
     return gl.VecEnv(functools.partial(fg.faulty, how=how, bad_seeds=bad), num_envs=N, workers=2, seed=0, **kw)
 
@@ -175,8 +175,29 @@ def test_restart_workers_goes_on_within_the_step(how, caplog):
         assert env.num_worker_restarts == 1
 
 
-def test_restart_in_a_worker_is_counted_here():
-    with _env("raise", bad_envs=(0, 3), on_game_error="restart") as env:
+def test_restart_workers_at_reset_starts_a_dead_worker_again():
+    with _env(restart_workers=True) as env:
+        env.reset()
+        proc = _worker(env).proc
+        proc.kill()
+        proc.join(5)
+        b = env.reset()
+        assert env.num_worker_restarts == 1
+        assert b.reward.shape == (N,) and _worker(env).proc.is_alive()
+        _steps(env, 2)
+
+
+def test_restart_workers_gives_up_on_a_worker_that_keeps_dying():
+    with _env("die", bad_envs=None, restart_workers=True) as env:  # every copy in the worker kills it
+        env.reset()
+        with pytest.raises(gl.WorkerError, match=r"died \(exit code 7\).*\n\(not started again: 3 worker restarts within 60 s"):
+            _steps(env, 30)
+        assert env.num_worker_restarts == 3
+
+
+@pytest.mark.parametrize("how", ["raise", "loop"])
+def test_restart_in_a_worker_is_counted_here(how):
+    with _env(how, bad_envs=(0, 3), on_game_error="restart") as env:
         env.reset()
         b = _steps(env, 3)
         assert env.num_game_errors == 2

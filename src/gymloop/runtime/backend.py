@@ -109,18 +109,29 @@ class Backend(ABC):
     - Ownership of batches: the caller owns every array of a returned batch; a backend may reuse
       arrays of its own only if they are never handed out again (a batch read out of shared memory
       is copied). A batch stays valid after later steps and after :meth:`close`.
-    - Errors: a game that raises surfaces as :class:`~gymloop.errors.GameError` (with env index
-      and seed) from :meth:`reset` or :meth:`step`, after every shard has finished its part of the
-      call (so no shard is left mid-protocol); the first error in env order is raised. After an
-      error in :meth:`step` only :meth:`reset` or :meth:`close` may follow. When :meth:`reset`
-      raises, the VecEnv closes the backend and makes a new one for its next reset if
-      ``workers > 0`` (a failed start may leave workers mid-protocol; a backend may also close
-      itself first); with ``workers=0`` it calls :meth:`reset` again on the same backend, which
-      must then restart every game afresh.
+    - Errors: a game that raises (anything but ``KeyboardInterrupt``) surfaces as
+      :class:`~gymloop.errors.GameError` (with env index and seed) from :meth:`reset` or
+      :meth:`step`, after every shard has finished its part of the call (so no shard is left
+      mid-protocol); the first error in env order is raised. After an error in :meth:`step` only
+      :meth:`reset` or :meth:`close` may follow. When :meth:`reset` raises, the VecEnv closes the
+      backend and makes a new one for its next reset if ``workers > 0`` (a failed start may leave
+      workers mid-protocol; a backend may also close itself first); with ``workers=0`` it calls
+      :meth:`reset` again on the same backend, which must then restart every game afresh.
+    - ``step_timeout`` (the shard executors enforce it for games; see
+      :mod:`gymloop.runtime.alarm`): a call never waits longer than about that for a process or
+      actor that does not answer; it fails with :class:`~gymloop.errors.WorkerError` naming it
+      and its copies, as does a call that finds one dead, unless ``restart_workers`` lets the
+      backend start it again (its copies' open episodes end as truncated).
+    - ``on_game_error="restart"``: the executors restart faulting copies themselves; the backend
+      collects their errors (and a :class:`~gymloop.errors.WorkerError` per restarted worker) in
+      an attribute ``faults`` (a list it only appends to, never rebinds), which the VecEnv drains
+      after every call to count, log and rate-limit them. A backend without ``faults`` reports none.
     - :meth:`close` ends every game (``GreenletExit`` at its ``act`` call, so its ``finally``
-      blocks run), stops processes and frees shared resources. It is idempotent, never raises
-      for an already closed or half-constructed backend, and may be called from a finalizer.
-    - The per-step path adds no per-step Python work beyond the hand-off itself.
+      blocks run), stops processes and frees shared resources, within about 2 s whatever state
+      they are in. It is idempotent, never raises for an already closed or half-constructed
+      backend, and may be called from a finalizer.
+    - The per-step path adds no per-step Python work beyond the hand-off itself (and O(1) cheap
+      work per batch for the deadlines).
     """
 
     #: the name this backend is registered under (set by :func:`register_backend`)

@@ -220,6 +220,8 @@ def _worker_main(
     generation: int = 0, restart_base: int = 0,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
+    # Ctrl-C reaches the whole process group: the main process decides (it closes the workers)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     ex = make_executor(
         game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
     )

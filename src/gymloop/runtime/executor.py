@@ -555,7 +555,10 @@ class Executor:
             self.errors = []
             first = errs[0]
             if len(errs) > 1:
-                first.args = (first.args[0] + f"\n({len(errs) - 1} other game copies failed in the same step)",)
+                others = ", ".join(
+                    f"{e.env_index}{' (timed out)' if isinstance(e, GameTimeoutError) else ''}" for e in errs[1:]
+                )
+                first.args = (first.args[0] + f"\n({len(errs) - 1} other game copies failed in the same step: {others})",)
             raise first
 
     # ------------------------------------------------------------------ batching (the builder's)

@@ -683,7 +683,11 @@ class ProcessBackend(Backend):
                     self.workers[i].reported = True
                 errors.append(e)
         if errors:
-            raise errors[0]
+            first = errors[0]
+            if len(errors) > 1 and first.args and isinstance(first.args[0], str):
+                others = "; ".join(str(e).split("\n", 1)[0] for e in errors[1:])
+                first.args = (first.args[0] + f"\n(also failed in this call: {others})", *first.args[1:])
+            raise first
         self._last_counts = [
             np.concatenate([[0], np.cumsum([p.actor_slot[name].shape[0] for p in parts])]).tolist()
             for name in self.spaces.actions

@@ -860,6 +860,7 @@ class ProcessBackend(Backend):
         self.workers = []
         _live.discard(self)
         try:
+            asked = time.monotonic()
             for w in workers:  # ask first: they close their games while this process closes its own
                 if w.lost is None and w.proc.pid is not None:
                     try:
@@ -872,7 +873,7 @@ class ProcessBackend(Backend):
                     local.close_games()
                 except Exception:  # pragma: no cover
                     log.exception("closing the games of the main process failed")
-            _stop(workers, grace=CLOSE_WAIT_S)
+            _stop(workers, grace=max(0.0, CLOSE_WAIT_S - (time.monotonic() - asked)))
         except Exception:  # pragma: no cover - close never raises
             log.exception("closing the worker processes failed")
 

@@ -58,10 +58,14 @@ def test_every_base_exception_from_a_game_is_a_game_error(how, name):
         assert (ei.value.env_index, ei.value.seed) == (1, fg.first_seed(1))
 
 
-def test_sys_exit_before_the_first_decision_is_a_game_error():
-    game = functools.partial(fg.faulty, how="exit", bad_seeds=(fg.first_seed(3),), at=0)
-    with gl.VecEnv(game, num_envs=4, seed=0) as env:
-        with pytest.raises(gl.GameError, match=r"game copy 3 raised SystemExit: 3") as ei:
+@pytest.mark.parametrize("how, match", [
+    ("exit", r"game copy 3 raised SystemExit: 3"),
+    ("loop", r"game copy 3 did not ask for its next decision within step_timeout=0\.5 s"),
+])
+def test_a_fault_before_the_first_decision_fails_the_reset(how, match):
+    game = functools.partial(fg.faulty, how=how, bad_seeds=(fg.first_seed(3),), at=0)
+    with gl.VecEnv(game, num_envs=4, seed=0, step_timeout=0.5) as env:
+        with pytest.raises(gl.GameError, match=match) as ei:
             env.reset()
         assert (ei.value.env_index, ei.value.seed) == (3, fg.first_seed(3))
 

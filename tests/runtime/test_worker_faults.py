@@ -118,6 +118,15 @@ def test_a_game_in_a_worker_that_never_asks_again_times_out_naming_its_copy(how)
         assert _worker(env).proc.is_alive()  # its own deadline caught it: the worker was not killed
 
 
+def test_a_game_in_a_worker_that_hangs_before_its_first_decision_fails_the_first_reset():
+    game = functools.partial(fg.faulty, how="sleep", bad_seeds=(fg.first_seed(2),), at=0)
+    env = gl.VecEnv(game, num_envs=N, workers=2, seed=0, step_timeout=0.5)
+    with pytest.raises(gl.GameTimeoutError, match=r"game copy 2 did not ask for its next decision") as ei:
+        env.reset()
+    assert (ei.value.env_index, ei.value.seed) == (2, fg.first_seed(2))
+    env.close()
+
+
 def test_sys_exit_in_a_worker_game_is_a_game_error():
     with _env("exit", bad_envs=(2,)) as env:
         env.reset()

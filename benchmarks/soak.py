@@ -94,17 +94,21 @@ def _shm() -> set[str]:
 
 def _worker_pids(env: gl.VecEnv) -> list[int]:
     backend = env._state.backend  # the process backend's worker handles (a benchmark may look inside)
-    return [w.proc.pid for w in getattr(backend, "workers", []) if w.proc.pid is not None]
+    return [w.pid for w in getattr(backend, "workers", []) if w.pid is not None]
 
 
 def _children() -> set[int]:
+    """Child processes of this one, but multiprocessing's resource tracker (it lives as long as this process)."""
     me = os.getpid()
     kids = set()
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) != me:
+                        continue
+                with open(f"/proc/{d}/cmdline") as f:
+                    if "resource_tracker" not in f.read():
                         kids.add(int(d))
             except (OSError, ValueError, IndexError):
                 pass
@@ -113,6 +117,8 @@ def _children() -> set[int]:
 
 def soak(minutes: float, num_envs: int, workers: int, fault_every: float, window: float, warmup: float, seed: int) -> dict[str, Any]:
     """Run the soak; returns the windows, the totals and the checks."""
+    with gl.VecEnv(snake, 2, workers=2) as warm:  # starts what lives as long as this process (the resource tracker)
+        warm.reset()
     fds0, shm0 = _fds(), _shm()
     game = functools.partial(faulting_snake, fault_every=fault_every)
     env = gl.VecEnv(game, num_envs, workers=workers, seed=seed, on_game_error="restart", restart_workers=True, step_timeout=30.0)

@@ -34,6 +34,11 @@ def _steps(env, k):
     return b
 
 
+def _exists(pid):
+    """The process is alive or a zombie (not yet reaped)."""
+    return os.path.exists(f"/proc/{pid}")
+
+
 def _worker(env):
     (w,) = env._state.backend.workers
     return w
@@ -47,8 +52,8 @@ def test_frozen_worker_fails_the_step_in_time_and_close_is_quick():
     before = _shm_names()
     env = _env()
     env.reset()
-    proc = _worker(env).proc
-    os.kill(proc.pid, signal.SIGSTOP)
+    pid = _worker(env).pid
+    os.kill(pid, signal.SIGSTOP)
     try:
         t = time.monotonic()
         with pytest.raises(gl.WorkerError, match=r"worker process 1 \(game copies 2\.\.3, pid \d+\) did not answer within "
@@ -59,22 +64,22 @@ def test_frozen_worker_fails_the_step_in_time_and_close_is_quick():
         t = time.monotonic()
         env.close()
         assert time.monotonic() - t < 2
-        assert not proc.is_alive()
+        assert not _exists(pid)
         assert _shm_names() - before == set()
     finally:
-        if proc.is_alive():
-            proc.kill()
+        if _exists(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_close_with_a_frozen_worker_takes_under_two_seconds():
     env = _env()
     env.reset()
-    proc = _worker(env).proc
-    os.kill(proc.pid, signal.SIGSTOP)
+    pid = _worker(env).pid
+    os.kill(pid, signal.SIGSTOP)
     t = time.monotonic()
     env.close()
     assert time.monotonic() - t < 2
-    assert not proc.is_alive()
+    assert not _exists(pid)  # ended and reaped
 
 
 @pytest.mark.parametrize("close", [True, False], ids=["close", "no-close"])
@@ -171,17 +176,39 @@ def test_restart_workers_goes_on_within_the_step(how, caplog):
     with env, caplog.at_level(logging.WARNING, logger="gymloop"):
         env.reset()
         _steps(env, 2)
-        proc = _worker(env).proc
-        os.kill(proc.pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+        pid = _worker(env).pid
+        os.kill(pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
         b = env.step(env.sample_actions())
         assert env.num_worker_restarts == 1
         assert b.truncated.tolist() == [False, False, True, True]
-        assert not proc.is_alive()
-        assert _worker(env).proc.is_alive() and _worker(env).proc.pid != proc.pid
+        assert not _exists(pid)  # ended and reaped: no zombie left
+        assert _worker(env).proc.is_alive() and _worker(env).pid != pid
         assert "worker process 1 (game copies 2..3" in caplog.text and "started again" in caplog.text
         b = _steps(env, 3)
         assert not b.truncated.any()
         assert env.num_worker_restarts == 1
+
+
+def test_replaced_workers_leave_no_fd_process_or_segment_behind():
+    def fds():
+        return len(os.listdir("/proc/self/fd"))
+
+    with _env() as warm:  # starts what lives as long as this process (multiprocessing's resource tracker)
+        warm.reset()
+    before, shm = fds(), set(os.listdir("/dev/shm"))
+    pids = []
+    with _env(restart_workers=True) as env:
+        env.reset()
+        with_one_worker = fds()
+        for _ in range(3):
+            pids.append(_worker(env).pid)
+            os.kill(pids[-1], signal.SIGKILL)
+            _steps(env, 2)
+        assert env.num_worker_restarts == 3
+        assert fds() == with_one_worker  # the replaced workers' pipes, sentinels and segments are all closed
+    assert fds() == before
+    assert set(os.listdir("/dev/shm")) == shm
+    assert not any(_exists(p) for p in pids)
 
 
 def test_restart_workers_at_reset_starts_a_dead_worker_again():

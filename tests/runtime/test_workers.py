@@ -87,20 +87,20 @@ def test_close_runs_finally_blocks_in_workers_and_frees_shared_memory(tmp_path):
     env = gl.VecEnv(functools.partial(wg.with_finally, path=str(tmp_path)), num_envs=6, workers=2, seed=0)
     env.reset()
     env.step(env.sample_actions())
-    procs = [w.proc for w in env._state.backend.workers]
+    pids = [w.pid for w in env._state.backend.workers]
     env.close()
     assert len(list(tmp_path.glob("closed-*"))) == 6
-    assert all(not p.is_alive() for p in procs)
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids)  # ended and reaped
     assert _shm_names() - before == set()
 
 
 def test_garbage_collection_closes_workers(tmp_path):
     env = gl.VecEnv(functools.partial(wg.with_finally, path=str(tmp_path)), num_envs=4, workers=2, seed=0)
     env.reset()
-    procs = [w.proc for w in env._state.backend.workers]
+    pids = [w.pid for w in env._state.backend.workers]
     del env
     gc.collect()
-    assert all(not p.is_alive() for p in procs)
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids)  # ended and reaped
     assert len(list(tmp_path.glob("closed-*"))) == 4
 
 

@@ -377,6 +377,8 @@ class _Worker:
             self.release()
             raise
         child.close()
+        self.pid: int | None = self.proc.pid  # (kept: the Process object is closed once the worker is stopped)
+        self.stopped = False
         self.t_start = time.monotonic()
         self.poller: Any = None
         if hasattr(select, "poll"):  # one cheap system call per wait (Connection.poll builds a selector each time)
@@ -384,7 +386,7 @@ class _Worker:
             self.poller.register(self.conn.fileno(), select.POLLIN)
 
     def where(self) -> str:
-        return f"worker process {self.index} (game copies {self.envs.start}..{self.envs.stop - 1}, pid {self.proc.pid})"
+        return f"worker process {self.index} (game copies {self.envs.start}..{self.envs.stop - 1}, pid {self.pid})"
 
     def died(self) -> WorkerError:
         """It is gone (its pipe broke): the error that says so (kept in :attr:`lost`)."""
@@ -530,7 +532,8 @@ def _stop(workers: list[_Worker], grace: float) -> None:
     terminated, and after :data:`TERMINATE_WAIT_S` more killed (``SIGKILL`` also ends a stopped
     process): at most ``grace + TERMINATE_WAIT_S + KILL_WAIT_S`` seconds in all.
     """
-    started = [w for w in workers if w.proc.pid is not None]
+    workers = [w for w in workers if not w.stopped]
+    started = [w for w in workers if w.pid is not None]
     for wait, action in ((grace, None), (TERMINATE_WAIT_S, "terminate"), (KILL_WAIT_S, "kill")):
         if action is not None:
             alive = [w for w in started if w.proc.is_alive()]
@@ -550,12 +553,15 @@ def _stop(workers: list[_Worker], grace: float) -> None:
             except Exception:  # pragma: no cover
                 pass
     for w in workers:
-        if w.proc.pid is not None and w.proc.is_alive():  # pragma: no cover - SIGKILL did not work
+        if w.pid is not None and w.proc.is_alive():  # pragma: no cover - SIGKILL did not work
             log.error("%s is still alive after SIGKILL; it is abandoned", w.where())
         try:
             w.conn.close()
         except OSError:  # pragma: no cover
             pass
+        if w.pid is not None and not w.proc.is_alive():
+            w.proc.close()  # its sentinel fd now, not whenever the Process object is collected
+        w.stopped = True
         w.release()
 
 
@@ -862,7 +868,7 @@ class ProcessBackend(Backend):
         try:
             asked = time.monotonic()
             for w in workers:  # ask first: they close their games while this process closes its own
-                if w.lost is None and w.proc.pid is not None:
+                if w.lost is None and w.pid is not None:
                     try:
                         w.conn.send_bytes(_T_CLOSE)
                     except (OSError, ValueError):

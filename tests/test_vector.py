@@ -1181,7 +1181,7 @@ def test_game_error_at_reset_and_in_several_games(closing):
         raise ValueError(f"bad start {seed}")
 
     env = closing(game, num_envs=3)
-    with pytest.raises(gl.GameError, match=r"game copy 0 raised ValueError: bad start \d+[\s\S]*\(2 other game copies failed in the same step\)") as info:
+    with pytest.raises(gl.GameError, match=r"game copy 0 raised ValueError: bad start \d+[\s\S]*\(2 other game copies failed in the same step: \d+, \d+\)") as info:
         env.reset()
     assert info.value.env_index == 0
 

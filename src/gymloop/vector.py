@@ -15,7 +15,10 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import logging
+import math
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,13 +26,16 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch
-from .errors import ConfigError, EnvStateError, InvalidActionError
+from .errors import ConfigError, EnvStateError, GameError, InvalidActionError, WorkerError
 from .runtime.backend import Backend, BackendConfig, check_backend_config, default_backend, resolve_backend
 from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
 
 __all__ = ["VecEnv"]
 
 log = logging.getLogger("gymloop.vector")
+
+#: the window of ``game_error_limit``, in seconds
+GAME_ERROR_WINDOW_S = 60.0
 
 
 class _State:
@@ -44,7 +50,10 @@ class _State:
             return
         self.closed = True
         if self.backend is not None:
-            self.backend.close()
+            try:
+                self.backend.close()
+            except Exception:  # close never raises (it may run in a finalizer or at exit)
+                log.exception("closing the backend failed")
             self.backend = None
 
 
@@ -73,16 +82,30 @@ class VecEnv:
             process), ``"process"`` (``workers`` processes), or any name given to
             :func:`gymloop.runtime.backend.register_backend`. ``None`` (default): ``"local"`` for
             ``workers <= 1``, else ``"process"``.
-        step_timeout: seconds a ``step`` or ``reset`` may take; past it a game that has not asked
-            for its next decision fails with :class:`~gymloop.errors.GameTimeoutError` and a worker
-            that has not answered with :class:`~gymloop.errors.WorkerError` (naming the copies).
-            ``None`` waits forever.
-        on_game_error: ``"raise"`` (default): a game that raises (or times out) fails the step with
-            :class:`~gymloop.errors.GameError`. ``"restart"``: that copy restarts with a fresh seed,
-            its episode ends as truncated, the fault is counted (:attr:`num_game_errors`) and logged
-            with the seed that reproduces it, and stepping goes on.
-        restart_workers: a worker process that died is started again with its games at the next
-            call instead of every later call failing with :class:`~gymloop.errors.WorkerError`.
+        step_timeout: seconds a ``step`` or ``reset`` may take; past it the game that has not asked
+            for its next decision fails with :class:`~gymloop.errors.GameTimeoutError` (its env
+            index and seed; it is interrupted where it runs by a ``SIGALRM``, which needs the
+            VecEnv to run in the main thread: stepped from another thread, games in this process
+            have no deadline), and a worker process that has not answered a little later (frozen,
+            or stuck in C code) is killed and fails the call with
+            :class:`~gymloop.errors.WorkerError` naming it and its copies. Each copy that times out
+            gives the rest of the step a fresh ``step_timeout``. The first reset also allows the
+            workers time to start. ``None`` waits forever.
+        on_game_error: ``"raise"`` (default): a game that raises (anything, ``SystemExit``
+            included; ``KeyboardInterrupt`` passes through) or times out fails the step with
+            :class:`~gymloop.errors.GameError` naming its env index and seed. ``"restart"``: that
+            copy restarts with a fresh seed, its open episode ends as truncated in that batch, the
+            fault is counted (:attr:`num_game_errors`) and logged (``logging.warning``) with the
+            seed that replays it, and stepping goes on, up to ``game_error_limit``.
+        restart_workers: a worker process that died (or was killed for not answering) is started
+            again with its games (fresh seeds) within the call that found it, their open episodes
+            end as truncated in that batch, and :attr:`num_worker_restarts` counts it. Without it
+            that call fails with :class:`~gymloop.errors.WorkerError` (and the next ``reset()``
+            starts the worker again).
+        game_error_limit: with ``on_game_error="restart"``, the share of the copies that may fault
+            within any 60 s (at least 3 faults): one fault more fails the call with
+            :class:`~gymloop.errors.GameError` saying so (a game that fails this often needs
+            fixing). ``None``: no limit.
 
     Attributes:
         num_envs: number of game copies.
@@ -115,6 +138,7 @@ class VecEnv:
         step_timeout: float | None = 60.0,
         on_game_error: str = "raise",
         restart_workers: bool = False,
+        game_error_limit: float | None = 0.5,
     ) -> None:
         for name, v, lo in (("num_envs", num_envs, 1), ("workers", workers, 0), ("agents_per_game", agents_per_game, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
@@ -148,6 +172,19 @@ class VecEnv:
         if not isinstance(restart_workers, bool):
             raise ConfigError(f"restart_workers must be True or False, got {restart_workers!r}")
         self.restart_workers = restart_workers
+        if game_error_limit is not None and (
+            isinstance(game_error_limit, bool) or not isinstance(game_error_limit, (int, float))
+            or not 0 < game_error_limit < float("inf")
+        ):
+            raise ConfigError(
+                f"game_error_limit must be a positive finite share of the copies (e.g. 0.5) or None (no limit), "
+                f"got {game_error_limit!r}"
+            )
+        self.game_error_limit = game_error_limit
+        #: most faults allowed within GAME_ERROR_WINDOW_S (None: no limit)
+        self._max_faults = None if game_error_limit is None else max(3, math.ceil(game_error_limit * self.num_envs))
+        self._fault_times: collections.deque[float] = collections.deque()
+        self._faults: list[Any] = []
         #: game copies restarted after an error since construction (``on_game_error="restart"``)
         self.num_game_errors = 0
         #: worker processes started again after they died (``restart_workers=True``)
@@ -199,14 +236,54 @@ class VecEnv:
 
     # ------------------------------------------------------------------ lifecycle
     def _make_backend(self) -> Backend:
-        return self._backend_factory(self._backend_config)
+        b = self._backend_factory(self._backend_config)
+        f = getattr(b, "faults", None)
+        self._faults = f if isinstance(f, list) else []
+        return b
+
+    def _note_faults(self) -> None:
+        """Count, log and rate-limit what the backend absorbed (restarted copies and workers)."""
+        faults = self._faults
+        items = list(faults)
+        faults.clear()
+        now = time.monotonic()
+        times = self._fault_times
+        last: GameError | None = None
+        for f in items:
+            if isinstance(f, WorkerError):
+                self.num_worker_restarts += 1
+                log.warning("%s", f.args[0] if f.args else f)
+            elif isinstance(f, GameError):
+                self.num_game_errors += 1
+                times.append(now)
+                last = f
+                log.warning(
+                    "game copy %d failed and was restarted with a fresh seed (on_game_error='restart'); replay the failure "
+                    "with gl.run(game, agent, seed=%d): %s", f.env_index, f.seed, str(f).split("\n", 1)[0],
+                )
+        if last is None or self._max_faults is None:
+            return
+        while times and times[0] < now - GAME_ERROR_WINDOW_S:
+            times.popleft()
+        if len(times) > self._max_faults:
+            count = len(times)
+            times.clear()
+            raise GameError(
+                f"{count} game faults within {GAME_ERROR_WINDOW_S:g} s, more than game_error_limit="
+                f"{self.game_error_limit:g} of the {self.num_envs} copies allows ({self._max_faults}): the game fails too "
+                f"often to go on. Fix it (the last: game copy {last.env_index}, replay with gl.run(game, agent, "
+                f"seed={last.seed}): {str(last).split(chr(10), 1)[0]}), or raise game_error_limit (None: no limit)",
+                env_index=last.env_index, seed=last.seed, original_traceback=last.original_traceback,
+            )
 
     def reset(self) -> Batch:
         """Start (or restart) every game copy; returns the first batch.
 
         Raises:
             EnvStateError: after ``close()``.
-            GameError: if a game raised before its first decision.
+            GameError: if a game raised (or timed out) before its first decision.
+            WorkerError: a worker process died since the last call, or did not answer (without
+                ``restart_workers``; the next ``reset()`` starts it again).
         """
         st = self._state
         if st.closed:
@@ -215,7 +292,11 @@ class VecEnv:
             st.backend = self._make_backend()
         try:
             batch, spaces = st.backend.reset()
+            if self._faults:
+                self._note_faults()
         except BaseException:
+            if self._faults:
+                self._note_faults_quietly()
             if self.workers:  # a failed start leaves workers mid-protocol: start afresh next time
                 st.backend.close()
                 st.backend = None
@@ -225,6 +306,13 @@ class VecEnv:
         self._steps = 0
         self._failed = False
         return batch
+
+    def _note_faults_quietly(self) -> None:
+        """Count what the backend absorbed during a call that fails anyway (no rate-limit error on top)."""
+        try:
+            self._note_faults()
+        except GameError:
+            pass
 
     def step(self, actions: Mapping[str, Any]) -> Batch:
         """Apply one action per actor and return the next batch.
@@ -237,7 +325,10 @@ class VecEnv:
         Raises:
             EnvStateError: before ``reset()``, after ``close()``, or after a ``GameError``.
             InvalidActionError: an action of the wrong shape or dtype, out of range, or masked out.
-            GameError: a game raised; it carries the env index and seed.
+            GameError: a game raised; it carries the env index and seed
+                (:class:`~gymloop.errors.GameTimeoutError`: it ran past ``step_timeout``). With
+                ``on_game_error="restart"``: more faults than ``game_error_limit`` allows.
+            WorkerError: a worker process died or did not answer (without ``restart_workers``).
         """
         st = self._state
         if st.closed:
@@ -249,8 +340,12 @@ class VecEnv:
         arrays = self._validate(self._batch, actions) if (self.checked or self._steps == 0) else self._convert(actions)
         try:
             batch = st.backend.step(arrays)
+            if self._faults:
+                self._note_faults()
         except BaseException:
             self._failed = True
+            if self._faults:
+                self._note_faults_quietly()
             raise
         self._batch = batch
         self._steps += 1
@@ -259,7 +354,9 @@ class VecEnv:
     def close(self) -> None:
         """Close every game (``GreenletExit`` at its ``act`` call), end workers, free shared memory.
 
-        Closing twice is fine; it also happens when the VecEnv is garbage-collected or at exit.
+        It returns within about 2 s whatever state the workers are in (a worker that does not
+        exit when asked is terminated, then killed) and never raises. Closing twice is fine; it
+        also happens when the VecEnv is garbage-collected or at exit.
         """
         self._finalizer()
 

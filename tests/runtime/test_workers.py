@@ -107,8 +107,9 @@ def test_garbage_collection_closes_workers(tmp_path):
 def test_dead_worker_is_reported():
     env = gl.VecEnv(wg.dies, num_envs=4, workers=2, seed=0)
     env.reset()
-    with pytest.raises(gl.GymloopError, match="worker process .* died"):
+    with pytest.raises(gl.WorkerError, match=r"worker process 1 \(game copies 2\.\.3, pid \d+\) died \(exit code 3\)") as ei:
         env.step(env.sample_actions())
+    assert (ei.value.worker, ei.value.env_indices) == (1, range(2, 4))
     env.close()
 
 

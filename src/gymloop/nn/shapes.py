@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import CheckpointError, ConfigError
 from ..spaces import ActionDesc, Spaces
-from .config import NetConfig, RelposConfig
+from .config import MAX_HEADS, MAX_LAYERS, MAX_MLP_RATIO, MAX_WIDTH, NetConfig, RelposConfig
 from .heads import POINTER, head_of
 
 __all__ = ["check_net_sizes", "check_weights", "expected_shapes"]
@@ -26,9 +26,10 @@ def _short(x: Any, n: int = 120) -> str:
     return r if len(r) <= n else r[:n] + "..."
 
 
-#: ``net`` fields that are integers, with their sane range
+#: ``net`` fields that are integers, with their sane range (the limits ``NetConfig.check`` enforces)
 _NET_INTS: dict[str, tuple[int, int]] = {
-    "d_model": (1, 1 << 16), "n_layer": (0, 1024), "n_head": (1, 1 << 16), "d_qk": (1, 1 << 16), "mlp_ratio": (1, 1024),
+    "d_model": (1, MAX_WIDTH), "n_layer": (0, MAX_LAYERS), "n_head": (1, MAX_HEADS), "d_qk": (1, MAX_WIDTH),
+    "mlp_ratio": (1, MAX_MLP_RATIO),
 }
 _MAX_RELPOS_DIMS = 8
 _MAX_RELPOS_EXTENT = 1 << 12

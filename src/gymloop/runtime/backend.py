@@ -109,18 +109,29 @@ class Backend(ABC):
     - Ownership of batches: the caller owns every array of a returned batch; a backend may reuse
       arrays of its own only if they are never handed out again (a batch read out of shared memory
       is copied). A batch stays valid after later steps and after :meth:`close`.
-    - Errors: a game that raises surfaces as :class:`~gymloop.errors.GameError` (with env index
-      and seed) from :meth:`reset` or :meth:`step`, after every shard has finished its part of the
-      call (so no shard is left mid-protocol); the first error in env order is raised. After an
-      error in :meth:`step` only :meth:`reset` or :meth:`close` may follow. When :meth:`reset`
-      raises, the VecEnv closes the backend and makes a new one for its next reset if
-      ``workers > 0`` (a failed start may leave workers mid-protocol; a backend may also close
-      itself first); with ``workers=0`` it calls :meth:`reset` again on the same backend, which
-      must then restart every game afresh.
+    - Errors: a game that raises (anything but ``KeyboardInterrupt``) surfaces as
+      :class:`~gymloop.errors.GameError` (with env index and seed) from :meth:`reset` or
+      :meth:`step`, after every shard has finished its part of the call (so no shard is left
+      mid-protocol); the first error in env order is raised. After an error in :meth:`step` only
+      :meth:`reset` or :meth:`close` may follow. When :meth:`reset` raises, the VecEnv closes the
+      backend and makes a new one for its next reset if ``workers > 0`` (a failed start may leave
+      workers mid-protocol; a backend may also close itself first); with ``workers=0`` it calls
+      :meth:`reset` again on the same backend, which must then restart every game afresh.
+    - ``step_timeout`` (the shard executors enforce it for games; see
+      :mod:`gymloop.runtime.alarm`): a call never waits longer than about that for a process or
+      actor that does not answer; it fails with :class:`~gymloop.errors.WorkerError` naming it
+      and its copies, as does a call that finds one dead, unless ``restart_workers`` lets the
+      backend start it again (its copies' open episodes end as truncated).
+    - ``on_game_error="restart"``: the executors restart faulting copies themselves; the backend
+      collects their errors (and a :class:`~gymloop.errors.WorkerError` per restarted worker) in
+      an attribute ``faults`` (a list it only appends to, never rebinds), which the VecEnv drains
+      after every call to count, log and rate-limit them. A backend without ``faults`` reports none.
     - :meth:`close` ends every game (``GreenletExit`` at its ``act`` call, so its ``finally``
-      blocks run), stops processes and frees shared resources. It is idempotent, never raises
-      for an already closed or half-constructed backend, and may be called from a finalizer.
-    - The per-step path adds no per-step Python work beyond the hand-off itself.
+      blocks run), stops processes and frees shared resources, within about 2 s whatever state
+      they are in. It is idempotent, never raises for an already closed or half-constructed
+      backend, and may be called from a finalizer.
+    - The per-step path adds no per-step Python work beyond the hand-off itself (and O(1) cheap
+      work per batch for the deadlines).
     """
 
     #: the name this backend is registered under (set by :func:`register_backend`)
@@ -157,11 +168,25 @@ class ShardExecutor(Protocol):
     has their slots in order, with ``actor_slot`` as global slot indices, so shard batches
     concatenate in env order into the batch of the whole VecEnv.
 
+    Faults (see :mod:`gymloop.runtime.executor`): whatever a game raises becomes a
+    :class:`~gymloop.errors.GameError` with its env index and seed (``KeyboardInterrupt`` passes
+    through); a game running past ``step_timeout`` fails with
+    :class:`~gymloop.errors.GameTimeoutError`; with ``on_game_error="restart"`` the copy restarts
+    and its error goes to :attr:`faults` instead.
+
     Attributes:
         spaces: the fixed spaces, or ``None`` before :meth:`set_spaces` (or a first :meth:`reset`).
+        faults: errors of copies restarted (``on_game_error="restart"``); only appended to, never rebound.
+        on_timeout: called (if set) each time a copy timed out, before the call goes on.
+        generation: the generation of the last :meth:`start` (-1 before the first; each start adds one).
+        restart_base: the restart counter every copy starts from at the next :meth:`start` (then 0).
     """
 
     spaces: Any
+    faults: list[Any]
+    on_timeout: Callable[[], None] | None
+    generation: int
+    restart_base: int
 
     def start(self) -> None:
         """(Re)start every game of the shard (a new generation of seeds); each runs to its first decision.
@@ -190,15 +215,19 @@ class ShardExecutor(Protocol):
 
 def make_executor(
     game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spaces: Any = None,
+    *, step_timeout: float | None = None, on_game_error: str = "raise",
 ) -> ShardExecutor:
-    """The executor for game copies ``[env_lo, env_lo + n)``: the same stepping code in every backend."""
+    """The executor for game copies ``[env_lo, env_lo + n)``: the same stepping code in every backend.
+
+    ``step_timeout`` and ``on_game_error`` are the :class:`BackendConfig` fields of those names.
+    """
     if is_env:
         from .envexec import EnvExecutor
 
-        return EnvExecutor(game, env_lo, n, seed, spaces, declared)
+        return EnvExecutor(game, env_lo, n, seed, spaces, declared, step_timeout=step_timeout, on_game_error=on_game_error)
     from .executor import Executor
 
-    return Executor(game, env_lo, n, apg, seed, spaces, declared)
+    return Executor(game, env_lo, n, apg, seed, spaces, declared, step_timeout=step_timeout, on_game_error=on_game_error)
 
 
 def shard_sizes(num_envs: int, shards: int) -> list[int]:

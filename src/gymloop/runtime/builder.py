@@ -156,9 +156,12 @@ class EpisodeState:
         """``(reward, terminated, truncated, metrics)`` since the last batch, as arrays; then clear them."""
         n = self.n
         reward = self.reward_acc.astype(np.float32)
-        if not math.isfinite(reward.sum()) and not np.isfinite(reward).all():
+        if not math.isfinite(reward.sum(dtype=np.float64)):  # (a float64 sum of float32 values cannot overflow)
             s = int(np.flatnonzero(~np.isfinite(reward))[0])
-            raise InvalidObservationError(f"slot {self.slot_lo + s}: the score is not finite (reward {reward[s]})")
+            raise InvalidObservationError(
+                f"slot {self.slot_lo + s}: the reward (the change of the score) is not a finite float32 "
+                f"({self.reward_acc[s]!r}); keep scores finite and their changes within +-3.4e38"
+            )
         self.reward_acc = np.zeros(n)
         if self.any_done:
             terminated = np.array(self.term, dtype=bool)

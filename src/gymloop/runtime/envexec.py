@@ -4,13 +4,20 @@ Its observations are arrays, not Python objects, so it packs entities and masks 
 through :class:`~gymloop.runtime.builder.BatchBuilder`; it shares the batch layout's pieces with it:
 :meth:`Batch.empty <gymloop.batch.Batch.empty>` (the empty parts of a ``final`` batch) and each
 kind's masks (:meth:`~gymloop.kinds.ActionKind.all_legal`).
+
+Faults are handled as in :mod:`gymloop.runtime.executor`: whatever an environment's constructor,
+``reset`` or ``act`` raises (``SystemExit`` included; ``KeyboardInterrupt`` passes through) becomes
+a :class:`~gymloop.errors.GameError` with the copy's env index and seed; one that does not return
+within ``step_timeout`` fails with :class:`~gymloop.errors.GameTimeoutError`; with
+``on_game_error="restart"`` the copy is made afresh (a new instance, the old one closed) and reset
+with a fresh seed, its episode ends as truncated, and the error goes to :attr:`EnvExecutor.faults`.
 """
 
 from __future__ import annotations
 
 import logging
-import traceback
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,9 +25,16 @@ import numpy as np
 from ..batch import Batch
 from ..errors import EnvStateError, GameError, InvalidObservationError, SchemaError
 from ..spaces import ActionDesc, ObsSpace, Spaces
-from .executor import derive_seed
+from . import alarm as _alarm_mod
+from . import executor as _executor_mod
+from .alarm import StepAlarm, StepTimeout
+from .executor import CLOSE_TIMEOUT_S, MAX_START_FAILURES, derive_seed, game_error
 
 log = logging.getLogger("gymloop.executor")
+
+_OUR_FILES = frozenset(
+    os.path.normcase(os.path.abspath(f)) for f in (__file__, _alarm_mod.__file__, _executor_mod.__file__)
+)
 
 
 def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
@@ -55,7 +69,10 @@ class EnvExecutor:
             candidate types. A mismatch is a :class:`~gymloop.errors.SchemaError` naming it.
     """
 
-    def __init__(self, factory: Any, env_lo: int, num: int, seed: int, spaces: Any = None, declared: Any = None) -> None:
+    def __init__(
+        self, factory: Any, env_lo: int, num: int, seed: int, spaces: Any = None, declared: Any = None,
+        step_timeout: float | None = None, on_game_error: str = "raise",
+    ) -> None:
         self.factory = factory
         self.env_lo = env_lo
         self.n = num
@@ -70,6 +87,30 @@ class EnvExecutor:
         self.declared = declared
         self.ep_ret = [0.0] * num
         self.ep_len = [0] * num
+        self.step_timeout = step_timeout
+        self.restart_on_error = on_game_error == "restart"
+        #: errors of copies restarted with on_game_error="restart" (the backend drains it; never rebound)
+        self.faults: list[GameError] = []
+        #: called (if set) each time a copy timed out (a worker tells the main process it is alive)
+        self.on_timeout: Callable[[], None] | None = None
+        #: the restart counter every copy starts from at the next start() (then 0 again)
+        self.restart_base = 0
+        self.alarm = StepAlarm(self, step_timeout)
+        self._code_in_try = (
+            EnvExecutor._act.__code__, EnvExecutor._reset_env.__code__, EnvExecutor._new_env.__code__,
+            EnvExecutor._close_env.__code__,
+        )
+
+    def _new_env(self, i: int) -> None:
+        """Make copy ``i``'s environment (closing the one it replaces)."""
+        old = self.envs[i]
+        self.envs[i] = None
+        if old is not None:
+            try:
+                old.close()
+            except Exception:
+                log.exception("environment copy %d: close() raised", self.env_lo + i)
+        self.envs[i] = self.factory()
 
     def _reset_env(self, i: int) -> Any:
         seed = derive_seed(self.seed, self.env_lo + i, self.restarts[i], self.generation)
@@ -77,14 +118,44 @@ class EnvExecutor:
         self.seeds[i] = seed
         return self.envs[i].reset(seed)
 
-    def _fail(self, i: int, e: Exception) -> GameError:
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        err = GameError(
-            f"environment copy {self.env_lo + i} raised {type(e).__name__}: {e} (seed {self.seeds[i]})\n--- original traceback ---\n{tb}",
-            env_index=self.env_lo + i, seed=self.seeds[i], original_traceback=tb,
+    def _fail(self, i: int, e: BaseException) -> GameError:
+        if isinstance(e, KeyboardInterrupt):
+            raise e
+        if isinstance(e, StepTimeout) and self.on_timeout is not None:
+            self.on_timeout()
+        return game_error(e, self.env_lo + i, self.seeds[i], "environment copy", self.step_timeout, "return")
+
+    def _restart(self, i: int, err: GameError) -> Any:
+        """Copy ``i`` failed with ``err`` (``on_game_error="restart"``): a new instance, a fresh seed.
+
+        Returns its first observation; raises the last :class:`GameError` if it fails
+        :data:`~gymloop.runtime.executor.MAX_START_FAILURES` times in a row.
+        """
+        for _ in range(MAX_START_FAILURES):
+            self.faults.append(err)
+            try:
+                self._new_env(i)
+                return self._reset_env(i)
+            except BaseException as e:
+                err = self._fail(i, e)
+        err.args = (
+            err.args[0] + f"\n(it failed {MAX_START_FAILURES + 1} times in a row with fresh seeds, so "
+            "on_game_error='restart' gave up on it)",
         )
-        err.__cause__ = e
-        return err
+        raise err
+
+    def alarm_may_raise(self, frame: Any) -> bool:
+        """The step alarm fired in ``frame``: raise there only inside an environment's own code.
+
+        That is code called from this executor where a ``try`` turns the exception into an error of
+        that copy, never this module's own code.
+        """
+        f = frame
+        while f is not None:
+            if os.path.normcase(f.f_code.co_filename) in _OUR_FILES:
+                return f is not frame and f.f_code in self._code_in_try
+            f = f.f_back
+        return False
 
     def reset(self) -> Batch:
         """:meth:`start`, fix the spaces on first use (:meth:`discover` of this shard alone), :meth:`build`."""
@@ -100,17 +171,28 @@ class EnvExecutor:
             GameError: an environment's constructor or ``reset`` raised (the first one, in env order).
         """
         if not self.envs:
-            self.envs = [self.factory() for _ in range(self.n)]
+            self.envs = [None] * self.n
         self.generation += 1
-        self.restarts = [0] * self.n
+        self.restarts = [self.restart_base] * self.n
+        self.restart_base = 0
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []
-        for i in range(self.n):
-            try:
-                obs.append(self._reset_env(i))
-            except Exception as e:
-                raise self._fail(i, e) from e
+        token = self.alarm.arm(check=True)
+        try:
+            for i in range(self.n):
+                try:
+                    if self.envs[i] is None:
+                        self._new_env(i)
+                    o = self._reset_env(i)
+                except BaseException as e:
+                    err = self._fail(i, e)
+                    if not self.restart_on_error:
+                        raise err from None
+                    o = self._restart(i, err)
+                obs.append(o)
+        finally:
+            self.alarm.disarm(token)
         self.obs = obs
 
     def discover(self) -> Spaces:
@@ -144,9 +226,27 @@ class EnvExecutor:
             for d, k in zip(per_env, self._actor_counts[a]):
                 d[name] = arr[o : o + k]
                 o += k
-        obs, rew, term, trunc, mets = [], [], [], [], []
+        token = self.alarm.arm()
+        try:
+            obs, rew, term, trunc, mets, finals, errors = self._act(per_env)
+        finally:
+            self.alarm.disarm(token)
+        if errors:
+            raise errors[0]
+        b = self._build(obs, rew, term, trunc, mets)
+        if finals:
+            b.final = self._final_batch(finals, b)
+        return b
+
+    def _act(self, per_env: list[dict[str, np.ndarray]]) -> tuple:
+        """Every copy's ``act``: the lists of observations, rewards, ends, metrics, finals and errors."""
+        obs: list[Any] = []
+        rew: list[float] = []
+        term: list[bool] = []
+        trunc: list[bool] = []
+        mets: list[Any] = []
         finals: dict[int, Any] = {}
-        errors = []
+        errors: list[GameError] = []
         for i, env in enumerate(self.envs):
             try:
                 o = env.act(per_env[i])
@@ -168,20 +268,29 @@ class EnvExecutor:
                     t1 = t2 = False
                     if o.metrics:
                         m = dict(o.metrics)
-            except Exception as e:
-                errors.append(self._fail(i, e))
-                o, r, t1, t2, m = self.obs[i], 0.0, False, False, None
+            except BaseException as e:
+                err = self._fail(i, e)  # (KeyboardInterrupt passes through)
+                r, t1, t2, m = 0.0, False, False, None
+                if self.restart_on_error:
+                    try:
+                        o = self._restart(i, err)
+                    except GameError as e2:
+                        errors.append(e2)
+                        o = self.obs[i]
+                    else:  # its episode ends as truncated
+                        t2 = True
+                        m = {"episode_return": self.ep_ret[i], "episode_length": self.ep_len[i]}
+                        self.ep_ret[i] = 0.0
+                        self.ep_len[i] = 0
+                else:
+                    errors.append(err)
+                    o = self.obs[i]
             obs.append(o)
             rew.append(r)
             term.append(t1)
             trunc.append(t2)
             mets.append(m)
-        if errors:
-            raise errors[0]
-        b = self._build(obs, rew, term, trunc, mets)
-        if finals:
-            b.final = self._final_batch(finals, b)
-        return b
+        return obs, rew, term, trunc, mets, finals, errors
 
     def _final_batch(self, finals: dict[int, Any], b: Batch) -> Batch:
         """The last observations of truncated episodes, as a batch without actors."""
@@ -338,11 +447,29 @@ class EnvExecutor:
         return a.reshape(shape)
 
     def close_games(self) -> None:
-        for e in self.envs:
-            try:
-                e.close()
-            except Exception:
-                log.exception("environment close() raised")
+        """Close every environment (``close()``; within :data:`~gymloop.runtime.executor.CLOSE_TIMEOUT_S`
+        seconds together when a step timeout is set). Idempotent."""
+        token = None
+        if self.step_timeout is not None and self.envs:
+            token = self.alarm.arm(min(self.step_timeout, CLOSE_TIMEOUT_S))
+        try:
+            for i, e in enumerate(self.envs):
+                if e is None:
+                    continue
+                try:
+                    self._close_env(e)
+                except StepTimeout:
+                    log.warning("environment copy %d did not finish close() in time; it is abandoned", self.env_lo + i)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:
+                    log.exception("environment copy %d: close() raised", self.env_lo + i)
+        finally:
+            self.alarm.disarm(token)
+            self.alarm.release()
+
+    def _close_env(self, e: Any) -> None:
+        e.close()
 
 
 def _check_declared(sp: Spaces, declared: Any) -> None:

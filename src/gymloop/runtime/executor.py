@@ -7,11 +7,22 @@ pending decisions to its :class:`~gymloop.runtime.builder.BatchBuilder`, which b
 builder decode the batch of actions and resumes each game with its own. This module is scheduling
 only (starting, resuming and restarting games, ``act_all``, errors); episode bookkeeping lives in
 :class:`~gymloop.runtime.builder.EpisodeState`.
+
+Faults. Whatever a game raises (``SystemExit`` and every other ``BaseException`` included; only
+``KeyboardInterrupt`` passes through as itself, and ``GreenletExit`` is the executor's own close
+signal) becomes a :class:`~gymloop.errors.GameError` with the copy's env index and seed. A game that
+does not ask for its next decision within ``step_timeout`` is interrupted where it runs by the step
+alarm (:mod:`gymloop.runtime.alarm`) and fails with :class:`~gymloop.errors.GameTimeoutError`. With
+``on_game_error="raise"`` the call raises the first error (in env order) once every other game has
+had its turn; with ``"restart"`` the faulting copy's open episode ends as truncated, it restarts
+with a fresh seed, the error is appended to :attr:`Executor.faults` (the backend counts and logs
+it), and the call goes on.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -21,12 +32,22 @@ import numpy as np
 
 from ..agent import pack_result
 from ..batch import Batch
-from ..errors import ConfigError, EnvStateError, GameError, InvalidObservationError, SchemaError
+from ..errors import ConfigError, EnvStateError, GameError, GameTimeoutError, InvalidObservationError, SchemaError
 from ..obs import Obs
 from ..spaces import Spaces
+from . import alarm as _alarm_mod
+from .alarm import StepAlarm, StepTimeout
 from .builder import BatchBuilder, EpisodeState
 
 log = logging.getLogger("gymloop.executor")
+
+#: with on_game_error="restart": a copy that fails this many times in a row before its first
+#: decision (fresh seeds each time) fails the call instead
+MAX_START_FAILURES = 3
+#: seconds the games' finally blocks may take in close_games (when a step_timeout is set)
+CLOSE_TIMEOUT_S = 1.0
+# frames of these files are the executor's or the agent's own: the step alarm never raises in them
+_OUR_FILES = frozenset(os.path.normcase(os.path.abspath(f)) for f in (__file__, _alarm_mod.__file__))
 
 _M64 = (1 << 64) - 1
 
@@ -45,6 +66,35 @@ def derive_seed(seed: int, env: int, restart: int, generation: int = 0) -> int:
     It depends on nothing else (not on the worker layout), so any ``workers`` gives the same games.
     """
     return _mix(_mix(_mix(_mix(seed & _M64) ^ env) ^ generation) ^ restart) & 0xFFFFFFFF
+
+
+def game_error(
+    e: BaseException, env: int, seed: int, what: str, timeout: float | None, late: str = "ask for its next decision",
+) -> GameError:
+    """The :class:`GameError` for exception ``e`` of copy ``env`` (a :class:`GameTimeoutError` for a step timeout).
+
+    ``what`` names the copy's kind ("game copy", "environment copy"), ``late`` what it failed to do in
+    time, ``timeout`` is the step timeout.
+    """
+    if isinstance(e, GameError):
+        return e
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    if isinstance(e, StepTimeout):
+        tb = tb.replace("gymloop.runtime.alarm.StepTimeout", "step timeout")
+        err: GameError = GameTimeoutError(
+            f"{what} {env} did not {late} within step_timeout={timeout:g} s: it loops or waits "
+            f"(the traceback below shows where it was); replay it with gl.run(game, agent, seed={seed}), or raise "
+            f"step_timeout if its steps are legitimately this slow\n--- where it was ---\n{tb}",
+            env_index=env, seed=seed, original_traceback=tb,
+        )
+    else:
+        err = GameError(
+            f"{what} {env} raised {type(e).__name__}: {e} (replay it with gl.run(game, agent, seed={seed}))"
+            f"\n--- original traceback ---\n{tb}",
+            env_index=env, seed=seed, original_traceback=tb,
+        )
+    err.__cause__ = e
+    return err
 
 
 def merge_types(parts: Any) -> tuple[list[type], type | None, list[Any]]:
@@ -142,7 +192,22 @@ _ASKED = object()  # what a game's greenlet hands back when it asks for a decisi
 
 
 class Executor:
-    """Runs games ``[env_lo, env_lo + num_games)`` of a vectorized environment in greenlets."""
+    """Runs games ``[env_lo, env_lo + num_games)`` of a vectorized environment in greenlets.
+
+    Args:
+        step_timeout: seconds a call (``start``, ``step``) may resume games before the game running
+            then fails with :class:`~gymloop.errors.GameTimeoutError` (see :mod:`gymloop.runtime.alarm`;
+            only in the process's main thread); ``None``: no limit.
+        on_game_error: ``"raise"`` or ``"restart"`` (see the module docstring).
+
+    Attributes:
+        faults: errors of copies restarted with ``on_game_error="restart"``, in order; the backend
+            drains this list (the executor only appends to it, never rebinds it).
+        on_timeout: called (if set) each time a game timed out, before the call goes on; a worker
+            process uses it to tell the main process that it is alive.
+        restart_base: the restart counter every copy starts from at the next :meth:`start` (then 0
+            again): a replacement worker's copies get seeds no earlier run had.
+    """
 
     def __init__(
         self,
@@ -153,6 +218,8 @@ class Executor:
         seed: int,
         spaces: Spaces | None = None,
         declared: tuple[list[type], type | None, list[Any]] | None = None,
+        step_timeout: float | None = None,
+        on_game_error: str = "raise",
     ) -> None:
         self.game = game
         self.env_lo = env_lo
@@ -184,6 +251,12 @@ class Executor:
         # per slot: rewards, episode ends, returns, lengths and metrics until the next batch
         self.episodes = EpisodeState(self.n, self.slot_lo)
         self.errors: list[GameError] = []
+        self.step_timeout = step_timeout
+        self.restart_on_error = on_game_error == "restart"
+        self.faults: list[GameError] = []
+        self.on_timeout: Callable[[], None] | None = None
+        self.restart_base = 0
+        self.alarm = StepAlarm(self, step_timeout)
 
     @property
     def spaces(self) -> Spaces | None:
@@ -205,8 +278,13 @@ class Executor:
                     g.parent = cur
 
     def _start(self, k: int) -> None:
-        """Start (or restart) game ``k``; it runs until it asks for its first decision."""
-        for _attempt in range(2):
+        """Start (or restart) game ``k``; it runs until it asks for its first decision.
+
+        With ``on_game_error="restart"`` a game that fails before its first decision is restarted
+        with a fresh seed (each failure is a fault), up to :data:`MAX_START_FAILURES` times in a row.
+        """
+        returned = failed = 0
+        while returned < 2:
             env = self.env_lo + k
             seed = derive_seed(self.seed, env, self.restarts[k], self.generation)
             self.restarts[k] += 1
@@ -217,14 +295,27 @@ class Executor:
             arg = agents[0] if self.apg == 1 else tuple(agents)
             try:
                 g.switch(arg, seed)
-            except Exception as e:
-                self._record_error(k, e)
+            except BaseException as e:
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                err = self._error(k, e)
+                self._clear(k)
+                if self.restart_on_error and failed < MAX_START_FAILURES:
+                    failed += 1
+                    self.faults.append(err)
+                    continue
+                if failed:
+                    err.args = (
+                        err.args[0] + f"\n(it failed before its first decision {failed + 1} times in a row, with "
+                        "fresh seeds, so on_game_error='restart' gave up on it)",
+                    )
+                self.errors.append(err)
                 return
             if not g.dead:
                 return
             self._game_returned(k)
-        self._record_error(
-            k,
+            returned += 1
+        self.errors.append(
             GameError(
                 f"game {getattr(self.game, '__name__', self.game)!r} (env {self.env_lo + k}) returned without asking "
                 "its agent for a decision; a game loop must call agent.act(...) at least once per run",
@@ -232,6 +323,7 @@ class Executor:
                 seed=self.game_seeds[k],
             ),
         )
+        self._clear(k)
 
     def _game_returned(self, k: int) -> None:
         """The game function of copy ``k`` returned: close any open episode as truncated."""
@@ -240,23 +332,28 @@ class Executor:
             self.pobs[s] = None
             ep.game_returned(s)
 
-    def _record_error(self, k: int, e: BaseException) -> None:
-        env = self.env_lo + k
-        if isinstance(e, GameError):
-            self.errors.append(e)
-            return
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        err = GameError(
-            f"game copy {env} raised {type(e).__name__}: {e} (replay it with gl.run(game, agent, seed={self.game_seeds[k]}))"
-            f"\n--- original traceback ---\n{tb}",
-            env_index=env,
-            seed=self.game_seeds[k],
-            original_traceback=tb,
-        )
-        err.__cause__ = e
-        self.errors.append(err)
+    def _error(self, k: int, e: BaseException) -> GameError:
+        """Game ``k``'s exception as a :class:`GameError` (tells a worker's parent it is alive on a timeout)."""
+        if isinstance(e, StepTimeout) and self.on_timeout is not None:
+            self.on_timeout()
+        return game_error(e, self.env_lo + k, self.game_seeds[k], "game copy", self.step_timeout)
+
+    def _clear(self, k: int) -> None:
         for s in range(k * self.apg, (k + 1) * self.apg):
             self.pobs[s] = None
+
+    def _record_error(self, k: int, e: BaseException) -> None:
+        """Game ``k`` raised ``e`` (its greenlet is dead): fail the call, or restart it (``"restart"``)."""
+        if isinstance(e, KeyboardInterrupt):
+            raise e
+        err = self._error(k, e)
+        if self.restart_on_error:
+            self.faults.append(err)
+            self._game_returned(k)  # its open episode ends as truncated
+            self._start(k)  # with a fresh seed (the restart counter moved on)
+        else:
+            self.errors.append(err)
+            self._clear(k)
 
     def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
         self.episodes.game_over(s, obs, truncated)
@@ -279,8 +376,15 @@ class Executor:
         self.episodes = EpisodeState(self.n, self.slot_lo)
         self.pobs[:] = [None] * self.n
         self.ptypes[:] = [None] * self.n
-        for k in range(self.n_games):
-            self._start(k)
+        if self.restart_base:
+            self.restarts = [self.restart_base] * self.n_games
+            self.restart_base = 0
+        token = self.alarm.arm(check=True)
+        try:
+            for k in range(self.n_games):
+                self._start(k)
+        finally:
+            self.alarm.disarm(token)
         self._raise_errors()
 
     def set_spaces(self, classes: tuple[list[type], type | None, list[Any]]) -> None:
@@ -309,24 +413,66 @@ class Executor:
         return merge_types(parts)
 
     def close_games(self) -> None:
-        """Throw ``GreenletExit`` into every suspended game so its ``finally`` blocks run."""
+        """Throw ``GreenletExit`` into every suspended game so its ``finally`` blocks run.
+
+        With a ``step_timeout`` the games' ``finally`` blocks get :data:`CLOSE_TIMEOUT_S` seconds
+        together (at most ``step_timeout``); a game still running then is abandoned. The step
+        alarm's signal handler is given back (the next call takes it again).
+        """
         self.closing = True
-        for k, g in enumerate(self.greenlets):
-            if g is None or g.dead:
-                continue
-            try:
-                g.throw(greenlet.GreenletExit)
-            except Exception:
-                log.exception("game copy %d raised while being closed", self.env_lo + k)
-            if not g.dead:
-                log.warning("game copy %d kept running after GreenletExit; it is abandoned", self.env_lo + k)
-            self.greenlets[k] = None
+        live = [(k, g) for k, g in enumerate(self.greenlets) if g is not None and not g.dead]
+        token = None
+        if live:
+            self._set_caller()
+            if self.step_timeout is not None:
+                token = self.alarm.arm(min(self.step_timeout, CLOSE_TIMEOUT_S))
+        try:
+            for k, g in live:
+                try:
+                    g.throw(greenlet.GreenletExit)
+                except StepTimeout:
+                    log.warning("game copy %d did not finish closing in time; it is abandoned", self.env_lo + k)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:
+                    log.exception("game copy %d raised while being closed", self.env_lo + k)
+                if not g.dead:
+                    log.warning("game copy %d kept running after GreenletExit; it is abandoned", self.env_lo + k)
+                self.greenlets[k] = None
+        finally:
+            self.alarm.disarm(token)
+            self.alarm.release()
         self.pobs[:] = [None] * self.n
+
+    def alarm_may_raise(self, frame: Any) -> bool:
+        """The step alarm fired in ``frame``: raise there only if it is a game's own code.
+
+        Not in the executor's greenlet (executor code), nor in a frame of this module's (an agent's
+        ``act`` or ``game_over``, whose bookkeeping must not be cut in half).
+        """
+        if greenlet.getcurrent() is self.caller:
+            return False
+        f = frame
+        while f is not None:
+            if os.path.normcase(f.f_code.co_filename) in _OUR_FILES:
+                return False
+            f = f.f_back
+        return True
 
     # ------------------------------------------------------------------ stepping
     def step(self, actions: Sequence[np.ndarray]) -> Batch:
         """Resume each waiting game with its action (one int array per action type, in space order)."""
         self._set_caller()
+        token = self.alarm.arm()
+        try:
+            self._resume(actions)
+        finally:
+            self.alarm.disarm(token)
+        self._raise_errors()
+        return self.build()
+
+    def _resume(self, actions: Sequence[np.ndarray]) -> None:
+        """Resume every waiting game with its action; each runs to its next decision (or fails)."""
         builder = self._builder()
         plan = builder.last_plan()
         specs = builder.spaces.action_specs
@@ -353,9 +499,10 @@ class Executor:
                 self.chain = chain
                 try:
                     r = gls[chain[pos][0]].switch(chain[pos][1])
-                except Exception as e:
+                except BaseException as e:
+                    self.chain = None  # (a restart below must not follow the chain)
                     pos = self.pos
-                    self._record_error(chain[pos][0], e)
+                    self._record_error(chain[pos][0], e)  # (KeyboardInterrupt passes through)
                     pos += 1
                     continue
                 finally:  # (also on KeyboardInterrupt: a later restart must not follow a stale chain)
@@ -395,14 +542,12 @@ class Executor:
                         g.switch()
                     else:
                         g.switch(res[slots[0]])
-                except Exception as e:
-                    self._record_error(k, e)
+                except BaseException as e:
+                    self._record_error(k, e)  # (KeyboardInterrupt passes through)
                     continue
                 if g.dead:
                     self._game_returned(k)
                     self._start(k)
-        self._raise_errors()
-        return self.build()
 
     def _raise_errors(self) -> None:
         if self.errors:
@@ -410,7 +555,10 @@ class Executor:
             self.errors = []
             first = errs[0]
             if len(errs) > 1:
-                first.args = (first.args[0] + f"\n({len(errs) - 1} other game copies failed in the same step)",)
+                others = ", ".join(
+                    f"{e.env_index}{' (timed out)' if isinstance(e, GameTimeoutError) else ''}" for e in errs[1:]
+                )
+                first.args = (first.args[0] + f"\n({len(errs) - 1} other game copies failed in the same step: {others})",)
             raise first
 
     # ------------------------------------------------------------------ batching (the builder's)

@@ -17,7 +17,9 @@ class LocalBackend(Backend):
     """Every game copy in this process, stepped by one :class:`~gymloop.runtime.backend.ShardExecutor`.
 
     Batches are the executor's own, built afresh every step (nothing is reused). A failed
-    :meth:`reset` leaves the backend usable: the next reset restarts every game.
+    :meth:`reset` leaves the backend usable: the next reset restarts every game. The step timeout
+    is the executor's alarm (:mod:`gymloop.runtime.alarm`): it works when the VecEnv is stepped
+    from the main thread.
     """
 
     @classmethod
@@ -31,8 +33,13 @@ class LocalBackend(Backend):
     def __init__(self, config: BackendConfig) -> None:
         c = config
         self.is_env = c.is_env
-        self.ex = make_executor(c.game, 0, c.num_envs, c.agents_per_game, c.seed, c.declared, c.is_env)
+        self.ex = make_executor(
+            c.game, 0, c.num_envs, c.agents_per_game, c.seed, c.declared, c.is_env,
+            step_timeout=c.step_timeout, on_game_error=c.on_game_error,
+        )
         self.spaces: Any = None
+        #: the executor's own list of restarted copies' errors (the VecEnv drains it)
+        self.faults: list[Any] = self.ex.faults
 
     def reset(self) -> tuple[Batch, Any]:
         ex = self.ex

@@ -13,17 +13,29 @@ A worker that has just answered spins for up to ``spin_s`` (yielding its core wi
 ``sched_yield`` on every turn, so the main process is never starved) before it blocks: the next
 step usually arrives within that window, and a process that sleeps between steps comes back to
 cold caches (measured here: a step after a 1 ms sleep took ~1.7x as long).
+
+Nothing hangs: each worker runs its games under a step deadline; this process waits for every
+answer with a deadline too and kills a worker that misses it; a dead worker is a
+:class:`~gymloop.errors.WorkerError` (or is started again, ``restart_workers=True``); ``close()``
+asks, then terminates, then kills, within about 2 s; an ``atexit`` handler closes what is still
+open so the interpreter always exits. See :class:`ProcessBackend`.
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import gc
 import logging
+import math
 import multiprocessing as mp
 import os
 import pickle
+import select
+import signal
 import time
 import traceback
+import weakref
 from enum import IntEnum
 from multiprocessing import shared_memory
 from typing import Any
@@ -31,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..batch import Batch
-from ..errors import ConfigError, GymloopError
+from ..errors import ConfigError, GymloopError, WorkerError
 from ..spaces import Spaces
 from .backend import Backend, BackendConfig, discover_spaces, make_executor, register_backend, shard_sizes
 
@@ -60,6 +72,10 @@ class Op(IntEnum):
     - ``GROW`` + int64 size: the batch needs a bigger output segment; the answer is ``OUT_SEGMENT``.
     - ``ERROR`` + pickled exception, in place of the expected answer; the worker keeps serving.
     - ``CLOSED``: the answer to ``CLOSE``.
+    - ``ALIVE``: not an answer: sent once when the worker has started, and whenever one of its games
+      timed out (the rest of its step has a fresh budget); the main process moves its deadline on.
+    - ``FAULTS`` + pickled list of :class:`~gymloop.errors.GameError`: not an answer: the copies
+      restarted (``on_game_error="restart"``) during this call, sent just before the answer.
 
     The values are ASCII letters, which keeps the byte stream readable when debugging.
     """
@@ -75,6 +91,8 @@ class Op(IntEnum):
     GROW = ord("G")
     ERROR = ord("E")
     CLOSED = ord("K")
+    ALIVE = ord("A")
+    FAULTS = ord("F")
 
     @property
     def tag(self) -> bytes:
@@ -86,12 +104,14 @@ class Op(IntEnum):
 _T_RESET, _T_SPACES, _T_IN_SEGMENT, _T_OUT_SEGMENT, _T_CLOSE = (
     Op.RESET.tag, Op.SPACES.tag, Op.IN_SEGMENT.tag, Op.OUT_SEGMENT.tag, Op.CLOSE.tag,
 )
-_T_DISCOVERED, _T_BATCH, _T_GROW, _T_ERROR, _T_CLOSED = (
-    Op.DISCOVERED.tag, Op.BATCH.tag, Op.GROW.tag, Op.ERROR.tag, Op.CLOSED.tag,
+_T_DISCOVERED, _T_BATCH, _T_GROW, _T_ERROR, _T_CLOSED, _T_ALIVE, _T_FAULTS = (
+    Op.DISCOVERED.tag, Op.BATCH.tag, Op.GROW.tag, Op.ERROR.tag, Op.CLOSED.tag, Op.ALIVE.tag, Op.FAULTS.tag,
 )
 _T_STEP_HEAD = Op.STEP.tag + b"\x00" * 7  # the action lengths that follow are 8-byte aligned
 _OP_STEP, _OP_RESET, _OP_IN_SEGMENT, _OP_CLOSE = int(Op.STEP), int(Op.RESET), int(Op.IN_SEGMENT), int(Op.CLOSE)
-_OP_BATCH, _OP_GROW, _OP_ERROR = int(Op.BATCH), int(Op.GROW), int(Op.ERROR)
+_OP_BATCH, _OP_GROW, _OP_ERROR, _OP_ALIVE, _OP_FAULTS = (
+    int(Op.BATCH), int(Op.GROW), int(Op.ERROR), int(Op.ALIVE), int(Op.FAULTS),
+)
 
 _ALIGN = 64
 _DTYPES = [np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_), np.dtype(np.float64)]
@@ -196,15 +216,34 @@ def _unflatten_core(it: Any, spaces: Spaces, n: int) -> Batch:
 # ---------------------------------------------------------------------- worker process
 def _worker_main(
     conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str,
-    spin_s: float = 0.0,
+    spin_s: float = 0.0, step_timeout: float | None = None, on_game_error: str = "raise", fixed: Any = None,
+    generation: int = 0, restart_base: int = 0,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
-    ex = make_executor(game, env_lo, n, apg, seed, declared, is_env)
+    # Ctrl-C reaches the whole process group: the main process decides (it closes the workers)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ex = make_executor(
+        game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
+    )
+    # a game that timed out gave the rest of the step a fresh budget: tell the main process so
+    ex.on_timeout = lambda: conn.send_bytes(_T_ALIVE)
+    if fixed is not None:  # this worker replaces one that died: the spaces are fixed already
+        ex.set_spaces(fixed)
+        ex.generation = generation - 1  # its first reset starts the current generation
+        ex.restart_base = restart_base
     in_shm = _attach(in_name)
     out_shm = _attach(out_name)
+    faults = ex.faults
+    conn.send_bytes(_T_ALIVE)  # started (imports done): from now on the usual step_timeout applies
+
+    def send_faults() -> None:
+        conn.send_bytes(_T_FAULTS + pickle.dumps(list(faults)))
+        faults.clear()
 
     def send_batch(b: Batch) -> None:
         nonlocal out_shm
+        if faults:
+            send_faults()
         arrays, names = _flatten(b)
         head, size = _layout(arrays)
         if size > out_shm.size:
@@ -245,6 +284,8 @@ def _worker_main(
                 elif op == _OP_RESET:
                     if ex.spaces is None:
                         ex.start()
+                        if faults:
+                            send_faults()
                         conn.send_bytes(_T_DISCOVERED + pickle.dumps(ex.discover()))
                         reply = conn.recv_bytes()
                         ex.set_spaces(pickle.loads(reply[1:]))
@@ -266,6 +307,8 @@ def _worker_main(
                     payload = pickle.dumps(e)
                 except Exception:
                     payload = pickle.dumps(GymloopError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+                if faults:
+                    send_faults()
                 conn.send_bytes(_T_ERROR + payload)
                 if not isinstance(e, Exception):
                     break
@@ -280,57 +323,174 @@ def _worker_main(
 
 
 # ---------------------------------------------------------------------- main-process side
+#: seconds a worker may take to start (spawn, imports) before its first message
+STARTUP_TIMEOUT_S = 120.0
+#: close(): seconds the workers get to exit when asked, then after terminate(), then after kill()
+CLOSE_WAIT_S, TERMINATE_WAIT_S, KILL_WAIT_S = 0.8, 0.3, 0.5
+#: restart_workers: at most this many restarts (or one per worker, if more) within RESTART_WINDOW_S
+MAX_WORKER_RESTARTS, RESTART_WINDOW_S = 3, 60.0
+
+
+def answer_grace(step_timeout: float) -> float:
+    """Seconds a worker may answer after ``step_timeout`` before it counts as frozen: its own
+    deadline fires first and names the game, then it still has to finish and send its batch."""
+    return 0.5 + 0.25 * step_timeout
+
+
 class _Worker:
-    def __init__(self, ctx: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spin_s: float) -> None:
+    """The main process's end of one worker process (its pipe, segments and state)."""
+
+    def __init__(
+        self, ctx: Any, index: int, c: BackendConfig, env_lo: int, n: int, sink: list[Any], fixed: Any = None,
+        generation: int = 0, restart_base: int = 0,
+    ) -> None:
+        self.index = index
         self.env_lo = env_lo
+        self.envs = range(env_lo, env_lo + n)
+        apg = c.agents_per_game
         self.n_slots = n * apg
-        self.in_shm = shared_memory.SharedMemory(create=True, size=max(4096, 64 * n * apg))
-        self.out_shm = shared_memory.SharedMemory(create=True, size=max(1 << 16, 512 * n * apg))
-        self.owned = [self.in_shm, self.out_shm]
+        self.sink = sink  # the backend's faults list
+        self.step_timeout = c.step_timeout
+        self.allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
+        self.heard = False  # has the worker sent anything yet (it started)?
+        self.busy = False  # a request is out whose answer has not been read
+        self.lost: WorkerError | None = None  # it died or was killed
+        self.reported = False  # its loss was raised to the caller
+        self.owned: list[shared_memory.SharedMemory] = []
+        self.in_shm = self.new_segment(max(4096, 64 * n * apg))
+        self.out_shm = self.new_segment(max(1 << 16, 512 * n * apg))
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
             target=_worker_main,
-            args=(child, game, env_lo, n, apg, seed, declared, is_env, self.in_shm.name, self.out_shm.name, spin_s),
+            args=(
+                child, c.game, env_lo, n, apg, c.seed, c.declared, c.is_env, self.in_shm.name, self.out_shm.name,
+                c.spin_s, c.step_timeout, c.on_game_error, fixed, generation, restart_base,
+            ),
             daemon=True,
-            name=f"gymloop-worker-{env_lo}",
+            name=f"gymloop-worker-{index}",
         )
-        self.heard = False  # has the worker sent anything yet?
-        self.proc.start()
-        child.close()
-
-    def recv(self) -> bytes:
         try:
-            data = self.conn.recv_bytes()
-        except (EOFError, OSError):
+            self.proc.start()
+        except BaseException:
+            self.conn.close()
+            child.close()
+            self.release()
+            raise
+        child.close()
+        self.t_start = time.monotonic()
+        self.poller: Any = None
+        if hasattr(select, "poll"):  # one cheap system call per wait (Connection.poll builds a selector each time)
+            self.poller = select.poll()
+            self.poller.register(self.conn.fileno(), select.POLLIN)
+
+    def where(self) -> str:
+        return f"worker process {self.index} (game copies {self.envs.start}..{self.envs.stop - 1}, pid {self.proc.pid})"
+
+    def died(self) -> WorkerError:
+        """It is gone (its pipe broke): the error that says so (kept in :attr:`lost`)."""
+        if self.lost is None:
             self.proc.join(timeout=1)
+            code = self.proc.exitcode
+            how = f"exit code {code}"
+            if code is not None and code < 0:
+                try:
+                    how = f"killed by signal {signal.Signals(-code).name}"
+                except ValueError:
+                    pass
             if not self.heard:  # it died before its first message: it could not even start
-                raise GymloopError(
-                    f"worker process for game copies from {self.env_lo} died while starting (exit code "
-                    f"{self.proc.exitcode}); its traceback is on stderr. Workers are started fresh (spawn) and "
-                    "import the game by reference: define the game at module level, and in a script run the "
-                    "VecEnv under `if __name__ == \"__main__\":` so that workers importing the script do not "
+                msg = (
+                    f"{self.where()} died while starting ({how}); its traceback is on stderr. Workers are started "
+                    "fresh (spawn) and import the game by reference: define the game at module level, and in a script "
+                    "run the VecEnv under `if __name__ == \"__main__\":` so that workers importing the script do not "
                     "run it again"
-                ) from None
-            raise GymloopError(
-                f"worker process for game copies from {self.env_lo} died (exit code {self.proc.exitcode}); "
-                "a game may have crashed the interpreter or run out of memory; its traceback, if any, is on stderr"
-            ) from None
-        self.heard = True
-        return data
+                )
+            else:
+                msg = (
+                    f"{self.where()} died ({how}): a game may have crashed the interpreter or run out of memory, or "
+                    "something killed it; its traceback, if any, is on stderr. Pass restart_workers=True to start a "
+                    "worker that died again with its games and go on; the next reset() starts it again"
+                )
+            self.lost = WorkerError(msg, worker=self.index, env_indices=self.envs)
+        return self.lost
+
+    def timed_out(self) -> WorkerError:
+        """It did not answer in time: kill it; the error that says so (kept in :attr:`lost`)."""
+        t = self.step_timeout or 0.0
+        starting = "" if self.heard else f", nor start within {STARTUP_TIMEOUT_S:g} s"
+        try:
+            self.proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+            self.proc.join(timeout=1)
+        except Exception:  # pragma: no cover
+            log.exception("killing %s failed", self.where())
+        self.lost = WorkerError(
+            f"{self.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it "
+            "is frozen (e.g. stopped with SIGSTOP), stuck in C code that its own step deadline cannot interrupt, or "
+            "the machine is swapping; it was killed. Pass restart_workers=True to start it again with its games and "
+            "go on, or raise step_timeout if its steps are legitimately this slow",
+            worker=self.index, env_indices=self.envs,
+        )
+        return self.lost
+
+    def send(self, data: bytes) -> None:
+        """Send a message; a broken pipe raises :class:`WorkerError` (it died)."""
+        if self.lost is not None:
+            raise self.lost
+        try:
+            self.conn.send_bytes(data)
+        except (OSError, ValueError):
+            raise self.died() from None
+
+    def recv(self, deadline: float | None) -> bytes:
+        """The worker's next answer, by ``deadline`` (``time.monotonic()``; ``None``: no limit).
+
+        ``ALIVE`` moves the deadline on by a full allowance, ``FAULTS`` go to the backend's list;
+        neither is returned. Raises :class:`WorkerError` if the worker died, or did not answer in
+        time (it is killed).
+        """
+        if self.lost is not None:
+            raise self.lost
+        conn = self.conn
+        while True:
+            if deadline is not None:
+                if not self.heard:
+                    deadline = max(deadline, self.t_start + STARTUP_TIMEOUT_S)
+                left = deadline - time.monotonic()
+                if self.poller is not None:
+                    ready = self.poller.poll(max(0, math.ceil(left * 1000)))
+                else:  # pragma: no cover - platforms without poll()
+                    ready = conn.poll(max(0.0, left))
+                if not ready:
+                    raise self.timed_out()
+            try:
+                data = conn.recv_bytes()
+            except (EOFError, OSError):
+                raise self.died() from None
+            op = data[0]
+            if op == _OP_ALIVE:
+                self.heard = True
+                if deadline is not None:
+                    deadline = time.monotonic() + (self.allow or 0.0)
+                continue
+            if op == _OP_FAULTS:
+                self.sink.extend(pickle.loads(data[1:]))
+                continue
+            self.heard = True
+            return data
 
     def new_segment(self, size: int) -> shared_memory.SharedMemory:
         shm = shared_memory.SharedMemory(create=True, size=size)
         self.owned.append(shm)
         return shm
 
-    def read_batch(self, msg: bytes, spaces: Any) -> Batch:
+    def read_batch(self, msg: bytes, spaces: Any, deadline: float | None) -> Batch:
         while msg[0] == _OP_GROW:
             need = int(np.frombuffer(msg, dtype=np.int64, offset=1)[0])
             old = self.out_shm
             self.out_shm = self.new_segment(need * 2)
-            self.conn.send_bytes(_T_OUT_SEGMENT + self.out_shm.name.encode())
-            msg = self.recv()
+            self.send(_T_OUT_SEGMENT + self.out_shm.name.encode())
+            msg = self.recv(deadline)
             self._drop(old)
+        self.busy = False
         if msg[0] == _OP_ERROR:
             raise pickle.loads(msg[1:])
         if msg[0] != _OP_BATCH:  # pragma: no cover
@@ -363,6 +523,56 @@ class _Worker:
             self._drop(shm)
 
 
+def _stop(workers: list[_Worker], grace: float) -> None:
+    """End worker processes, free their pipes and segments; never raises.
+
+    A worker still alive after ``grace`` seconds (the time they get to exit after ``CLOSE``) is
+    terminated, and after :data:`TERMINATE_WAIT_S` more killed (``SIGKILL`` also ends a stopped
+    process): at most ``grace + TERMINATE_WAIT_S + KILL_WAIT_S`` seconds in all.
+    """
+    started = [w for w in workers if w.proc.pid is not None]
+    for wait, action in ((grace, None), (TERMINATE_WAIT_S, "terminate"), (KILL_WAIT_S, "kill")):
+        if action is not None:
+            alive = [w for w in started if w.proc.is_alive()]
+            if not alive:
+                break
+            for w in alive:
+                if action == "terminate":
+                    log.warning("%s did not exit when asked; terminating it", w.where())
+                try:
+                    getattr(w.proc, action)()
+                except Exception:  # pragma: no cover
+                    log.exception("%s %s failed", action, w.where())
+        deadline = time.monotonic() + wait
+        for w in started:
+            try:
+                w.proc.join(timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:  # pragma: no cover
+                pass
+    for w in workers:
+        if w.proc.pid is not None and w.proc.is_alive():  # pragma: no cover - SIGKILL did not work
+            log.error("%s is still alive after SIGKILL; it is abandoned", w.where())
+        try:
+            w.conn.close()
+        except OSError:  # pragma: no cover
+            pass
+        w.release()
+
+
+_live: weakref.WeakSet[ProcessBackend] = weakref.WeakSet()
+_atexit_registered = False
+
+
+def _close_live_backends() -> None:
+    """At exit: close every open process backend (before multiprocessing's own exit handler, which
+    would wait forever for a stopped worker)."""
+    for b in list(_live):
+        try:
+            b.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
 class ProcessBackend(Backend):
     """Runs the game copies in ``workers`` processes: this one and ``workers - 1`` children.
 
@@ -373,6 +583,27 @@ class ProcessBackend(Backend):
     Batches are read out of shared memory and copied (``Batch.concat(copy=True)``), so a returned
     batch never aliases a segment. A failed :meth:`reset` closes the backend (workers may be left
     mid-protocol); a game error in :meth:`step` is raised once every worker has answered.
+
+    Faults. Each worker runs its games under its own step deadline (as this process does, see
+    :mod:`gymloop.runtime.alarm`), so a game that loops or sleeps fails with
+    :class:`~gymloop.errors.GameTimeoutError` naming it. This process waits for each answer with
+    ``poll`` until ``step_timeout`` plus :func:`answer_grace` (a worker whose game timed out says
+    so at once, which moves that deadline on; a worker's first answer may also take
+    :data:`STARTUP_TIMEOUT_S` to start); a worker that has not answered by then (frozen, stuck in C
+    code) is killed. A worker that died or was killed fails the call with
+    :class:`~gymloop.errors.WorkerError` naming it and its copies, after every other worker has
+    answered; with ``restart_workers=True`` it is started again with its games instead (fresh
+    seeds: its copies' restart counters start at ``k << 32`` for its ``k``-th replacement), within
+    the call that found it, and its slots come back with ``truncated`` set (the open episodes
+    ended; no episode metrics) and a :class:`~gymloop.errors.WorkerError` goes to :attr:`faults`.
+    At most :data:`MAX_WORKER_RESTARTS` restarts (or one per worker, if more) are made within
+    :data:`RESTART_WINDOW_S`; one more fails the call. A worker whose loss has been raised is
+    started again by the next :meth:`reset`; a death that no call has reported yet fails that reset.
+
+    Attributes:
+        faults: errors of game copies restarted with ``on_game_error="restart"`` (here and in the
+            workers, which send theirs with their answers) and :class:`~gymloop.errors.WorkerError`
+            of workers restarted; the VecEnv drains it after every call.
     """
 
     @classmethod
@@ -384,18 +615,25 @@ class ProcessBackend(Backend):
             )
 
     def __init__(self, config: BackendConfig) -> None:
-        c = config
+        global _atexit_registered
+        c = self.config = config
         self.spaces: Any = None
         self.workers: list[_Worker] = []
         self.local: Any = None
+        self.faults: list[Any] = []
         self.is_env = c.is_env
+        self._fixed: Any = None
+        self._generation = -1
+        self._replaced: dict[int, int] = {}  # worker index -> replacements mid-run so far
+        self._restart_times: collections.deque[float] = collections.deque()
+        self._allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
         if getattr(mp.current_process(), "_inheriting", False):
             raise ConfigError(
                 "a VecEnv with workers was created while a worker process was importing the main script: guard the "
                 "script's top level with `if __name__ == \"__main__\":` (workers are started fresh and import it)"
             )
         try:
-            ctx = mp.get_context(c.start_method)
+            self._ctx = ctx = mp.get_context(c.start_method)
         except ValueError as e:
             raise ConfigError(f"unknown start_method {c.start_method!r}: {e}") from None
         if c.workers > 1 and c.start_method != "fork":
@@ -408,31 +646,98 @@ class ProcessBackend(Backend):
                 ) from None
         sizes = shard_sizes(c.num_envs, c.workers)
         apg = c.agents_per_game
-        self.local = make_executor(c.game, 0, sizes[0], apg, c.seed, c.declared, c.is_env)
+        self.local = make_executor(
+            c.game, 0, sizes[0], apg, c.seed, c.declared, c.is_env, step_timeout=c.step_timeout,
+            on_game_error=c.on_game_error,
+        )
+        self.faults = self.local.faults  # one list: this process's restarted copies, the workers', the workers
+        if not _atexit_registered:  # registered after multiprocessing's own handler, so it runs before it
+            atexit.register(_close_live_backends)
+            _atexit_registered = True
+        _live.add(self)
         lo = sizes[0]
         try:
-            for n in sizes[1:]:
-                self.workers.append(_Worker(ctx, c.game, lo, n, apg, c.seed, c.declared, c.is_env, c.spin_s))
+            for i, n in enumerate(sizes[1:], start=1):
+                self.workers.append(_Worker(ctx, i, c, lo, n, self.faults))
                 lo += n
         except BaseException:
             self.close()
             raise
 
-    def _gather(self, local: Batch | None, local_error: BaseException | None) -> Batch:
+    def _deadline(self) -> float | None:
+        return None if self._allow is None else time.monotonic() + self._allow
+
+    def _gather(self, local: Batch | None, local_error: BaseException | None, deadline: float | None, truncate: bool) -> Batch:
         parts: list[Batch] = [local] if local is not None else []
         errors: list[BaseException] = [local_error] if local_error is not None else []
-        for w in self.workers:
+        for i, w in enumerate(self.workers):
             try:
-                parts.append(w.read_batch(w.recv(), self.spaces))
+                try:
+                    parts.append(w.read_batch(w.recv(deadline), self.spaces, deadline))
+                except WorkerError:
+                    if not (self.config.restart_workers and w.heard):
+                        raise
+                    parts.append(self._replace(i, truncate))
             except GymloopError as e:
+                if isinstance(e, WorkerError):
+                    self.workers[i].reported = True
                 errors.append(e)
         if errors:
-            raise errors[0]
+            first = errors[0]
+            if len(errors) > 1 and first.args and isinstance(first.args[0], str):
+                others = "; ".join(str(e).split("\n", 1)[0] for e in errors[1:])
+                first.args = (first.args[0] + f"\n(also failed in this call: {others})", *first.args[1:])
+            raise first
         self._last_counts = [
             np.concatenate([[0], np.cumsum([p.actor_slot[name].shape[0] for p in parts])]).tolist()
             for name in self.spaces.actions
         ]
         return Batch.concat(parts, copy=True)
+
+    def _swap(self, i: int, restart_base: int = 0) -> _Worker:
+        """A new process in place of worker ``i`` (the old one is stopped), with the fixed spaces."""
+        old = self.workers[i]
+        _stop([old], grace=0.0)
+        w = _Worker(
+            self._ctx, old.index, self.config, old.env_lo, len(old.envs), self.faults, fixed=self._fixed,
+            generation=self._generation, restart_base=restart_base,
+        )
+        self.workers[i] = w
+        return w
+
+    def _replace(self, i: int, truncate: bool) -> Batch:
+        """Worker ``i`` is lost (``restart_workers=True``): start it again, reset its games, return their batch.
+
+        In a step (``truncate``) its copies get fresh seeds and their slots ``truncated``.
+        """
+        old = self.workers[i]
+        why = old.lost.args[0] if old.lost is not None else f"{old.where()} was lost"
+        now = time.monotonic()
+        times = self._restart_times
+        while times and times[0] < now - RESTART_WINDOW_S:
+            times.popleft()
+        limit = max(MAX_WORKER_RESTARTS, len(self.workers))
+        if len(times) >= limit:
+            raise WorkerError(
+                f"{why}\n(not started again: {len(times)} worker restarts within {RESTART_WINDOW_S:g} s already, the "
+                "most restart_workers allows; a worker that keeps dying needs fixing)",
+                worker=old.index, env_indices=old.envs,
+            )
+        times.append(now)
+        k = self._replaced.get(old.index, 0) + 1
+        self._replaced[old.index] = k
+        w = self._swap(i, restart_base=(k << 32) if truncate else 0)
+        w.send(_T_RESET)
+        w.busy = True
+        deadline = self._deadline()
+        b = w.read_batch(w.recv(deadline), self.spaces, deadline)
+        if truncate:
+            b.truncated = np.ones(w.n_slots, dtype=bool)
+        self.faults.append(WorkerError(
+            f"{why}\n-> started again with its game copies (restart_workers=True); their open episodes end as truncated",
+            worker=w.index, env_indices=w.envs,
+        ))
+        return b
 
     def reset(self) -> tuple[Batch, Any]:
         try:
@@ -442,11 +747,32 @@ class ProcessBackend(Backend):
             raise
 
     def _reset(self) -> tuple[Batch, Any]:
+        self._generation += 1
+        first = self.spaces is None
+        if not first:
+            for i, w in enumerate(self.workers):
+                if w.lost is None and not w.busy and w.proc.is_alive():
+                    continue
+                if not w.busy and not w.reported:  # a death no call has reported yet
+                    err = w.lost or w.died()
+                    if not (self.config.restart_workers and w.heard):
+                        w.reported = True
+                        raise err
+                    self.faults.append(WorkerError(
+                        f"{err.args[0]}\n-> started again with its game copies (restart_workers=True)",
+                        worker=w.index, env_indices=w.envs,
+                    ))
+                self._swap(i)  # (one interrupted mid-call is out of step with the protocol: a new one)
+        deadline = self._deadline()
         for w in self.workers:
-            w.conn.send_bytes(_T_RESET)
+            try:
+                w.send(_T_RESET)
+                w.busy = True
+            except WorkerError:
+                pass  # found lost when its answer is read
         local_error: BaseException | None = None
         local = None
-        if self.spaces is None:
+        if first:
             found = []
             errors: list[BaseException] = []
             try:
@@ -455,17 +781,28 @@ class ProcessBackend(Backend):
             except GymloopError as e:
                 errors.append(e)
             for w in self.workers:
-                msg = w.recv()
+                try:
+                    msg = w.recv(deadline)
+                except WorkerError as e:
+                    w.reported = True
+                    errors.append(e)
+                    continue
                 if msg[0] == _OP_ERROR:
+                    w.busy = False
                     errors.append(pickle.loads(msg[1:]))
                 else:
                     found.append(pickle.loads(msg[1:]))
             if errors:
                 raise errors[0]
             fixed, spaces = discover_spaces(found, self.is_env)
+            self._fixed = fixed
             blob = _T_SPACES + pickle.dumps(fixed)
+            deadline = self._deadline()
             for w in self.workers:
-                w.conn.send_bytes(blob)
+                try:
+                    w.send(blob)
+                except WorkerError:
+                    pass
             self.spaces = spaces
             self.local.set_spaces(fixed)
             try:
@@ -477,11 +814,12 @@ class ProcessBackend(Backend):
                 local = self.local.reset()
             except GymloopError as e:
                 local_error = e
-        return self._gather(local, local_error), self.spaces
+        return self._gather(local, local_error, deadline, truncate=False), self.spaces
 
     def step(self, actions: list[np.ndarray]) -> Batch:
         n_types = len(self.spaces.actions)
         b_prev = self._last_counts
+        deadline = None if self._allow is None else time.monotonic() + self._allow
         for wi, w in enumerate(self.workers, start=1):
             lens = []
             parts = []
@@ -489,63 +827,56 @@ class ProcessBackend(Backend):
                 lo, hi = b_prev[a][wi], b_prev[a][wi + 1]
                 parts.append(actions[a][lo:hi])
                 lens.append(hi - lo)
-            need = 8 * sum(lens)
-            if need > w.in_shm.size:
-                old = w.in_shm
-                w.in_shm = w.new_segment(max(need * 2, 4096))
-                w.conn.send_bytes(_T_IN_SEGMENT + w.in_shm.name.encode())
-                w._drop(old)
-            off = 0
-            buf = w.in_shm.buf
-            for p in parts:
-                if p.size:
-                    np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
-                off += p.size * 8
-            w.conn.send_bytes(_T_STEP_HEAD + np.array(lens, dtype=np.int64).tobytes())
+            try:
+                need = 8 * sum(lens)
+                if need > w.in_shm.size:
+                    old = w.in_shm
+                    w.in_shm = w.new_segment(max(need * 2, 4096))
+                    w.send(_T_IN_SEGMENT + w.in_shm.name.encode())
+                    w._drop(old)
+                off = 0
+                buf = w.in_shm.buf
+                for p in parts:
+                    if p.size:
+                        np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
+                    off += p.size * 8
+                w.conn.send_bytes(_T_STEP_HEAD + np.array(lens, dtype=np.int64).tobytes())
+                w.busy = True
+            except (OSError, ValueError):
+                w.died()  # found dead: its answer is read as lost (restarted, or an error)
+            except WorkerError:
+                pass
         # step this process's own share while the workers step theirs
         local, local_error = None, None
         try:
             local = self.local.step([actions[a][b_prev[a][0] : b_prev[a][1]] for a in range(n_types)])
         except GymloopError as e:
             local_error = e
-        return self._gather(local, local_error)
+        return self._gather(local, local_error, deadline, truncate=True)
 
     def close(self) -> None:
-        local = getattr(self, "local", None)
-        if local is not None:
-            try:
-                local.close_games()
-            except Exception:  # pragma: no cover
-                log.exception("closing the games of the main process failed")
-        workers = getattr(self, "workers", None) or []
-        for w in workers:
-            try:
-                if w.proc.is_alive():
-                    w.conn.send_bytes(_T_CLOSE)
-            except (OSError, ValueError, BrokenPipeError):
-                pass
-        for w in workers:
-            try:
-                if w.conn.poll(10):
-                    while True:
-                        m = w.conn.recv_bytes()
-                        if m[:1] == _T_CLOSED:
-                            break
-                        if not w.conn.poll(10):
-                            break
-            except (EOFError, OSError):
-                pass
-            w.proc.join(timeout=10)
-            if w.proc.is_alive():  # pragma: no cover
-                log.warning("worker %s did not exit; terminating it", w.proc.name)
-                w.proc.terminate()
-                w.proc.join(timeout=5)
-            try:
-                w.conn.close()
-            except OSError:  # pragma: no cover
-                pass
-            w.release()
+        """End every game and worker within about 2 s whatever their state; free shared memory. Never raises."""
+        workers = list(getattr(self, "workers", None) or [])
         self.workers = []
+        _live.discard(self)
+        try:
+            asked = time.monotonic()
+            for w in workers:  # ask first: they close their games while this process closes its own
+                if w.lost is None and w.proc.pid is not None:
+                    try:
+                        w.conn.send_bytes(_T_CLOSE)
+                    except (OSError, ValueError):
+                        pass
+            local = getattr(self, "local", None)
+            if local is not None:
+                try:
+                    local.close_games()
+                except Exception:  # pragma: no cover
+                    log.exception("closing the games of the main process failed")
+            _stop(workers, grace=max(0.0, CLOSE_WAIT_S - (time.monotonic() - asked)))
+        except Exception:  # pragma: no cover - close never raises
+            log.exception("closing the worker processes failed")
+
 
 
 def _op_name(msg: bytes) -> str:

@@ -194,6 +194,70 @@ def test_sigterm_to_cli_train_with_workers_saves_and_resume_continues(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] == target and steps == list(range(PER_UPDATE, target + 1, PER_UPDATE))
 
 
+def _worker_pids(pid: int) -> list[int]:
+    """The gymloop worker processes a process started (not multiprocessing's resource tracker)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and "resource_tracker" not in cmdline:
+            out.append(int(d))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["stop", "kill", "kill-restart"])
+def test_cli_train_with_a_frozen_or_killed_worker_saves_and_exits(tmp_path, how):
+    """The issue's rows: a frozen worker stalled training forever; a killed one lost the run. Now a frozen
+    worker is a WorkerError after the step timeout, either is saved and exits 2, and with
+    --on-game-error restart a killed worker is started again and the run goes on to the end."""
+    out = str(tmp_path / "run")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(here), "src"), here]))
+    steps = 60 * PER_UPDATE if how == "kill-restart" else 100_000_000
+    cmd = [sys.executable, "-m", "gymloop", "train", "train_games:bandit", "--workers", "2", "--out", out, "--quiet",
+           "--eval-episodes", "0", "--steps", str(steps), "--step-timeout", "1", "--set", "num_envs=32",
+           "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128"]
+    if how == "kill-restart":
+        cmd += ["--on-game-error", "restart"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if os.path.exists(os.path.join(out, "metrics.csv")) and len(metric_steps(out)) >= 3:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        (worker,) = _worker_pids(proc.pid)
+        os.kill(worker, signal.SIGSTOP if how == "stop" else signal.SIGKILL)
+        t = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if how == "kill-restart":
+        assert proc.returncode == 0, err
+        assert agent_at(out)["step"] == steps and metric_steps(out)[-1] == steps
+        with open(os.path.join(out, "metrics.csv"), newline="") as f:
+            assert float(list(csv.DictReader(f))[-1]["worker_restarts"]) == 1
+        return
+    assert proc.returncode == 2, err
+    assert ("did not answer within step_timeout=1 s" if how == "stop" else "died (killed by signal SIGKILL)") in err
+    assert took < 20
+    done = agent_at(out)["step"]
+    assert done >= 3 * PER_UPDATE and metric_steps(out)[-1] == done
+    assert os.path.exists(os.path.join(out, "curve.png"))
+    assert not os.path.exists(f"/proc/{worker}")  # the frozen worker was killed and reaped
+
+
 # ---------------------------------------------------------------------- metrics after a resume
 def test_resume_drops_metric_rows_written_after_the_checkpoint(tmp_path, monkeypatch):
     out = str(tmp_path / "run")

@@ -14,5 +14,7 @@ if importlib.util.find_spec("gymnasium") is None:
     collect_ignore += ["src/gymloop/games/snake_envs.py", "src/gymloop/bench.py", "src/gymloop/adapters/gymnasium.py"]
 if importlib.util.find_spec("gymnasium") is None or importlib.util.find_spec("pettingzoo") is None:
     collect_ignore += ["src/gymloop/adapters/pettingzoo.py"]
+if importlib.util.find_spec("gymnasium") is None or importlib.util.find_spec("stable_baselines3") is None:
+    collect_ignore += ["src/gymloop/adapters/sb3.py"]
 if importlib.util.find_spec("entity_gym") is None:
     collect_ignore += ["src/gymloop/adapters/entity_gym.py", "src/gymloop/adapters/entity_gym_vec.py"]

@@ -12,6 +12,9 @@ never needs them:
 - :mod:`gymloop.adapters.gymnasium`: a single-agent game as a ``gymnasium.Env``
   (:class:`~gymloop.adapters.gymnasium.GymloopEnv`) or a ``gymnasium.vector.VectorEnv``
   (:class:`~gymloop.adapters.gymnasium.GymloopVectorEnv`): padded ``Dict`` observations, flat action masks.
+- :mod:`gymloop.adapters.sb3`: a single-agent game as a Stable-Baselines3 ``VecEnv``
+  (:class:`~gymloop.adapters.sb3.GymloopSB3VecEnv`) over the Gymnasium adapter's vector env, for SB3's
+  ``PPO`` and sb3-contrib's ``MaskablePPO`` at gymloop's batched speed.
 - :mod:`gymloop.adapters.pettingzoo`: a multi-agent game as a ``pettingzoo.ParallelEnv``
   (:class:`~gymloop.adapters.pettingzoo.GymloopParallelEnv`, and its AEC view).
 """

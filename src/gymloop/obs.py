@@ -235,7 +235,9 @@ class Obs:
             raise InvalidObservationError(
                 f"Obs.metric: the metric name must be a non-empty string, got {name!r}; e.g. obs.metric('coins', 3)"
             )
-        if type(value) is not float or not math.isfinite(value):
+        if type(value) is int and -(2**1000) < value < 2**1000:  # the common cases first (no ABC check)
+            value = float(value)
+        elif type(value) is not float or not math.isfinite(value):
             value = real_value(value, f"Obs.metric({name!r}, value)", "report a finite int or float")
         if self._metrics is None:
             self._metrics = {}

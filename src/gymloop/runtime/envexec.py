@@ -188,7 +188,7 @@ class EnvExecutor:
                 except BaseException as e:
                     err = self._fail(i, e)
                     if not self.restart_on_error:
-                        raise err from None
+                        raise err from e  # (game_error set the same cause)
                     o = self._restart(i, err)
                 obs.append(o)
         finally:

@@ -79,17 +79,19 @@ def game_error(
     if isinstance(e, GameError):
         return e
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    # a game loop replays with gl.run; an environment copy is made again and reset with its seed
+    replay = f"replay it with gl.run(game, agent, seed={seed})" if what == "game copy" else f"seed {seed}"
     if isinstance(e, StepTimeout):
         tb = tb.replace("gymloop.runtime.alarm.StepTimeout", "step timeout")
         err: GameError = GameTimeoutError(
             f"{what} {env} did not {late} within step_timeout={timeout:g} s: it loops or waits "
-            f"(the traceback below shows where it was); replay it with gl.run(game, agent, seed={seed}), or raise "
+            f"(the traceback below shows where it was); {replay}, or raise "
             f"step_timeout if its steps are legitimately this slow\n--- where it was ---\n{tb}",
             env_index=env, seed=seed, original_traceback=tb,
         )
     else:
         err = GameError(
-            f"{what} {env} raised {type(e).__name__}: {e} (replay it with gl.run(game, agent, seed={seed}))"
+            f"{what} {env} raised {type(e).__name__}: {e} ({replay})"
             f"\n--- original traceback ---\n{tb}",
             env_index=env, seed=seed, original_traceback=tb,
         )

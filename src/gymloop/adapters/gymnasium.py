@@ -508,6 +508,29 @@ def _declared(spaces: Spaces) -> dict[str, Any]:
     return out
 
 
+def _first_batch(owner: Any, num_envs: int, seed: int | None) -> Batch:
+    """The batch an adapter's ``reset`` starts from (``owner`` holds ``game``, ``_options``, ``_vec``, ``_pending``).
+
+    With ``seed``, a new ``gl.VecEnv`` seeded with it replaces the old one (which is closed only once the
+    new one has started); without, the batch that ended the last episode's step, or a reset.
+    """
+    if seed is not None:
+        vec = VecEnv(owner.game, num_envs, seed=_seed_arg(seed), **owner._options)
+        try:
+            b = vec.reset()
+        except BaseException:
+            vec.close()
+            raise
+        owner._vec.close()
+        owner._vec = vec
+    elif owner._pending is not None:
+        b = owner._pending
+    else:
+        b = owner._vec.reset()
+    owner._pending = None
+    return b
+
+
 def _seed_arg(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(
@@ -616,20 +639,7 @@ class GymloopEnv(gymnasium.Env):
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopEnv")
         self._cv = None
-        if seed is not None:
-            vec = VecEnv(self.game, 1, seed=_seed_arg(seed), **self._options)
-            try:
-                b = vec.reset()
-            except BaseException:
-                vec.close()
-                raise
-            self._vec.close()
-            self._vec = vec
-        elif self._pending is not None:
-            b = self._pending
-        else:
-            b = self._vec.reset()
-        self._pending = None
+        b = _first_batch(self, 1, seed)
         cv = self.layout.convert(b)
         self._cv = cv
         return cv.slot_obs(0), {}
@@ -765,20 +775,7 @@ class GymloopVectorEnv(_GymVectorEnv):
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopVectorEnv")
         self._cv = None
-        if seed is not None:
-            vec = VecEnv(self.game, self.num_envs, seed=_seed_arg(seed), **self._options)
-            try:
-                b = vec.reset()
-            except BaseException:
-                vec.close()
-                raise
-            self._vec.close()
-            self._vec = vec
-        elif self._pending is not None:
-            b = self._pending
-        else:
-            b = self._vec.reset()
-        self._pending = None
+        b = _first_batch(self, self.num_envs, seed)
         cv = self.layout.convert(b)
         self._cv = cv
         return cv.obs, {}

@@ -57,7 +57,7 @@ from ..batch import Batch
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
 from ..spaces import declared_agents
 from ..vector import VecEnv
-from .gymnasium import Converted, _check_illegal, _declared, _game_name, _layout_for, _metrics, _seed_arg, log
+from .gymnasium import Converted, _check_illegal, _declared, _first_batch, _game_name, _layout_for, _metrics, _seed_arg, log
 
 __all__ = ["GymloopParallelEnv"]
 
@@ -150,21 +150,9 @@ class GymloopParallelEnv(ParallelEnv):
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopParallelEnv")
         self._cv = None
+        b = _first_batch(self, 1, seed)
         if seed is not None:
-            vec = VecEnv(self.game, 1, seed=_seed_arg(seed), **self._options)
-            try:
-                b = vec.reset()
-            except BaseException:
-                vec.close()
-                raise
-            self._vec.close()
-            self._vec = vec
             self._rng = np.random.default_rng(seed)
-        elif self._pending is not None:
-            b = self._pending
-        else:
-            b = self._vec.reset()
-        self._pending = None
         cv = self.layout.convert(b)
         self._cv = cv
         self._live[:] = True

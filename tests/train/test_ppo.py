@@ -30,8 +30,9 @@ def gae_rollout(values, rewards, terminated, truncated, last_values, final_value
 @pytest.mark.parametrize(
     "game, threshold",
     # select: the best of 3-6 uniform values (often nearly tied); random picks it ~22% of the time,
-    # and the plateau of this tiny config is ~0.8 give or take 0.04 per update
-    [(tg.bandit, 0.9), (tg.masked, 0.9), (tg.select, 0.75), (tg.two_types, 0.9)],
+    # and the plateau of this tiny config is ~0.8 give or take 0.04 per update. two types: random
+    # scores 0.375; this tiny config's plateau is 0.87 to 1.0 depending on the seed
+    [(tg.bandit, 0.9), (tg.masked, 0.9), (tg.select, 0.75), (tg.two_types, 0.85)],
     ids=["bandit", "mask", "select-entity", "two-action-types"],
 )
 def test_tiny_config_learns_trivial_game(game, threshold):

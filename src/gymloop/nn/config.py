@@ -58,6 +58,12 @@ class NetConfig:
             then costs O(entities) per actor instead of O(entities^2) per observation. ``False``
             gives the rogue-net layout: every block over every entity, value from the mean of the
             final embeddings.
+        summary_mean: the observation summary (the readout's value query, which feeds the value
+            head and global decisions) adds the mean of the entities' attention values to its
+            attention. Attention alone can harden onto one entity and stop seeing the others:
+            entity-gym's Xor then stayed at 0.875 (the summary could not tell two equal bits from
+            two different ones); with the mean both seeds reached 1.0 (docs/training.md).
+            Checkpoints written before this option load with ``False``.
     """
 
     d_model: int = 32
@@ -68,6 +74,7 @@ class NetConfig:
     norm_clip: float = 5.0
     mlp_ratio: int = 2
     readout: bool = True
+    summary_mean: bool = True
 
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if a field is out of its range (:data:`SPECS`) or
@@ -102,7 +109,7 @@ class NetConfig:
         return self.relpos
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout")}
+        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout", "summary_mean")}
         r = self.relpos
         d["relpos"] = r if isinstance(r, str) or r is None else {
             "position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate,
@@ -113,6 +120,7 @@ class NetConfig:
     def from_dict(cls, d: dict) -> NetConfig:
         d = dict(d)
         d.setdefault("readout", False)  # files written before the readout option used full blocks
+        d.setdefault("summary_mean", False)  # files written before it: attention-only summary
         r = d.get("relpos")
         if isinstance(r, dict):
             d["relpos"] = RelposConfig(**r)
@@ -134,6 +142,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "norm_clip": Range("float", lo=0, lo_open=True),
         "mlp_ratio": Range("int", lo=1, hi=MAX_MLP_RATIO),
         "readout": Range("bool"),
+        "summary_mean": Range("bool"),
     },
     "RelposConfig": {
         "position_features": Range("str_list", note=": feature names that every entity type has, one per extent"),

@@ -539,6 +539,13 @@ class NumpyPolicy:
         att = _softmax_last(np.ascontiguousarray(att))
         v = a[..., 2 * C : 3 * C].reshape(S, L, H, dh).transpose(0, 2, 1, 3)  # (S, H, L, dh)
         y0 = (att[:, :, None, :] @ v).reshape(S, C)
+        if self.cfg.summary_mean:  # plus the mean of the values over each slot's entities
+            vals = a[..., 2 * C : 3 * C]
+            if pad is None:
+                y0 = y0 + (vals.mean(1) if L else 0)
+            else:
+                keep = (~pad).astype(_F32)[..., None]
+                y0 = y0 + (vals * keep).sum(1) / np.maximum(keep.sum(1), _F32(1))
         return blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
 
     def _categorical_logits(self, name: str, emb: np.ndarray, mask: np.ndarray | None) -> np.ndarray:

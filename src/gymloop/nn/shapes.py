@@ -69,6 +69,8 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
     readout = net.get("readout", False)  # (files written before the readout option used full blocks)
     if not isinstance(readout, bool):
         raise bad("readout", readout, "true or false")
+    if not isinstance(net.get("summary_mean", False), bool):
+        raise bad("summary_mean", net.get("summary_mean"), "true or false")
     rp = net.get("relpos", "auto")
     npos = None
     if isinstance(rp, Mapping):

@@ -175,9 +175,10 @@ class Readout(_BlockParams):
     position, so no relative-position terms).
     """
 
-    def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4) -> None:
+    def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4, summary_mean: bool = True) -> None:
         super().__init__(d, n_head, relpos, mlp_ratio)
         self.value_query = nn.Parameter(torch.zeros(d))
+        self.summary_mean = summary_mean
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Final embeddings of the given flat ``rows`` and of each observation's value query.
@@ -199,6 +200,9 @@ class Readout(_BlockParams):
         att0 = torch.einsum("hd,slhd->shl", q0, k) * scale
         att0 = att0.masked_fill(pad.unsqueeze(1), -1e9).softmax(-1)
         y0 = torch.einsum("shl,slhd->shd", att0, v).reshape(S, C)
+        if self.summary_mean:  # plus the mean of the values: attention alone can harden onto one entity
+            keep = (~pad).to(v.dtype).view(S, L, 1)
+            y0 = y0 + (v.reshape(S, L, C) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
         value_emb = self._finish(vq.expand(S, C), y0)
         n = rows.shape[0]
         if n == 0:
@@ -288,7 +292,7 @@ class Policy(nn.Module):
         )
         n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
         self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos, cfg.mlp_ratio) for _ in range(n_full)])
-        self.readout = Readout(d, cfg.n_head, self.relpos, cfg.mlp_ratio) if cfg.readout else None
+        self.readout = Readout(d, cfg.n_head, self.relpos, cfg.mlp_ratio, cfg.summary_mean) if cfg.readout else None
         self.heads = nn.ModuleDict()
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()

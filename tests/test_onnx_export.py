@@ -379,3 +379,18 @@ def test_cli_export(workdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
     bad.write_bytes(b"\x00" * 5)
     assert main(["export", str(bad), "--onnx", str(tmp_path / "x.onnx")]) == 2
     assert "bad.safetensors" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_speed_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/onnx_speed.py --quick``: checks parity on played observations, then prints the table."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "onnx_speed.py"
+    spec = importlib.util.spec_from_file_location("onnx_speed", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "| snake |" in out and "| tactics |" in out

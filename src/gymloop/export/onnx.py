@@ -43,6 +43,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -163,13 +164,11 @@ class _Graph:
         a = np.asarray(arr, dtype=dtype)
         if a.dtype == np.float64:
             a = a.astype(_F32)
-        key = (a.dtype.str, a.shape, a.tobytes()) if a.size <= 16 else None
-        if key is not None and key in self._consts:
-            return self._consts[key]
-        nm = self.name(hint)
-        self.inits.append(self.onnx.numpy_helper.from_array(np.ascontiguousarray(a), nm))
-        if key is not None:
-            self._consts[key] = nm
+        key = (a.dtype.str, a.shape, hashlib.sha256(np.ascontiguousarray(a).tobytes()).digest())
+        nm = self._consts.get(key)
+        if nm is None:  # one initializer per distinct constant (the relative-position tables, LayerNorm's ones, ...)
+            nm = self._consts[key] = self.name(hint)
+            self.inits.append(self.onnx.numpy_helper.from_array(np.ascontiguousarray(a), nm))
         return nm
 
     def i64(self, *v: int) -> str:

@@ -139,9 +139,6 @@ def _check_supported(policy: NumpyPolicy, where: str) -> None:
         h = head_of(a, where, ExportError)
         if h not in _HEADS:  # pragma: no cover - every head of gymloop.nn.heads is exported
             raise ExportError(f"{where}: action type {name!r} uses the head {h!r}, which the ONNX exporter cannot express")
-    for n in policy.entity_names:
-        if f"entities.{n}" in ("globals", "actors"):  # pragma: no cover - the prefix makes this impossible
-            raise ExportError(f"{where}: entity type {n!r} clashes with an input name")
 
 
 # ---------------------------------------------------------------------- graph building

@@ -74,29 +74,42 @@ export class ModelLoadError extends Error {
   }
 }
 
+/** The layout of inputs and outputs this page reads (gymloop export's "gymloop.format"; docs/onnx.md). */
+export const FORMAT = "gymloop-onnx/1";
+
 /**
- * The spaces of the model, from its metadata (see docs/onnx.md for the keys the exporter writes):
- * {obsSpace: {entities: {Type: [features]}, globals: [...]}, actionSpace: {Name: {kind, labels}}}.
+ * The model's input/output layout and spaces, from its metadata (docs/onnx.md): the "gymloop.io"
+ * document ({format, entities: [{name, input, features}], globals: {input, features}, actors,
+ * actions: [{name, kind, labels, mask, mask_rows, candidates, logits, probs}], value}), and from it
+ * obsSpace ({entities: {Type: [features]}, globals}) and actions by name.
  */
-export function spacesOf(meta, url) {
-  const doc = meta.gymloop;
-  if (!doc) {
+export function layoutOf(meta, url) {
+  const format = meta["gymloop.format"];
+  const doc = meta["gymloop.io"];
+  if (!format || !doc) {
     const keys = Object.keys(meta);
     throw new ModelLoadError(`${url} is an ONNX model without gymloop's metadata (its metadata keys: `
       + `${keys.length ? keys.join(", ") : "none"}); export the agent with gymloop export AGENT --onnx OUT.onnx`);
   }
-  let parsed;
+  if (format !== FORMAT) {
+    throw new ModelLoadError(`${url} has the layout ${format}; this page reads ${FORMAT}: export the agent again `
+      + "with the gymloop version of this page (or update the page)");
+  }
+  let io;
   try {
-    parsed = JSON.parse(doc);
+    io = JSON.parse(doc);
   } catch (e) {
-    throw new ModelLoadError(`${url}: its "gymloop" metadata is not JSON (${e.message}); export it again with gymloop export`);
+    throw new ModelLoadError(`${url}: its gymloop.io metadata is not JSON (${e.message}); export it again with gymloop export`);
   }
-  const obsSpace = parsed.obs_space;
-  const actionSpace = parsed.action_space;
-  if (!obsSpace || !obsSpace.entities || !actionSpace) {
-    throw new ModelLoadError(`${url}: its "gymloop" metadata has no obs_space/action_space; export it again with gymloop export`);
+  if (!Array.isArray(io.entities) || !Array.isArray(io.actions) || !io.globals) {
+    throw new ModelLoadError(`${url}: its gymloop.io metadata lacks entities, globals or actions; export it again with gymloop export`);
   }
-  return { obsSpace, actionSpace, doc: parsed };
+  const obsSpace = {
+    entities: Object.fromEntries(io.entities.map((e) => [e.name, e.features])),
+    globals: io.globals.features || [],
+  };
+  const actions = Object.fromEntries(io.actions.map((a) => [a.name, a]));
+  return { io, obsSpace, actions };
 }
 
 /** An index drawn from probabilities `p` with a uniform draw `u` in [0, 1). */
@@ -120,12 +133,12 @@ export function argmax(p) {
  * actor, from which the page samples (or takes the argmax).
  */
 export class OnnxAgent {
-  constructor(ort, session, spaces, url) {
+  constructor(ort, session, layout, url) {
     this.ort = ort;
     this.session = session;
-    this.obsSpace = spaces.obsSpace;
-    this.actionSpace = spaces.actionSpace;
-    this.doc = spaces.doc;
+    this.io = layout.io;
+    this.obsSpace = layout.obsSpace;
+    this.actions = layout.actions;
     this.url = url;
   }
 
@@ -141,49 +154,66 @@ export class OnnxAgent {
       throw new ModelLoadError(`could not load the model ${url}: HTTP ${res.status} ${res.statusText}; `
         + "build it with gymloop export AGENT --onnx OUT.onnx and pass its URL as ?model=");
     }
-    const bytes = new Uint8Array(await res.arrayBuffer());
+    return OnnxAgent.fromBytes(ort, new Uint8Array(await res.arrayBuffer()), url);
+  }
+
+  /** Open a model from its bytes (`url` names it in messages); failures are ModelLoadErrors. */
+  static async fromBytes(ort, bytes, url) {
     let meta;
     try {
       meta = readOnnxMetadata(bytes);
     } catch (e) {
-      throw new ModelLoadError(`could not load the model ${url}: it is not an ONNX model (${e.message})`);
+      throw new ModelLoadError(`could not load the model ${url}: it is not an ONNX model (${e.message}); `
+        + "export the agent with gymloop export AGENT --onnx OUT.onnx");
     }
-    const spaces = spacesOf(meta, url);
+    const layout = layoutOf(meta, url);
     let session;
     try {
       session = await ort.InferenceSession.create(bytes, { executionProviders: ["wasm"] });
     } catch (e) {
       throw new ModelLoadError(`could not load the model ${url}: onnxruntime-web refused it (${e.message || e})`);
     }
-    return new OnnxAgent(ort, session, spaces, url);
+    return new OnnxAgent(ort, session, layout, url);
   }
 
-  /** The feeds of one observation (snake.js observe's output), by the model's input names. */
+  /**
+   * The feeds of one observation (snake.js observe's output, built with this.obsSpace) for one
+   * actor and the action type `action`, by the input names of the model's gymloop.io.
+   */
   feeds(obs, action) {
     const ort = this.ort;
+    const io = this.io;
     const feeds = {};
-    for (const [t, e] of Object.entries(obs.entities)) {
-      feeds[`entities.${t}`] = new ort.Tensor("float32", e.data, [e.count, e.features]);
-    }
-    // the actor's index in the observation's entity sequence (types in obs-space order, then rows)
+    let row = -1;
     let offset = 0;
-    for (const t of Object.keys(this.obsSpace.entities)) {
-      if (t === obs.actor.type) break;
-      offset += obs.entities[t].count;
+    for (const e of io.entities) { // the actor's row in the concatenation of the entity inputs
+      const x = obs.entities[e.name];
+      feeds[e.input] = new ort.Tensor("float32", x.data, [x.count, x.features]);
+      if (e.name === obs.actor.type) row = offset + obs.actor.index;
+      offset += x.count;
     }
-    feeds[`actors.${action}`] = new ort.Tensor("int64", BigInt64Array.from([BigInt(offset + obs.actor.index)]), [1]);
-    const n = this.actionSpace[action].labels.length;
-    feeds[`masks.${action}`] = new ort.Tensor("bool", new Uint8Array(n).fill(1), [1, n]);
+    if (io.globals.input) feeds[io.globals.input] = new ort.Tensor("float32", obs.globals, [obs.globals.length]);
+    if (io.actors) {
+      if (row < 0) throw new Error(`the actor's type ${obs.actor.type} is not among the model's entity types`);
+      feeds[io.actors] = new ort.Tensor("int64", BigInt64Array.from([BigInt(row)]), [1]);
+    }
+    for (const a of io.actions) {
+      if (a.candidates) {
+        throw new Error(`action type ${a.name} selects entities (${a.kind}); this page plays label actions only`);
+      }
+      const n = a.labels.length;
+      feeds[a.mask] = new ort.Tensor("bool", new Uint8Array(n).fill(1), [1, n]); // one actor, every move legal
+    }
+    if (!(action in this.actions)) {
+      throw new Error(`the model has no action type ${action} (it has ${Object.keys(this.actions).join(", ")})`);
+    }
     return feeds;
   }
 
   /** The probabilities of `action`'s labels for the observation's actor. */
   async probs(obs, action) {
-    const out = await this.session.run(this.feeds(obs, action));
-    const p = out[`probs.${action}`];
-    if (!p) {
-      throw new Error(`the model has no output probs.${action} (its outputs: ${this.session.outputNames.join(", ")})`);
-    }
-    return Array.from(p.data);
+    const name = this.actions[action].probs;
+    const out = await this.session.run(this.feeds(obs, action), [name]);
+    return Array.from(out[name].data);
   }
 }

@@ -138,12 +138,16 @@ async function main() {
     ort.env.wasm.numThreads = 1; // no cross-origin isolation needed, and a tiny model gains nothing
     ort.env.wasm.proxy = false;
     agent = await OnnxAgent.load(ort, modelUrl);
-    const action = agent.actionSpace[ACTION];
+    const action = agent.actions[ACTION];
     if (!action || JSON.stringify(action.labels) !== JSON.stringify(MOVES)) {
-      throw new ModelLoadError(`the model's actions (${Object.keys(agent.actionSpace).join(", ")}) are not snake's `
+      throw new ModelLoadError(`the model's actions (${Object.keys(agent.actions).join(", ")}) are not snake's `
         + `${ACTION} with labels ${MOVES.join(", ")}: export an agent trained on gymloop's snake`);
     }
-    observe(game, agent.obsSpace); // a model of another game is refused before play starts
+    try {
+      observe(game, agent.obsSpace); // a model of another game is refused before play starts
+    } catch (e) {
+      throw new ModelLoadError(`${modelUrl} does not fit this snake: ${e.message}`);
+    }
     stats.features = agent.obsSpace.entities;
   }
 

@@ -353,6 +353,16 @@ def _cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import to_onnx
+
+    io = to_onnx(args.agent, args.onnx)
+    size = os.path.getsize(args.onnx)
+    print(f"wrote {args.onnx}: {size:,} bytes, ONNX ({io['format']}); inputs {', '.join(io['inputs'])}; "
+          f"outputs {', '.join(io['outputs'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gymloop`` command's parser; its help names the registered games (:mod:`gymloop.games.registry`)."""
     from .games import bundled_games
@@ -457,6 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--max-steps", type=int, default=None, help="stop after this many decisions (all players)")
     pl.add_argument("--trace", metavar="FILE", help="also record the play as a trace (demonstrations for train --demos)")
     pl.set_defaults(fn=_cmd_play)
+
+    ex = sub.add_parser("export", help="write an agent's policy as an ONNX model for other engines (needs the onnx extra)",
+                        description="One model call is one decision point; inputs, outputs and the spaces are in the model's "
+                                    "metadata (gymloop.io). See docs/onnx.md.")
+    ex.add_argument("agent", metavar="AGENT", help="agent checkpoint (agent.safetensors, a training run's folder, or an enn-trainer checkpoint)")
+    ex.add_argument("--onnx", required=True, metavar="OUT", help="the .onnx file to write")
+    ex.set_defaults(fn=_cmd_export)
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
     rc.add_argument("game", help=game_help)

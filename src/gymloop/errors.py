@@ -14,6 +14,7 @@ Tree::
     ├── CheckpointError          a checkpoint file that is corrupt, foreign or incompatible
     ├── TraceError               a trace file that is corrupt or foreign, or a replay that diverges
     ├── TrainingError            training cannot continue (a NaN loss, ...)
+    ├── ExportError              an agent's network uses something an exporter (ONNX) cannot express
     └── render.PlayerQuit        not a failure: the player closed the window or pressed Escape
 
 Every message names the thing, what was expected, what came, and how to fix it.
@@ -34,6 +35,7 @@ __all__ = [
     "CheckpointError",
     "TraceError",
     "TrainingError",
+    "ExportError",
 ]
 
 
@@ -72,6 +74,11 @@ class TraceError(GymloopError, ValueError):
 
 class TrainingError(GymloopError, RuntimeError):
     """Training cannot continue (for example a NaN in the loss)."""
+
+
+class ExportError(GymloopError, ValueError):
+    """An agent cannot be exported: its network uses a part the exporter cannot express (the
+    message names the file and the part)."""
 
 
 class GameError(GymloopError, RuntimeError):

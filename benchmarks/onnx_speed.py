@@ -1,0 +1,170 @@
+"""Exported ONNX models: size, and µs per decision in onnxruntime beside the numpy runtime (issue 13).
+
+For snake and tactics with the default network (``NetConfig()``, random weights: speed does not
+depend on training), on observations of random play (200 per game, the same for every runtime):
+
+* **size**: bytes of the ``.onnx`` file next to the ``.safetensors`` checkpoint it came from;
+* **numpy network**: :meth:`NumpyPolicy.logits_one` on the prepared inputs (what ``gl.load``'s
+  agents run per decision, without turning the observation into arrays and the choice back);
+* **onnxruntime**: ``InferenceSession.run`` on the same inputs (one intra-op thread, all graph
+  optimizations), asking for the probabilities of every action type, then for every output (with the
+  value, which the numpy agent never computes);
+* **numpy act**: ``agent.act(obs, ...)``: observation to action, for scale.
+
+Median of individually timed calls, interleaved in rounds. Before timing, every observation's
+probabilities are checked against the numpy runtime's (1e-5).
+
+Usage::
+
+    python benchmarks/onnx_speed.py            # ~20 s
+    python benchmarks/onnx_speed.py --quick    # a tiny run, to check that it works
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def _timings(variants: dict[str, Callable[[], Any]], calls: int, rounds: int = 5) -> dict[str, float]:
+    """Median µs of one call of each variant (individually timed calls, round-robin rounds after a warm-up)."""
+    per = max(1, calls // rounds)
+    for fn in variants.values():
+        for _ in range(min(per, 200)):
+            fn()
+    times: dict[str, list[int]] = {k: [] for k in variants}
+    clock = time.perf_counter_ns
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            out = times[name]
+            for _ in range(per):
+                t0 = clock()
+                fn()
+                out.append(clock() - t0)
+    return {k: statistics.median(v) / 1e3 for k, v in times.items()}
+
+
+class _Recorder:
+    """Plays like a random agent and keeps the observations it was shown."""
+
+    def __init__(self, seed: int) -> None:
+        import gymloop as gl
+
+        self.inner = gl.RandomAgent(seed)
+        self.seen: list[tuple] = []
+
+    def act(self, obs: Any, *types: Any) -> Any:
+        self.seen.append((copy.deepcopy(obs), types))  # the game mutates the lists it observed
+        return self.inner.act(obs, *types)
+
+    def game_over(self, obs: Any, truncated: bool = False) -> None:
+        pass
+
+
+def feeds_of(io: dict, policy: Any, prepared: tuple) -> dict[str, np.ndarray]:
+    """The model's inputs for one observation prepared by ``gl.load``'s runtime (``prepare_one``)."""
+    parts, g, rows, requests, _ = prepared
+    have = dict(parts)
+    feeds: dict[str, np.ndarray] = {}
+    for t, e in enumerate(io["entities"]):
+        x = have.get(t)
+        if isinstance(x, int):  # a featureless type: only its row count
+            x = np.zeros((x, 0), np.float32)
+        feeds[e["input"]] = x if x is not None else np.zeros((0, len(e["features"])), np.float32)
+    if io["globals"]["input"]:
+        feeds["globals"] = g
+    if io["actors"]:
+        feeds["actors"] = rows.astype(np.int64)
+    asked = {name: (mask, cand) for name, mask, cand in requests}
+    for a in io["actions"]:
+        mask, cand = asked[a["name"]]
+        n_rows = rows.size if a["mask_rows"] == "actors" else 1
+        if a["candidates"]:
+            feeds[a["candidates"]] = cand.astype(np.int64)
+            n = cand.size
+        else:
+            n = len(a["labels"])
+        feeds[a["mask"]] = np.ones((n_rows, n), bool) if mask is None else mask
+    return feeds
+
+
+def _measure(name: str, game: Any, tmp: str, calls: int, quick: bool) -> tuple:
+    """``(name, .onnx bytes, .safetensors bytes, median entities, {variant: µs})`` of one game."""
+    import onnxruntime as ort
+
+    import gymloop as gl
+    from gymloop.export import to_onnx
+    from gymloop.neural import load, random_checkpoint
+
+    ckpt = os.path.join(tmp, f"{name}.safetensors")
+    model = os.path.join(tmp, f"{name}.onnx")
+    random_checkpoint(ckpt, game, seed=0)
+    io = to_onnx(ckpt, model)
+    agent = load(ckpt, seed=0)
+    policy = agent.policy
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    rec = _Recorder(seed=1)
+    gl.run(game, rec, seed=1, max_steps=50 if quick else 2000)
+    seen = rec.seen[:: max(1, len(rec.seen) // 200)]
+    preps = [agent._rt.prepare_one(obs, types) for obs, types in seen]
+    feeds = [feeds_of(io, policy, pr) for pr in preps]
+    probs = [a["probs"] for a in io["actions"]]
+    for pr, f in zip(preps, feeds):  # the same answers before timing them
+        ref = policy.logits_one(*pr[:4])
+        for lg, got in zip(ref, sess.run(probs, f)):
+            e = np.exp(lg - lg.max(-1, keepdims=True))
+            if not np.allclose(got, e / e.sum(-1, keepdims=True), atol=1e-5):
+                raise SystemExit(f"{name}: onnxruntime and the numpy runtime disagree")
+    nets, ort_p, ort_all, acts = (itertools.cycle(x) for x in (preps, feeds, feeds, seen))
+    variants = {
+        "numpy network": lambda: policy.logits_one(*next(nets)[:4]),
+        "onnxruntime (probs)": lambda: sess.run(probs, next(ort_p)),
+        "onnxruntime (all outputs)": lambda: sess.run(None, next(ort_all)),
+        "numpy act": lambda: (lambda o, t: agent.act(o, *t))(*next(acts)),
+    }
+    t = _timings(variants, calls)
+    ents = [sum(x if isinstance(x, int) else x.shape[0] for _, x in pr[0]) for pr in preps]
+    return name, os.path.getsize(model), os.path.getsize(ckpt), statistics.median(ents), t
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=20_000, help="decisions timed per variant (default 20000)")
+    p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.calls = 200
+
+    import onnxruntime as ort
+
+    from gymloop.games.snake import snake
+    from gymloop.games.tactics import tactics
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_out = [_measure(name, game, tmp, args.calls, args.quick) for name, game in (("snake", snake), ("tactics", tactics))]
+    print(f"onnxruntime {ort.__version__}, numpy {np.__version__}; default NetConfig(); median of {args.calls} calls per variant")
+    print()
+    print("| game | .onnx bytes | .safetensors bytes | entities (median) | numpy network µs | onnxruntime probs µs "
+          "| onnxruntime all outputs µs | numpy act µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, size, csize, ents, t in rows_out:
+        print(f"| {name} | {size:,} | {csize:,} | {ents:g} | {t['numpy network']:.1f} | {t['onnxruntime (probs)']:.1f} "
+              f"| {t['onnxruntime (all outputs)']:.1f} | {t['numpy act']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

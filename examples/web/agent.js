@@ -112,6 +112,58 @@ export function layoutOf(meta, url) {
   return { io, obsSpace, actions };
 }
 
+/**
+ * The observation of any game, laid out by a model's observation space (`agent.obsSpace`): the
+ * generic form of snake.js's observe, for your own game's page.
+ *
+ * `entities`: {Type: [objects]} for every entity type the model observes (an empty list when none
+ * is on the board); each object's features are read by name (`obj[feature]`, numbers or booleans).
+ * `actor`: {type, index}: the acting entity (its type and its index in that type's list).
+ * `globals`: {name: value} when the model has global features.
+ * `masks` (optional): {ActionType: [true/false per label]}: which labels are legal (default: all).
+ */
+export function observation(entities, obsSpace, actor, globals = {}, masks = undefined) {
+  const out = { entities: {}, globals: null, actor, masks };
+  for (const [t, names] of Object.entries(obsSpace.entities)) {
+    const objs = entities[t];
+    if (!Array.isArray(objs)) {
+      throw new Error(`the model observes entity type "${t}"; pass its objects (an empty list when there are none), `
+        + `got ${objs === undefined ? "nothing" : typeof objs}`);
+    }
+    const f = names.length;
+    const data = new Float32Array(objs.length * f);
+    for (let i = 0; i < objs.length; i++) {
+      for (let j = 0; j < f; j++) {
+        const v = objs[i][names[j]];
+        if (typeof v !== "number" && typeof v !== "boolean") {
+          throw new Error(`${t} #${i}: the model's feature "${names[j]}" is ${v === undefined ? "missing" : `a ${typeof v}`}; `
+            + `give every ${t} a number for each of ${names.join(", ")}`);
+        }
+        data[i * f + j] = Number(v);
+      }
+    }
+    out.entities[t] = { count: objs.length, features: f, data };
+  }
+  for (const t of Object.keys(entities)) {
+    if (!(t in obsSpace.entities)) {
+      throw new Error(`entity type "${t}" is not observed by the model (it observes ${Object.keys(obsSpace.entities).join(", ")})`);
+    }
+  }
+  const gnames = obsSpace.globals || [];
+  out.globals = new Float32Array(gnames.length);
+  gnames.forEach((name, j) => {
+    const v = globals[name];
+    if (typeof v !== "number" && typeof v !== "boolean") {
+      throw new Error(`the model's global feature "${name}" is ${v === undefined ? "missing" : `a ${typeof v}`}; pass it in globals`);
+    }
+    out.globals[j] = Number(v);
+  });
+  if (!actor || !(actor.type in out.entities) || !(actor.index >= 0 && actor.index < out.entities[actor.type].count)) {
+    throw new Error(`the actor ${JSON.stringify(actor)} is not one of the observation's entities`);
+  }
+  return out;
+}
+
 /** An index drawn from probabilities `p` with a uniform draw `u` in [0, 1). */
 export function sample(p, u) {
   let acc = 0;
@@ -202,7 +254,12 @@ export class OnnxAgent {
         throw new Error(`action type ${a.name} selects entities (${a.kind}); this page plays label actions only`);
       }
       const n = a.labels.length;
-      feeds[a.mask] = new ort.Tensor("bool", new Uint8Array(n).fill(1), [1, n]); // one actor, every move legal
+      const legal = obs.masks && obs.masks[a.name];
+      if (legal && legal.length !== n) {
+        throw new Error(`the mask of ${a.name} has ${legal.length} entries; the model has ${n} labels (${a.labels.join(", ")})`);
+      }
+      const mask = legal ? Uint8Array.from(legal, (v) => (v ? 1 : 0)) : new Uint8Array(n).fill(1); // one actor
+      feeds[a.mask] = new ort.Tensor("bool", mask, [1, n]);
     }
     if (!(action in this.actions)) {
       throw new Error(`the model has no action type ${action} (it has ${Object.keys(this.actions).join(", ")})`);

@@ -386,3 +386,91 @@ def test_js_agent_decides_as_gl_load(web_deps: Path, model_dir: Path) -> None:
     assert got.shape == want.shape == (300, 4)
     assert np.abs(got - want).max() < 1e-5, np.abs(got - want).max()
     assert want.max(axis=1).mean() > 0.5  # a trained agent: the comparison is not of near-uniform rows
+
+
+_AGENT_JS = """
+import { readFileSync } from "node:fs";
+import { OnnxAgent, layoutOf, observation, readOnnxMetadata } from "./agent.js";
+const { model, io } = JSON.parse(readFileSync(0, "utf8"));
+const out = {};
+const meta = readOnnxMetadata(Uint8Array.from(model));
+out.meta = meta;
+class Tensor { constructor(type, data, dims) { this.type = type; this.data = Array.from(data, Number); this.dims = dims; } }
+const layout = layoutOf({ "gymloop.format": "gymloop-onnx/1", "gymloop.io": JSON.stringify(io) }, "m.onnx");
+const agent = new OnnxAgent({ Tensor }, null, layout, "m.onnx");
+const units = [{ x: 1, y: 2, hp: 3 }, { x: 4, y: 5, hp: 6 }];
+const obs = observation({ Wall: [{ x: 9, y: 9 }], Unit: units }, agent.obsSpace, { type: "Unit", index: 1 }, { turn: 7 },
+  { Act: [true, false, true] });
+out.feeds = agent.feeds(obs, "Act");
+out.errors = [];
+for (const f of [
+  () => observation({ Unit: units }, agent.obsSpace, { type: "Unit", index: 0 }, { turn: 1 }),
+  () => observation({ Wall: [], Unit: [{ x: 1, y: 2 }] }, agent.obsSpace, { type: "Unit", index: 0 }, { turn: 1 }),
+  () => observation({ Wall: [], Unit: units }, agent.obsSpace, { type: "Unit", index: 0 }, {}),
+  () => observation({ Wall: [], Unit: units, Ghost: [] }, agent.obsSpace, { type: "Unit", index: 0 }, { turn: 1 }),
+  () => observation({ Wall: [], Unit: units }, agent.obsSpace, { type: "Unit", index: 2 }, { turn: 1 }),
+  () => agent.feeds(observation({ Wall: [], Unit: units }, agent.obsSpace, { type: "Unit", index: 0 }, { turn: 1 }, { Act: [true] }), "Act"),
+  () => layoutOf({ "gymloop.format": "gymloop-onnx/9", "gymloop.io": "{}" }, "new.onnx"),
+  () => layoutOf({ other: "1" }, "plain.onnx"),
+  () => readOnnxMetadata(Uint8Array.from([0x72, 0x05, 0x01])),
+]) {
+  try { f(); out.errors.push(null); } catch (e) { out.errors.push(e.message); }
+}
+process.stdout.write(JSON.stringify(out));
+"""
+
+
+def _pb_model(meta: dict[str, str]) -> bytes:
+    """A minimal ONNX ModelProto's bytes: ir_version, a graph field to skip, a fixed64, metadata_props."""
+
+    def varint(n: int) -> bytes:
+        out = b""
+        while True:
+            b, n = n & 0x7F, n >> 7
+            out += bytes([b | (0x80 if n else 0)])
+            if not n:
+                return out
+
+    def ld(field: int, payload: bytes) -> bytes:
+        return varint(field << 3 | 2) + varint(len(payload)) + payload
+
+    body = varint(1 << 3) + varint(8) + ld(7, b"\x0a\x03abc" * 50) + varint(99 << 3 | 1) + b"\x00" * 8
+    for k, v in meta.items():
+        body += ld(14, ld(1, k.encode()) + ld(2, v.encode()))
+    return body
+
+
+@needs_node
+def test_agent_js_feeds_any_game_by_the_models_layout() -> None:
+    """agent.js (no onnxruntime needed here): the metadata is read from the model's bytes; the generic
+    observation() reads features by name; feeds() names every input after gymloop.io, puts the
+    actor's row in the concatenation of the entity inputs, and the masks given; bad input is refused
+    with the names."""
+    io = {
+        "format": "gymloop-onnx/1",
+        "entities": [{"name": "Wall", "input": "entities.Wall", "features": ["x", "y"]},
+                     {"name": "Unit", "input": "entities.Unit", "features": ["hp", "x"]}],
+        "globals": {"input": "globals", "features": ["turn"]}, "actors": "actors",
+        "actions": [{"name": "Act", "kind": "categorical", "labels": ["a", "b", "c"], "mask": "mask.Act", "mask_rows": "actors",
+                     "candidates": None, "logits": "logits.Act", "probs": "probs.Act"}],
+        "value": "value",
+    }
+    meta = {"gymloop.format": "gymloop-onnx/1", "gymloop.io": json.dumps(io), "ünïcode": "✓" * 200}
+    r = _node(_AGENT_JS, {"model": list(_pb_model(meta)), "io": io})
+    assert r["meta"] == meta
+    f = r["feeds"]
+    assert f["entities.Wall"] == {"type": "float32", "data": [9, 9], "dims": [1, 2]}
+    assert f["entities.Unit"] == {"type": "float32", "data": [3, 1, 6, 4], "dims": [2, 2]}  # hp, x: the model's order
+    assert f["globals"] == {"type": "float32", "data": [7], "dims": [1]}
+    assert f["actors"] == {"type": "int64", "data": [2], "dims": [1]}  # 1 Wall row, then Unit #1
+    assert f["mask.Act"] == {"type": "bool", "data": [1, 0, 1], "dims": [1, 3]}
+    e = r["errors"]
+    assert "Wall" in e[0] and "empty list" in e[0], e[0]
+    assert 'feature "hp" is missing' in e[1], e[1]
+    assert 'global feature "turn" is missing' in e[2], e[2]
+    assert '"Ghost" is not observed' in e[3], e[3]
+    assert "is not one of the observation's entities" in e[4], e[4]
+    assert "mask of Act has 1 entries" in e[5] and "a, b, c" in e[5], e[5]
+    assert "new.onnx has the layout gymloop-onnx/9; this page reads gymloop-onnx/1" in e[6], e[6]
+    assert "plain.onnx is an ONNX model without gymloop's metadata (its metadata keys: other)" in e[7], e[7]
+    assert "runs past" in e[8], e[8]

@@ -8,8 +8,9 @@
 //   episodes=N    stop after N episodes (default: play on)
 //   greedy=1      take the most probable move instead of sampling one
 //
-// window.gymloopStats tells how it goes (tests/web reads it): ready, error, controller, episodes
-// ([{length, steps, truncated, controller}]), length, steps, done.
+// window.gymloopStats tells how it goes (tests/web reads it): ready, error, controller (who plays now),
+// episodes ([{length, steps, truncated, controller}]), length, steps, decisions, done, waitingForKey
+// (a human's episode waits for the first key), log (the latest 500 decisions: {by, move, episode}).
 
 import { ACTION, MAX_STEPS, MOVES, PyRandom, SIZE, SnakeGame, observe } from "./snake.js";
 import { ModelLoadError, OnnxAgent, argmax, sample } from "./agent.js";
@@ -38,7 +39,8 @@ canvas.height = SIZE * CELL + BAR;
 
 const stats = {
   ready: false, error: null, mode: null, controller: null, seed: null, model: null,
-  episodes: [], length: 1, steps: 0, decisions: 0, done: false, features: null,
+  episodes: [], length: 1, steps: 0, decisions: 0, done: false, features: null, log: [],
+  waitingForKey: false,
 };
 window.gymloopStats = stats;
 
@@ -190,6 +192,7 @@ async function main() {
   let sinceYield = 0;
   for (;;) {
     const started = performance.now();
+    stats.waitingForKey = human && !humanStarted;
     if (human && !humanStarted) {
       draw(game, `length ${game.length} - press an arrow key to start`);
       updatePanel(game, hint());
@@ -206,6 +209,8 @@ async function main() {
       move = rng.randrange(MOVES.length);
     }
     lastMove = move;
+    stats.log.push({ by: controller(), move: MOVES[move], episode: stats.episodes.length });
+    if (stats.log.length > 500) stats.log.shift();
     game.step(move);
     stats.decisions += 1;
     stats.steps = game.steps;

@@ -293,7 +293,8 @@ def test_page_agent_outgrows_random_play_and_shows_errors(web_deps: Path, model_
     """The exported agent plays the JS snake in headless Chromium: its snakes grow far beyond random
     moves' in the same page; the screenshot is the board (the head, as many body cells as the page
     reports, the dark background); a model URL that does not load, or a file that is no gymloop
-    model, shows a readable message on the page instead of a blank canvas."""
+    model, shows a readable message on the page instead of a blank canvas; the keys hand control to
+    a human and back, as gymloop play's TakeOver."""
     from PIL import Image
 
     with _serve(model_dir) as base:
@@ -304,8 +305,15 @@ def test_page_agent_outgrows_random_play_and_shows_errors(web_deps: Path, model_
             {"url": f"{base}/?mode=agent&model=/model/missing.onnx", "until": "error", "timeoutMs": 20000,
              "screenshot": str(tmp_path / "error.png")},
             {"url": f"{base}/?mode=agent&model=/model/not-onnx.onnx", "until": "error", "timeoutMs": 20000},
+            {"url": f"{base}/?mode=agent&fps=25&seed=3&model=/model/snake.onnx", "until": "ready", "timeoutMs": 20000, "steps": [
+                {"waitFor": "gymloopStats.decisions >= 3"},
+                {"press": "Space"}, {"waitFor": "gymloopStats.log.some((e) => e.by === 'human')"},
+                {"press": "ArrowLeft"}, {"waitFor": "gymloopStats.log.some((e) => e.by === 'human' && e.move === 'LEFT')"},
+                {"press": "Enter"}, {"waitFor": "gymloopStats.log.at(-1).by === 'agent' && gymloopStats.log.some((e) => e.by === 'human')"},
+                {"snapshot": True},
+            ]},
         ], tmp_path)
-    agent, rand, missing, not_onnx = results
+    agent, rand, missing, not_onnx, takeover = results
     for r in (agent, rand):
         assert not r["timedOut"] and r["stats"]["error"] is None and r["errorText"] is None, r
         assert r["stats"]["done"], r
@@ -332,6 +340,19 @@ def test_page_agent_outgrows_random_play_and_shows_errors(web_deps: Path, model_
     assert _count(err, FOOD_RGB, tol=40) > 200  # the red title drawn on the canvas
     assert (np.abs(err.astype(int) - np.array(BACKGROUND_RGB)).sum(axis=-1) > 100).sum() > 1500  # and the message
     assert "not-onnx.onnx" in (not_onnx["errorText"] or "") and "gymloop" in not_onnx["errorText"], not_onnx
+
+    # SPACE takes over (the human goes on with the agent's last move), an arrow steers, Enter hands back
+    assert not takeover["timedOut"], takeover
+    (snap,) = takeover["snapshots"]
+    log = snap["log"]
+    by = [e["by"] for e in log]
+    first = by.index("human")
+    assert first > 0 and by[first - 1] == "agent", by
+    if log[first]["episode"] == log[first - 1]["episode"]:
+        assert log[first]["move"] == log[first - 1]["move"], log[first - 1: first + 1]
+    last = len(by) - 1 - by[::-1].index("human")
+    assert any(e["move"] == "LEFT" for e in log[first: last + 1]) and set(by[first: last + 1]) == {"human"}, log
+    assert by[last + 1:] and set(by[last + 1:]) == {"agent"} and snap["controller"] == "agent", by
 
 
 _PROBS = """

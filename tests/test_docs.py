@@ -38,13 +38,14 @@ EXAMPLES = ROOT / "examples"
 #: pages whose blocks are not run here (relative to the repository root)
 NOT_RUN = {"docs/adapters/stable-baselines3.md"}
 #: pages whose samples train agents or record videos: the slow tier
-SLOW_PAGES = {"docs/tutorial.md", "docs/agents.md", "docs/formats/checkpoint.md", "docs/play.md"}
+SLOW_PAGES = {"docs/tutorial.md", "docs/agents.md", "docs/formats/checkpoint.md", "docs/play.md", "docs/onnx.md"}
 #: the modules a page's samples import beyond gymloop's core (its test skips where one is missing, as in .ci/run's
 #: .venv-eg); imported first with their own deprecation warnings ignored (pettingzoo.test imports its classic envs
 #: through a deprecated path), as a reader's interpreter shows them rather than failing
 REQUIRES = {
     "docs/tutorial.md": ["torch", "pygame"],
     "docs/agents.md": ["torch"],
+    "docs/onnx.md": ["torch", "onnx", "onnxruntime"],
     "docs/formats/checkpoint.md": ["torch"],
     "docs/play.md": ["pygame", "PIL", "imageio_ffmpeg"],
     "docs/adapters/gymnasium.md": ["gymnasium"],

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..errors import CheckpointError, ConfigError, ExportError, GymloopError
+from ..errors import ConfigError, ExportError
 from ..nn.config import NetConfig
 from ..nn.heads import LINEAR, POINTER, SUMMARY, head_of
 from ..nn.numpy_policy import NumpyPolicy
@@ -139,9 +139,6 @@ def _check_supported(policy: NumpyPolicy, where: str) -> None:
         h = head_of(a, where, ExportError)
         if h not in _HEADS:  # pragma: no cover - every head of gymloop.nn.heads is exported
             raise ExportError(f"{where}: action type {name!r} uses the head {h!r}, which the ONNX exporter cannot express")
-    for n in policy.entity_names:
-        if f"entities.{n}" in ("globals", "actors"):  # pragma: no cover - the prefix makes this impossible
-            raise ExportError(f"{where}: entity type {n!r} clashes with an input name")
 
 
 # ---------------------------------------------------------------------- graph building
@@ -358,10 +355,7 @@ def policy_to_onnx(policy: NumpyPolicy, where: str | None = None, source: str | 
     d = p.d
     ng = len(p.global_features)
     inputs = []
-    glob = None
-    if ng:
-        glob = "globals"
-        inputs_glob = h.make_tensor_value_info("globals", TP.FLOAT, [ng])
+    glob = "globals" if ng else None
     embs, poss = [], []
     for t, e in enumerate(io["entities"]):
         nm = e["input"]
@@ -370,7 +364,7 @@ def policy_to_onnx(policy: NumpyPolicy, where: str | None = None, source: str | 
         if p.relpos is not None and p.position_idx is not None:
             poss.append(g.op("Gather", nm, g.i64(*p.position_idx[e["name"]]), axis=1))
     if ng:
-        inputs.append(inputs_glob)
+        inputs.append(h.make_tensor_value_info("globals", TP.FLOAT, [ng]))
     if not embs:  # pragma: no cover - a network always has an entity type
         raise ExportError(f"{where}: the network has no entity type")
     x = embs[0] if len(embs) == 1 else g.op("Concat", *embs, axis=0)  # (L, d)
@@ -475,12 +469,7 @@ def to_onnx(agent_path: str | os.PathLike, out_path: str | os.PathLike) -> dict[
     from ..neural import load
 
     src = os.fspath(agent_path)
-    try:
-        policy = load(src).policy
-    except GymloopError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError) as e:  # pragma: no cover - loaders raise CheckpointError
-        raise CheckpointError(f"{src}: cannot read it as an agent: {e}") from None
+    policy = load(src).policy  # (a missing, corrupt or foreign file: CheckpointError naming it)
     model = policy_to_onnx(policy, where=src, source=os.path.basename(os.path.normpath(src)))
     out = os.fspath(out_path)
     tmp = f"{out}.tmp-{os.getpid()}"

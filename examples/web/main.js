@@ -134,7 +134,8 @@ async function main() {
     try {
       ort = await import("./node_modules/onnxruntime-web/dist/ort.wasm.min.mjs");
     } catch (e) {
-      throw new ModelLoadError(`could not load onnxruntime-web (${e.message}): run npm ci in examples/web`);
+      throw new ModelLoadError(`could not load onnxruntime-web (${e.message}): run npm ci in examples/web, `
+        + "and serve .mjs files as text/javascript");
     }
     ort.env.wasm.wasmPaths = new URL("./node_modules/onnxruntime-web/dist/", location.href).href;
     ort.env.wasm.numThreads = 1; // no cross-origin isolation needed, and a tiny model gains nothing

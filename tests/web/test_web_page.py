@@ -299,7 +299,7 @@ def test_page_agent_outgrows_random_play_and_shows_errors(web_deps: Path, model_
 
     with _serve(model_dir) as base:
         results = _drive([
-            {"url": f"{base}/?mode=agent&fps=0&episodes=4&seed=1&model=/model/snake.onnx", "until": "done",
+            {"url": f"{base}/?mode=agent&fps=0&episodes=3&seed=1&model=/model/snake.onnx", "until": "done",
              "timeoutMs": 40000, "screenshot": str(tmp_path / "agent.png")},
             {"url": f"{base}/?mode=random&fps=0&episodes=40&seed=1", "until": "done", "timeoutMs": 20000},
             {"url": f"{base}/?mode=agent&model=/model/missing.onnx", "until": "error", "timeoutMs": 20000,
@@ -317,7 +317,7 @@ def test_page_agent_outgrows_random_play_and_shows_errors(web_deps: Path, model_
     for r in (agent, rand):
         assert not r["timedOut"] and r["stats"]["error"] is None and r["errorText"] is None, r
         assert r["stats"]["done"], r
-    assert [e["controller"] for e in agent["stats"]["episodes"]] == ["agent"] * 4
+    assert [e["controller"] for e in agent["stats"]["episodes"]] == ["agent"] * 3
     assert agent["stats"]["features"] == {"Body": ["x", "y"], "Food": ["x", "y"], "Head": ["x", "y"]}
     agent_len = [e["length"] for e in agent["stats"]["episodes"]]
     rand_len = [e["length"] for e in rand["stats"]["episodes"]]
@@ -401,10 +401,10 @@ def test_js_agent_decides_as_gl_load(web_deps: Path, model_dir: Path) -> None:
     onnxruntime-web's wasm backend) gives, decision after decision of a played game, the
     probabilities gl.load's numpy runtime gives for the same checkpoint (within 1e-5)."""
     rec = _ProbsRecorder(gl.load(CHECKPOINT, seed=0))
-    gl.run(snake, rec, seed=4, max_steps=300)
+    gl.run(snake, rec, seed=4, max_steps=200)
     got = np.array(_node(_PROBS, {"model": str(model_dir / "snake.onnx"), "seed": 4, "moves": rec.moves}, timeout=120))
     want = np.array(rec.probs)
-    assert got.shape == want.shape == (300, 4)
+    assert got.shape == want.shape == (200, 4)
     assert np.abs(got - want).max() < 1e-5, np.abs(got - want).max()
     assert want.max(axis=1).mean() > 0.5  # a trained agent: the comparison is not of near-uniform rows
 

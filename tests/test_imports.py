@@ -183,11 +183,14 @@ def test_shadowing_is_detected():
 
 
 def test_tests_mirror_the_package_layout():
-    """A test file in ``tests/<folder>/`` tests the subpackage ``gymloop/<folder>``: no stray folders."""
+    """A test file in ``tests/<folder>/`` tests the subpackage ``gymloop/<folder>`` (or the example
+    ``examples/<folder>``, such as the web page's ``tests/web``): no stray folders."""
     tests = Path(__file__).resolve().parent
+    examples = tests.parent / "examples"
     stray = [
         str(p.relative_to(tests))
         for p in tests.rglob("test_*.py")
         if p.parent != tests and "fixtures" not in p.parts and not (SRC / p.parent.relative_to(tests)).is_dir()
+        and not (examples / p.parent.relative_to(tests)).is_dir()
     ]
     assert not stray, f"test files outside a folder that mirrors a gymloop subpackage: {stray}"

@@ -57,6 +57,8 @@ def _games() -> dict:
         "snake_full_nogate": (snake, {"n_layer": 2, "readout": False, "relpos": RelposConfig(value_gate=None)}, 1),
         "snake_norelpos": (snake, {"n_layer": 2, "relpos": None}, 1),
         "tactics_full": (tactics, {"n_layer": 2, "readout": False}, 1),
+        # the readout's summary by attention alone (checkpoints written before net.summary_mean)
+        "global_attention_summary": (global_and_actor, {"n_layer": 2, "summary_mean": False}, 1),
     }
 
 

@@ -67,7 +67,7 @@ OPSET = 17
 _IR_VERSION = 8  # the IR version of opset 17: readable by older runtimes than onnx's default
 
 #: the ``net`` fields the exporter expresses; any other field must keep NetConfig's default
-_KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout"})
+_KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout", "summary_mean"})
 _GATES = frozenset({"relu", "gelu", "sigmoid", "linear", None})
 _HEADS = frozenset({LINEAR, SUMMARY, POINTER})
 _LN_EPS = 1e-5
@@ -321,10 +321,13 @@ class _Builder:
         att = g.op("Softmax", g.op("Transpose", att, perm=[1, 0]), axis=-1)  # (H, L)
         vh = g.op("Transpose", g.op("Reshape", v, g.i64(0, H, dh)), perm=[1, 0, 2])  # (H, L, dh)
         y0 = g.op("Reshape", g.op("MatMul", g.op("Unsqueeze", att, g.i64(1)), vh), g.i64(1, C))
+        if self.p.cfg.summary_mean:  # plus the mean of the values (net.summary_mean)
+            y0 = g.op("Add", y0, self.mean_summary(v))
         return self.finish(blk, g.const(blk.vq, "value_query"), y0)
 
     def mean_summary(self, x: str) -> str:
-        """Mean of the final embeddings ``(1, C)`` (zeros without entities), the rogue-net layout."""
+        """Mean of the rows of ``x`` ``(L, C)`` as ``(1, C)`` (zeros without entities): the final embeddings'
+        in the rogue-net layout, the values' in the readout's summary (``net.summary_mean``)."""
         g = self.g
         s = g.op("ReduceSum", x, g.i64(0), keepdims=1)
         n = g.op("Cast", g.op("Slice", g.op("Shape", x), g.i64(0), g.i64(1)), to=g.onnx.TensorProto.FLOAT)

@@ -18,16 +18,15 @@ import time
 
 import numpy as np
 import pytest
+from fault_games import Move as FMove
+from fault_games import Unit as FUnit
+from fault_games import faulty, first_seed, misbehave
 
 import gymloop as gl
 from gymloop.checker import _same
 from gymloop.games.duel import duel
 from gymloop.games.snake import snake
 from gymloop.games.tactics import tactics
-
-from fault_games import Move as FMove
-from fault_games import Unit as FUnit
-from fault_games import faulty, first_seed, misbehave
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(gl.__file__)))

@@ -33,8 +33,7 @@ from __future__ import annotations
 import difflib
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 

@@ -358,6 +358,7 @@ class RayBackend(Backend):
         self._restart_times: collections.deque[float] = collections.deque()
         self._allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
         self._last_counts: list[list[int]] = []
+        self._pending: list[tuple[_Actor, Any]] = []
         self.ray = ray = import_ray()
         opts = self.options = _options(c.options)
         self._how, self._blob = ship_game(c.game, c.declared)
@@ -583,12 +584,26 @@ class RayBackend(Backend):
         return Batch.concat(parts, copy=True)
 
     def step(self, actions: list[np.ndarray]) -> Batch:
+        self.step_send(actions)
+        return self.step_receive()
+
+    def step_send(self, actions: list[np.ndarray]) -> None:
+        """The first half of :meth:`step`: send every actor its actions and return at once (the actors step meanwhile).
+
+        A caller with work that does not need the next batch can do it before :meth:`step_receive`
+        (``benchmarks/ray_backend.py`` measures what that overlap gains). Exactly one
+        :meth:`step_receive` must follow.
+        """
         counts = self._last_counts
         n_types = len(counts)
-        calls = [
+        self._pending = [
             (a, a.handle.step.remote([actions[t][counts[t][i] : counts[t][i + 1]] for t in range(n_types)]))
             for i, a in enumerate(self.actors)
         ]
+
+    def step_receive(self) -> Batch:
+        """The second half of :meth:`step`: wait for every actor's batch; the next batch."""
+        calls, self._pending = self._pending, []
         return self._concat(self._gather(calls, truncate=True))
 
     def close(self) -> None:

@@ -256,7 +256,7 @@ def test_a_killed_actor_is_a_worker_error_then_reset_starts_it_again(ray_session
         env.reset()
         actor = env._state.backend.actors[0]
         ray_session.kill(actor.handle)
-        with pytest.raises(gl.WorkerError, match=r"Ray actor 0 'gymloop-\w+-0' \(game copies 0..3.*\) died .*restart_workers=True") as e:
+        with pytest.raises(gl.WorkerError, match=r"Ray actor 0 'gymloop-\w+-0' \(game copies 0..3, node [\d.]+, pid \d+\) died .*restart_workers=True") as e:
             env.step(env.sample_actions())
         assert e.value.worker == 0 and e.value.env_indices == range(0, 4)
         b = env.reset()  # a new actor in its place

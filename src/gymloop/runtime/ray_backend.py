@@ -173,9 +173,10 @@ def _release(ray: Any) -> None:
 class ShardActor:
     """One shard of the game copies, in a Ray actor (made a Ray actor class by :func:`_actor_class`).
 
-    Every call answers ``(tag, payload, faults)``: ``tag`` is ``"ok"`` or ``"error"`` (``payload``
-    the exception: a game error is a value, not a Ray task failure), ``faults`` the copies restarted
-    during the call (``on_game_error="restart"``). A batch is ``(arrays, metric names)``.
+    Every call answers ``(tag, payload, faults, where)``: ``tag`` is ``"ok"`` or ``"error"``
+    (``payload`` the exception: a game error is a value, not a Ray task failure), ``faults`` the
+    copies restarted during the call (``on_game_error="restart"``), ``where`` the actor's ``(node IP,
+    pid)`` in the answers of resets (``None`` in steps). A batch is ``(arrays, metric names)``.
     """
 
     def __init__(
@@ -222,11 +223,11 @@ class ShardActor:
         except Exception:  # pragma: no cover - the caller then only sees the answer
             pass
 
-    def _answer(self, fn: Any, *args: Any) -> tuple[str, Any, list[Any]]:
+    def _answer(self, fn: Any, where: bool = True) -> tuple[str, Any, list[Any], Any]:
         if self.error is not None:
-            return "error", self.error, []
+            return "error", self.error, [], self.where
         try:
-            tag, out = "ok", fn(*args)
+            tag, out = "ok", fn()
         except BaseException as e:
             tag, out = "error", e
             try:
@@ -235,33 +236,33 @@ class ShardActor:
                 out = GymloopError(f"{type(e).__name__}: {e}")
         faults = list(self.faults)
         self.faults.clear()
-        return tag, out, faults
+        return tag, out, faults, self.where if where else None
 
     def where_is(self) -> tuple[str, int]:
         """``(node IP, pid)`` of this actor."""
         return self.where
 
-    def start(self) -> tuple[str, Any, list[Any]]:
+    def start(self) -> tuple[str, Any, list[Any], Any]:
         """First reset, part one: start every game; answers what this shard discovered."""
         def run() -> Any:
             self.ex.start()
             return self.ex.discover()
         return self._answer(run)
 
-    def build(self, fixed: Any) -> tuple[str, Any, list[Any]]:
+    def build(self, fixed: Any) -> tuple[str, Any, list[Any], Any]:
         """First reset, part two: fix the spaces; answers the first batch."""
         def run() -> Any:
             self.ex.set_spaces(fixed)
             return self._settled(self.ex.build())
         return self._answer(run)
 
-    def reset(self) -> tuple[str, Any, list[Any]]:
+    def reset(self) -> tuple[str, Any, list[Any], Any]:
         """A later reset (or a replacement's first): answers the first batch."""
         return self._answer(lambda: self._settled(self.ex.reset()))
 
-    def step(self, actions: list[np.ndarray]) -> tuple[str, Any, list[Any]]:
+    def step(self, actions: list[np.ndarray]) -> tuple[str, Any, list[Any], Any]:
         """Resume every game with its action; answers the next batch."""
-        return self._answer(lambda: _flatten(self.ex.step(actions)))
+        return self._answer(lambda: _flatten(self.ex.step(actions)), where=False)
 
     def close(self) -> bool:
         """End every game (their ``finally`` blocks run)."""
@@ -488,7 +489,9 @@ class RayBackend(Backend):
                     out.append(self._replace(a.index, truncate))
                     continue
                 a.heard = True
-                tag, payload, faults = ans
+                tag, payload, faults, where = ans
+                if where is not None:
+                    a.where_ip_pid = where
                 if faults:
                     self.faults.extend(faults)
                 if tag == "error":
@@ -613,6 +616,11 @@ class RayBackend(Backend):
         self._closed = True
         ray = self.ray
         actors, self.actors = list(self.actors), []
+        if not ray.is_initialized():  # shut down already (by its owner, or at exit): the actors went with it
+            if self._holds:
+                self._holds = False
+                _release(ray)
+            return
         try:
             refs = []
             for a in actors:

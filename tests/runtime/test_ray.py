@@ -137,9 +137,9 @@ def test_a_game_the_actors_cannot_import_names_the_game_and_the_fix(ray_session,
     env.close()
 
 
-def _loop_or(other, loop_seed, agent, seed):
-    """Loops forever on its second decision when its seed is ``loop_seed``, else plays ``other``."""
-    if seed != loop_seed:
+def _loop_or(other, loop_seeds, agent, seed):
+    """Loops forever on its second decision when its seed is one of ``loop_seeds``, else plays ``other``."""
+    if seed not in loop_seeds:
         return other(agent, seed)
     agent.act(gl.Obs().actor(FUnit(1)), FMove)
     misbehave("loop")
@@ -298,16 +298,17 @@ def test_a_frozen_actor_is_killed_after_the_step_timeout(ray_session):
 
 @pytest.mark.slow
 def test_game_timeouts_and_game_errors_inside_the_actors(ray_session, caplog):
-    # copy 1 loops forever (its actor's own step deadline interrupts it), copy 2 raises; with
-    # on_game_error="restart" both restart with fresh seeds and stepping goes on
+    # copies 0, 1 and 3 loop forever (their actor's own step deadline interrupts each in turn, 1.5 s
+    # in all: longer than this process waits for an answer, but the actor said it timed out games),
+    # copy 2 raises; with on_game_error="restart" they restart with fresh seeds and stepping goes on
     bad = functools.partial(faulty, how="raise", bad_seeds={first_seed(2)}, at=1)
-    looping = functools.partial(_loop_or, bad, first_seed(1))
-    env = gl.VecEnv(looping, 4, workers=1, backend="ray", step_timeout=0.5, on_game_error="restart")
+    looping = functools.partial(_loop_or, bad, {first_seed(0), first_seed(1), first_seed(3)})
+    env = gl.VecEnv(looping, 4, workers=1, backend="ray", step_timeout=0.5, on_game_error="restart", game_error_limit=None)
     try:
         env.reset()
         for _ in range(3):
             env.step(env.sample_actions())
-        assert env.num_game_errors == 2
+        assert env.num_game_errors == 4 and env.num_worker_restarts == 0
         text = caplog.text
         assert "game copy 1 failed and was restarted" in text and "step_timeout=0.5" in text
         assert "game copy 2 failed and was restarted" in text and "boom" in text
@@ -316,9 +317,9 @@ def test_game_timeouts_and_game_errors_inside_the_actors(ray_session, caplog):
     env = gl.VecEnv(looping, 4, workers=1, backend="ray", step_timeout=0.5)  # "raise": the step fails naming the copy
     try:
         env.reset()
-        with pytest.raises(gl.GameTimeoutError, match=r"game copy 1 .*step_timeout=0.5") as e:
+        with pytest.raises(gl.GameTimeoutError, match=r"game copy 0 .*step_timeout=0.5") as e:
             env.step(env.sample_actions())
-        assert e.value.env_index == 1
+        assert e.value.env_index == 0
     finally:
         env.close()
 

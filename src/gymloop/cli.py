@@ -197,7 +197,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     game = get_game(args.game)
     steps = args.steps if args.steps is not None else (0 if args.demos else 3_000_000)
     cfg = TrainConfig(steps=steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
-                      opponents=list(args.opponent or []), init_from=args.init_from)
+                      opponents=list(args.opponent or []), init_from=args.init_from, backend=args.backend, address=args.address)
     if args.num_envs:
         cfg.num_envs = args.num_envs
     if args.step_timeout is not None:
@@ -401,7 +401,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "then go on with PPO if --steps > 0; bc.* config fields (bc.epochs=...) with --set")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default="runs/latest", help="output folder (default runs/latest; an earlier run there is replaced)")
-    t.add_argument("--workers", type=int, default=0, help="processes stepping games (0: the trainer's process)")
+    t.add_argument("--workers", type=int, default=0, help="processes (or Ray actors, --backend ray) stepping games (0: the trainer's process)")
+    t.add_argument("--backend", choices=["local", "process", "ray"], default=None,
+                   help="what steps the games: local (the trainer's process), process (--workers processes; the default for "
+                        "--workers 2 or more), ray (--workers Ray actors, this machine or a cluster: needs pip install 'gymloop[ray]')")
+    t.add_argument("--address", metavar="ADDR", default=None,
+                   help="with --backend ray: the cluster, 'auto' (the one `ray start` runs here) or HOST:PORT of its head node "
+                        "(default: a local Ray instance for the run)")
     t.add_argument("--num-envs", type=int, default=None)
     t.add_argument("--agents", type=int, default=None, help=agents_help)
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")

@@ -81,7 +81,12 @@ class VecEnv:
         backend: the backend that runs the games, by name: ``"local"`` (every game in this
             process), ``"process"`` (``workers`` processes), or any name given to
             :func:`gymloop.runtime.backend.register_backend`. ``None`` (default): ``"local"`` for
-            ``workers <= 1``, else ``"process"``.
+            ``workers <= 1``, else ``"process"``. ``"ray"``: ``workers`` Ray actors, on this machine
+            or a cluster (``pip install 'gymloop[ray]'``; see ``docs/ray.md``).
+        backend_options: the backend's own options, by name; the ``"ray"`` backend takes
+            ``address`` (``None``: the Ray instance this process runs, or a local one; ``"auto"``;
+            ``"HOST:PORT"``), ``num_cpus`` (per actor), ``connect_timeout`` and ``runtime_env``
+            (:mod:`gymloop.runtime.ray_backend`). A backend refuses options it does not take.
         step_timeout: seconds a ``step`` or ``reset`` may take; past it the game that has not asked
             for its next decision fails with :class:`~gymloop.errors.GameTimeoutError` (its env
             index and seed; it is interrupted where it runs by a ``SIGALRM``, which needs the
@@ -139,6 +144,7 @@ class VecEnv:
         on_game_error: str = "raise",
         restart_workers: bool = False,
         game_error_limit: float | None = 0.5,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
         for name, v, lo in (("num_envs", num_envs, 1), ("workers", workers, 0), ("agents_per_game", agents_per_game, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
@@ -210,6 +216,7 @@ class VecEnv:
             game=game, num_envs=self.num_envs, agents_per_game=self.agents_per_game, seed=self.seed,
             declared=declared, is_env=self._is_env, workers=self.workers, start_method=start_method, spin_s=self.spin_s,
             step_timeout=self.step_timeout, on_game_error=self.on_game_error, restart_workers=self.restart_workers,
+            options={} if backend_options is None else dict(backend_options) if isinstance(backend_options, Mapping) else backend_options,
         )
         check_backend_config(self._backend_factory, self._backend_config)
 

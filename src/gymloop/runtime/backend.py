@@ -8,7 +8,8 @@ is only where the shards run and how batches and actions travel:
 
 - ``"local"`` (:mod:`gymloop.runtime.local`): one executor in this process;
 - ``"process"`` (:mod:`gymloop.runtime.workers`): this process and ``workers - 1`` child processes,
-  batches through shared memory.
+  batches through shared memory;
+- ``"ray"`` (:mod:`gymloop.runtime.ray_backend`): ``workers`` Ray actors, on this machine or a cluster.
 
 Backends are chosen by name (``gl.VecEnv(game, n, backend="process")``). A new backend is one file
 that subclasses :class:`Backend` and calls :func:`register_backend`; a built-in one that should
@@ -32,8 +33,8 @@ from __future__ import annotations
 import difflib
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -77,6 +78,8 @@ class BackendConfig:
         on_game_error: ``"raise"`` (a faulting game copy fails the step) or ``"restart"`` (the copy
             restarts with a fresh seed, the fault is counted and logged, and stepping goes on).
         restart_workers: a worker that died is replaced (with its games) instead of failing every later call.
+        options: the backend's own options (``VecEnv(backend_options=...)``), by name; a backend
+            declares the names it takes in :attr:`Backend.option_names`.
     """
 
     game: Any
@@ -91,6 +94,7 @@ class BackendConfig:
     step_timeout: float | None = 60.0
     on_game_error: str = "raise"
     restart_workers: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Backend(ABC):
@@ -136,6 +140,8 @@ class Backend(ABC):
 
     #: the name this backend is registered under (set by :func:`register_backend`)
     name: str = ""
+    #: the names of the options it takes (``VecEnv(backend_options=...)``); others are refused
+    option_names: tuple[str, ...] = ()
 
     @classmethod
     def check_config(cls, config: BackendConfig) -> None:
@@ -278,6 +284,7 @@ _REGISTRY: dict[str, Callable[[BackendConfig], Backend]] = {}
 _LAZY: dict[str, str] = {
     "local": "gymloop.runtime.local:LocalBackend",
     "process": "gymloop.runtime.workers:ProcessBackend",
+    "ray": "gymloop.runtime.ray_backend:RayBackend",
 }
 
 
@@ -343,7 +350,19 @@ def resolve_backend(name: str) -> Callable[[BackendConfig], Backend]:
 
 
 def check_backend_config(factory: Callable[[BackendConfig], Backend], config: BackendConfig) -> None:
-    """Run the factory's :meth:`Backend.check_config` (a factory without one accepts every configuration)."""
+    """Refuse options the backend does not take, then run the factory's :meth:`Backend.check_config`
+    (a factory without one accepts every configuration)."""
+    if config.options:
+        if not isinstance(config.options, Mapping):
+            raise ConfigError(f"backend_options must be a dict of option name -> value, got {config.options!r}")
+        takes = tuple(getattr(factory, "option_names", ()))
+        unknown = sorted(str(k) for k in config.options if k not in takes)
+        if unknown:
+            name = getattr(factory, "name", "") or getattr(factory, "__name__", repr(factory))
+            raise ConfigError(
+                f"backend {name!r} takes no option {', '.join(map(repr, unknown))}; "
+                + (f"it takes {', '.join(map(repr, takes))}" if takes else "it takes no backend_options")
+            )
     check = getattr(factory, "check_config", None)
     if check is not None:
         check(config)

@@ -125,6 +125,12 @@ class TrainConfig:
             the last completed update. ``"restart"``: that copy restarts with a fresh seed (and a
             worker process that died is started again), the fault is counted in the metrics
             (``game_errors``, ``worker_restarts``) and training goes on.
+        backend: what steps the games (``VecEnv(backend=...)``): ``"local"``, ``"process"`` or
+            ``"ray"`` (``workers`` Ray actors, on this machine or a cluster; see ``docs/ray.md``);
+            ``None``: ``"local"`` for ``workers <= 1``, else ``"process"``.
+        address: with ``backend="ray"``, the Ray cluster to run the games on: ``"auto"`` (the
+            one ``ray start`` runs on this machine), ``"HOST:PORT"`` of its head node, or ``None``
+            (the Ray instance this process runs, else a local one started for the run).
     """
 
     steps: int = 1_000_000
@@ -142,6 +148,8 @@ class TrainConfig:
     init_from: str | None = None
     step_timeout: float | None = 60.0
     on_game_error: str = "raise"
+    backend: str | None = None
+    address: str | None = None
 
     @property
     def batch_size(self) -> int:
@@ -215,6 +223,13 @@ class TrainConfig:
                 f"the rollout of num_envs={self.num_envs or MAX_ENVS} * agents_per_game={self.agents_per_game} * rollout_steps="
                 f"{self.rollout_steps} slot-steps is more than {MAX_ROLLOUT:,}, which no machine holds; lower them"
             )
+        if self.address is not None and self.backend != "ray":
+            raise ConfigError(
+                f"address={self.address!r} is the Ray cluster to run the games on, but backend={self.backend!r}; "
+                "set backend='ray' (gymloop train --backend ray), or leave the address out"
+            )
+        if self.backend == "ray" and self.workers < 1:
+            raise ConfigError("backend='ray' runs the games in `workers` Ray actors, but workers=0; set workers >= 1 (--workers N)")
         if self.opponents and self.agents_per_game < 2:
             raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
         if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None or self.ppo.lr is None:
@@ -290,6 +305,10 @@ SPECS: dict[str, dict[str, Range]] = {
         "init_from": Range("str", none="no warm start", text="an agent checkpoint path of this game, or None"),
         "step_timeout": Range("float", lo=0, lo_open=True, none="no limit", text="> 0 seconds, finite, or None (no limit)"),
         "on_game_error": Range("choice", choices=("raise", "restart")),
+        "backend": Range("choice", choices=("local", "process", "ray"), none="'local' for workers <= 1, else 'process'"),
+        "address": Range("str", none="this process's Ray instance, else a local one",
+                         text="'auto', 'HOST:PORT' or 'ray://HOST:PORT' (backend='ray' only), or None (this process's Ray "
+                              "instance, else a local one)"),
     },
     "PPOConfig": {
         "lr": Range("float", lo=0, lo_open=True, none="automatic"),

@@ -1,0 +1,670 @@
+"""The Ray backend (``"ray"``): the game copies run in ``workers`` Ray actors, on one machine or a cluster.
+
+Each actor hosts one shard of the copies and steps it with the same shard executor as a process
+worker (:func:`~gymloop.runtime.backend.make_executor`); the spaces are fixed with the same
+:func:`~gymloop.runtime.backend.discover_spaces`, so for the same seed the batches are bit-identical
+to the ``"process"`` backend's (copy ``i`` derives its seeds from the root seed and ``i`` alone).
+Per step this process sends every actor its slice of the actions (``actor.step.remote``: all
+actors step at once) and gathers their batches with one ``ray.get``; a batch travels as the flat
+list of arrays a process worker writes into shared memory (:func:`gymloop.runtime.workers._flatten`),
+through Ray's object transfer.
+
+Options (``VecEnv(..., backend="ray", backend_options={...})``, or ``gymloop train --backend ray
+--address ADDR``):
+
+- ``address``: ``None`` (default): the Ray instance this process is connected to, or else a local
+  one started here (and shut down when the last Ray backend that needed it closes); ``"auto"``:
+  the cluster started on this machine with ``ray start``; ``"HOST:PORT"``: that cluster's head
+  node; ``"ray://HOST:PORT"``: through Ray Client. A Ray instance this process had already
+  initialised is used as it is (and never shut down here).
+- ``num_cpus``: CPUs each actor reserves (default 1).
+- ``connect_timeout``: seconds to reach ``HOST:PORT`` before failing (default 30; Ray itself
+  retries an unreachable address forever).
+- ``runtime_env``: Ray's runtime environment for the actors (e.g. ``{"working_dir": "."}`` to ship
+  the game's source to the nodes of a cluster that do not have it).
+
+The game travels to the actors by reference when plain :mod:`pickle` can name it (a function or
+class of an importable module: the actors import it), else by value with cloudpickle (a lambda, a
+closure, a function of ``__main__``); see :func:`ship_game`.
+
+Faults, as in the process backend (:class:`~gymloop.runtime.workers.ProcessBackend`): games time
+out inside the actors (their executor's alarm: Ray runs an actor's calls in its main thread); an
+actor that does not answer within ``step_timeout`` plus :func:`~gymloop.runtime.workers.answer_grace`
+(its first answer: :data:`~gymloop.runtime.workers.STARTUP_TIMEOUT_S`) is killed; a dead actor
+fails the call with :class:`~gymloop.errors.WorkerError` naming it and its copies, or with
+``restart_workers=True`` is replaced within the call (its copies' open episodes end as
+truncated), at most as often as the process backend restarts workers. ``close()`` asks every
+actor to close its games, then kills them all.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import pickle
+import socket
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..batch import Batch
+from ..errors import ConfigError, GymloopError, WorkerError
+from .backend import Backend, BackendConfig, discover_spaces, make_executor, register_backend, shard_sizes
+from .workers import MAX_WORKER_RESTARTS, RESTART_WINDOW_S, STARTUP_TIMEOUT_S, _flatten, _unflatten, answer_grace
+
+__all__ = ["RayBackend", "ship_game", "OPTION_DEFAULTS"]
+
+log = logging.getLogger("gymloop.ray")
+
+#: the options the Ray backend takes (``backend_options``), with their defaults
+OPTION_DEFAULTS: dict[str, Any] = {"address": None, "num_cpus": 1.0, "connect_timeout": 30.0, "runtime_env": None}
+#: close(): seconds the actors get to close their games before they are killed
+CLOSE_WAIT_S = 0.8
+INSTALL_HINT = "pip install 'gymloop[ray]'"
+
+
+def import_ray() -> Any:
+    """``ray``, or a :class:`ConfigError` naming the extra to install."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(f"backend='ray' needs Ray, which is not installed ({e}); install it with {INSTALL_HINT}") from None
+    return ray
+
+
+def ship_game(game: Any, declared: Any) -> tuple[str, bytes]:
+    """How the game (and the declared types) travel to the actors: ``("reference", pickle)`` or ``("value", cloudpickle)``.
+
+    By reference when plain :mod:`pickle` can name everything and nothing lives in ``__main__``
+    (the actors run another ``__main__``); else by value with Ray's cloudpickle.
+
+    Raises:
+        ConfigError: neither works (e.g. a closure over a lock), naming the game and the fix.
+    """
+    payload = (game, declared)
+    try:
+        blob = pickle.dumps(payload, protocol=5)
+        if b"__main__" not in blob:
+            return "reference", blob
+    except Exception:
+        pass
+    from ray import cloudpickle
+
+    try:
+        return "value", cloudpickle.dumps(payload, protocol=5)
+    except Exception as e:
+        raise ConfigError(
+            f"backend='ray' ships the game {game!r} to Ray actors, but it can be pickled neither by reference (a function "
+            f"or class defined at module level in an importable module) nor by value (cloudpickle: {type(e).__name__}: {e}). "
+            "Define the game at module level, or keep what cannot be pickled (locks, open files, sockets, threads) out of "
+            "its closure and arguments: create it inside the game"
+        ) from None
+
+
+# ---------------------------------------------------------------------- owning the Ray instance
+_owned = False  # the Ray instance this process runs was started (or connected) here
+_users = 0  # open Ray backends relying on it
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """A ``HOST:PORT`` that does not accept a TCP connection within ``timeout`` s: ConfigError naming it."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(
+            f"backend_options address={address!r} is not 'auto', 'HOST:PORT' or 'ray://HOST:PORT' (e.g. '10.0.0.5:6379', "
+            "the address `ray start --head` prints)"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise ConfigError(
+            f"the Ray cluster at address={address!r} is unreachable ({type(e).__name__}: {e}; waited at most {timeout:g} s): "
+            "start its head node there with `ray start --head --port=PORT`, check the host and port (and the firewall), "
+            "or leave the address out to start a local Ray instance"
+        ) from None
+
+
+def _connect(ray: Any, address: str | None, timeout: float) -> bool:
+    """Make sure Ray is initialised; whether this backend holds a use of an instance started here."""
+    global _owned, _users
+    if ray.is_initialized():
+        if address is not None:
+            log.warning("Ray is already initialised in this process; backend_options address=%r is not used", address)
+        if _owned:
+            _users += 1
+        return _owned
+    if address is not None and address != "auto" and not address.startswith("ray://"):
+        _check_reachable(address, timeout)
+    kw: dict[str, Any] = {"address": address}
+    if address is None:
+        kw["include_dashboard"] = False
+    try:
+        ray.init(**kw)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        where = "a local Ray instance" if address is None else f"the Ray cluster at address={address!r}"
+        fix = (
+            "start one with `ray start --head` on this machine (or pass its HOST:PORT)" if address == "auto"
+            else "check that its head node runs (`ray start --head`) and that this machine runs the same Ray and Python versions"
+        )
+        raise ConfigError(f"could not connect to {where}: {type(e).__name__}: {e}; {fix}") from None
+    _owned, _users = True, 1
+    return True
+
+
+def _release(ray: Any) -> None:
+    """One use of the Ray instance started here ends; the last one shuts it down."""
+    global _owned, _users
+    _users = max(0, _users - 1)
+    if _users == 0 and _owned:
+        _owned = False
+        try:
+            if ray.is_initialized():
+                ray.shutdown()
+        except Exception:  # pragma: no cover - close never raises
+            log.exception("shutting Ray down failed")
+
+
+# ---------------------------------------------------------------------- the actor
+class ShardActor:
+    """One shard of the game copies, in a Ray actor (made a Ray actor class by :func:`_actor_class`).
+
+    Every call answers ``(tag, payload, faults, where)``: ``tag`` is ``"ok"`` or ``"error"``
+    (``payload`` the exception: a game error is a value, not a Ray task failure), ``faults`` the
+    copies restarted during the call (``on_game_error="restart"``), ``where`` the actor's ``(node IP,
+    pid)`` in the answers of resets (``None`` in steps). A batch is ``(arrays, metric names)``.
+    """
+
+    def __init__(
+        self, how: str, blob: bytes, game_name: str, env_lo: int, n: int, apg: int, seed: int, is_env: bool,
+        step_timeout: float | None, on_game_error: str, fixed: Any, generation: int, restart_base: int, beat_key: str,
+    ) -> None:
+        import logging as _logging
+
+        _logging.basicConfig(level=_logging.WARNING)
+        self.ex: Any = None
+        self.error: BaseException | None = None
+        self.faults: list[Any] = []
+        self.beats = 0
+        self.beat_key = beat_key
+        self.where = (_node_ip(), os.getpid())
+        try:
+            game, declared = pickle.loads(blob)
+        except BaseException as e:
+            self.error = ConfigError(
+                f"the Ray actor on node {self.where[0]} could not load the game {game_name} (shipped by {how}): "
+                f"{type(e).__name__}: {e}. A game shipped by reference must be importable on every node: install its "
+                "package there, or pass backend_options={'runtime_env': {'working_dir': '.'}} (or py_modules) to ship its "
+                "source; gymloop itself must be installed on every node"
+            )
+            return
+        ex = make_executor(
+            game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
+        )
+        ex.on_timeout = self._beat
+        if fixed is not None:  # a replacement: the spaces are fixed already
+            ex.set_spaces(fixed)
+            ex.generation = generation - 1  # its first reset starts the current generation
+            ex.restart_base = restart_base
+        self.ex = ex
+        self.faults = ex.faults
+
+    def _beat(self) -> None:
+        """A game timed out (the rest of the call has a fresh budget): tell the caller, who reads it if it waits too long."""
+        self.beats += 1
+        try:
+            from ray.experimental.internal_kv import _internal_kv_put
+
+            _internal_kv_put(self.beat_key, str(self.beats).encode(), overwrite=True)
+        except Exception:  # pragma: no cover - the caller then only sees the answer
+            pass
+
+    def _answer(self, fn: Any, where: bool = True) -> tuple[str, Any, list[Any], Any]:
+        if self.error is not None:
+            return "error", self.error, [], self.where
+        try:
+            tag, out = "ok", fn()
+        except BaseException as e:
+            tag, out = "error", e
+            try:
+                pickle.dumps(e)
+            except Exception:
+                out = GymloopError(f"{type(e).__name__}: {e}")
+        faults = list(self.faults)
+        self.faults.clear()
+        return tag, out, faults, self.where if where else None
+
+    def where_is(self) -> tuple[str, int]:
+        """``(node IP, pid)`` of this actor."""
+        return self.where
+
+    def start(self) -> tuple[str, Any, list[Any], Any]:
+        """First reset, part one: start every game; answers what this shard discovered."""
+        def run() -> Any:
+            self.ex.start()
+            return self.ex.discover()
+        return self._answer(run)
+
+    def build(self, fixed: Any) -> tuple[str, Any, list[Any], Any]:
+        """First reset, part two: fix the spaces; answers the first batch."""
+        def run() -> Any:
+            self.ex.set_spaces(fixed)
+            return self._settled(self.ex.build())
+        return self._answer(run)
+
+    def reset(self) -> tuple[str, Any, list[Any], Any]:
+        """A later reset (or a replacement's first): answers the first batch."""
+        return self._answer(lambda: self._settled(self.ex.reset()))
+
+    def step(self, actions: list[np.ndarray]) -> tuple[str, Any, list[Any], Any]:
+        """Resume every game with its action; answers the next batch."""
+        return self._answer(lambda: _flatten(self.ex.step(actions)), where=False)
+
+    def close(self) -> bool:
+        """End every game (their ``finally`` blocks run)."""
+        if self.ex is not None:
+            self.ex.close_games()
+        return True
+
+    @staticmethod
+    def _settled(b: Batch) -> Any:
+        import gc
+
+        gc.collect()  # the games' long-lived objects need no more collection passes (as in a worker process)
+        gc.freeze()
+        return _flatten(b)
+
+
+def _node_ip() -> str:
+    try:
+        import ray
+
+        return str(ray.util.get_node_ip_address())
+    except Exception:  # pragma: no cover
+        return "?"
+
+
+_ACTOR_CLASS: Any = None
+
+
+def _actor_class(ray: Any) -> Any:
+    global _ACTOR_CLASS
+    if _ACTOR_CLASS is None:
+        _ACTOR_CLASS = ray.remote(ShardActor)
+    return _ACTOR_CLASS
+
+
+# ---------------------------------------------------------------------- this process's side
+class _Actor:
+    """This process's end of one actor: its handle and state."""
+
+    def __init__(self, index: int, env_lo: int, n: int, apg: int, handle: Any, name: str) -> None:
+        self.index = index
+        self.envs = range(env_lo, env_lo + n)
+        self.n_slots = n * apg
+        self.handle = handle
+        self.name = name
+        self.heard = False  # it answered once (it started)
+        self.lost: WorkerError | None = None
+        self.reported = False  # its loss was raised to the caller
+        self.where_ip_pid: tuple[str, int] | None = None
+        self.t_start = time.monotonic()
+        self.beats = 0
+
+    def where(self) -> str:
+        at = "" if self.where_ip_pid is None else f", node {self.where_ip_pid[0]}, pid {self.where_ip_pid[1]}"
+        return f"Ray actor {self.index} '{self.name}' (game copies {self.envs.start}..{self.envs.stop - 1}{at})"
+
+
+class RayBackend(Backend):
+    """Runs the game copies in ``workers`` Ray actors (see the module docstring for options and faults).
+
+    Batches come back through Ray's object transfer and are copied into fresh arrays
+    (``Batch.concat(copy=True)``), so a returned batch owns its memory.
+
+    Attributes:
+        faults: errors of game copies restarted in the actors (``on_game_error="restart"``) and a
+            :class:`~gymloop.errors.WorkerError` per actor replaced (``restart_workers=True``); the
+            VecEnv drains it after every call.
+        actors: this process's end of each actor (``actors[i].handle`` is its Ray actor handle).
+    """
+
+    option_names = tuple(OPTION_DEFAULTS)
+
+    @classmethod
+    def check_config(cls, config: BackendConfig) -> None:
+        if config.workers < 1:
+            raise ConfigError(
+                f"backend='ray' runs the games in `workers` Ray actors, but workers={config.workers}; pass workers=N (N >= 1)"
+            )
+        import_ray()
+        _options(config.options)
+        ship_game(config.game, config.declared)
+
+    def __init__(self, config: BackendConfig) -> None:
+        c = self.config = config
+        self.actors: list[_Actor] = []
+        self.faults: list[Any] = []
+        self.spaces: Any = None
+        self.is_env = c.is_env
+        self._closed = False
+        self._holds = False
+        self._fixed: Any = None
+        self._generation = -1
+        self._replaced: dict[int, int] = {}
+        self._restart_times: collections.deque[float] = collections.deque()
+        self._allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
+        self._last_counts: list[list[int]] = []
+        self._pending: list[tuple[_Actor, Any]] = []
+        self.ray = ray = import_ray()
+        opts = self.options = _options(c.options)
+        self._how, self._blob = ship_game(c.game, c.declared)
+        self._game_name = getattr(c.game, "__qualname__", None) or repr(c.game)
+        self._id = uuid.uuid4().hex[:8]
+        self._holds = _connect(ray, opts["address"], opts["connect_timeout"])
+        try:
+            cpus = float(ray.cluster_resources().get("CPU", 0.0))
+            need = c.workers * opts["num_cpus"]
+            if cpus < need:
+                msg = (
+                    f"backend='ray': workers={c.workers} actors reserve {need:g} CPUs (num_cpus={opts['num_cpus']:g} each) "
+                    f"but the Ray cluster has {cpus:g}"
+                )
+                if self._holds:  # a local instance started here: nothing will add CPUs
+                    raise ConfigError(f"{msg}; lower workers, or pass backend_options={{'num_cpus': {cpus / c.workers:g}}}")
+                log.warning("%s: the actors wait until the cluster grows", msg)
+            lo = 0
+            for i, n in enumerate(shard_sizes(c.num_envs, c.workers)):
+                self.actors.append(self._new_actor(i, lo, n))
+                lo += n
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ actors
+    def _new_actor(self, i: int, env_lo: int, n: int, fixed: Any = None, restart_base: int = 0) -> _Actor:
+        c = self.config
+        k = self._replaced.get(i, 0)
+        name = f"gymloop-{self._id}-{i}" + (f"-r{k}" if k else "")
+        opts: dict[str, Any] = {"num_cpus": self.options["num_cpus"], "name": name, "max_restarts": 0, "max_task_retries": 0}
+        if self.options["runtime_env"] is not None:
+            opts["runtime_env"] = self.options["runtime_env"]
+        handle = _actor_class(self.ray).options(**opts).remote(
+            self._how, self._blob, self._game_name, env_lo, n, c.agents_per_game, c.seed, c.is_env, c.step_timeout,
+            c.on_game_error, fixed, self._generation, restart_base, self._beat_key(name),
+        )
+        return _Actor(i, env_lo, n, c.agents_per_game, handle, name)
+
+    def _beat_key(self, name: str) -> str:
+        return f"gymloop:beat:{name}"
+
+    def _beats(self, a: _Actor) -> int:
+        try:
+            from ray.experimental.internal_kv import _internal_kv_get
+
+            v = _internal_kv_get(self._beat_key(a.name))
+            return int(v) if v else 0
+        except Exception:  # pragma: no cover
+            return 0
+
+    def _lose(self, a: _Actor, e: BaseException | None, timed_out: bool = False) -> WorkerError:
+        """Actor ``a`` is lost (dead, or killed now for not answering): the error that says so (kept in ``a.lost``)."""
+        if a.lost is not None:
+            return a.lost
+        try:
+            self.ray.kill(a.handle, no_restart=True)
+        except Exception:
+            pass
+        if timed_out:
+            t = self.config.step_timeout or 0.0
+            starting = "" if a.heard else f", nor start within {STARTUP_TIMEOUT_S:g} s"
+            msg = (
+                f"{a.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it is "
+                "frozen, stuck in C code that its own step deadline cannot interrupt, waiting for cluster resources, or its "
+                "node is unreachable; it was killed. Pass restart_workers=True to start it again with its games and go on, "
+                "or raise step_timeout if its steps are legitimately this slow"
+            )
+        elif not a.heard:
+            msg = (
+                f"{a.where()} died while starting ({_why(e)}). gymloop (and the game's module, if shipped by reference) "
+                f"must be installed on every node of the cluster ({INSTALL_HINT})"
+            )
+        else:
+            msg = (
+                f"{a.where()} died ({_why(e)}): a game may have crashed the interpreter or run out of memory, its node may "
+                "have gone, or something killed it. Pass restart_workers=True to start an actor that died again with its "
+                "games and go on; the next reset() starts it again"
+            )
+        a.lost = WorkerError(msg, worker=a.index, env_indices=a.envs)
+        return a.lost
+
+    def _get(self, calls: list[tuple[_Actor, Any]]) -> list[Any]:
+        """The answer of each call (or the :class:`WorkerError` of its lost actor), by each actor's deadline."""
+        ray = self.ray
+        now = time.monotonic()
+        deadlines = [self._deadline(a, now) for a, _ in calls]
+        try:  # the usual case: every actor answers in time, one wait for all
+            timeout = None if None in deadlines else max(0.0, max(d for d in deadlines if d is not None) - now)
+            return ray.get([r for _, r in calls], timeout=timeout)
+        except Exception:
+            pass
+        return [self._get_one(a, r, d) for (a, r), d in zip(calls, deadlines)]
+
+    def _deadline(self, a: _Actor, now: float) -> float | None:
+        if self._allow is None:
+            return None
+        d = now + self._allow
+        return d if a.heard else max(d, a.t_start + STARTUP_TIMEOUT_S)
+
+    def _get_one(self, a: _Actor, ref: Any, deadline: float | None) -> Any:
+        ray = self.ray
+        while True:
+            try:
+                return ray.get(ref, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.GetTimeoutError:
+                beats = self._beats(a)
+                if beats > a.beats:  # one of its games timed out meanwhile: the rest of its call has a fresh budget
+                    a.beats = beats
+                    deadline = time.monotonic() + (self._allow or 0.0)
+                    continue
+                return self._lose(a, None, timed_out=True)
+            except ray.exceptions.RayError as e:
+                return self._lose(a, e)
+
+    def _gather(self, calls: list[tuple[_Actor, Any]], truncate: bool, batches: bool = True) -> list[Any]:
+        """The payloads of every call in actor order; raise the first error (in env order) after all answered."""
+        answers = self._get(calls)
+        out: list[Any] = []
+        errors: list[BaseException] = []
+        for (a, _), ans in zip(calls, answers):
+            try:
+                if isinstance(ans, WorkerError):
+                    if not (self.config.restart_workers and a.heard):
+                        a.reported = True
+                        raise ans
+                    out.append(self._replace(a.index, truncate))
+                    continue
+                a.heard = True
+                tag, payload, faults, where = ans
+                if where is not None:
+                    a.where_ip_pid = where
+                if faults:
+                    self.faults.extend(faults)
+                if tag == "error":
+                    raise payload
+                out.append(self._batch(a, payload) if batches else payload)
+            except GymloopError as e:
+                errors.append(e)
+        if errors:
+            first = errors[0]
+            if len(errors) > 1 and first.args and isinstance(first.args[0], str):
+                others = "; ".join(str(e).split("\n", 1)[0] for e in errors[1:])
+                first.args = (first.args[0] + f"\n(also failed in this call: {others})", *first.args[1:])
+            raise first
+        return out
+
+    def _batch(self, a: _Actor, payload: Any) -> Batch:
+        arrays, names = payload
+        return _unflatten(arrays, names, self.spaces, a.n_slots)
+
+    def _replace(self, i: int, truncate: bool) -> Batch:
+        """Actor ``i`` is lost (``restart_workers=True``): a new one with its games; their batch (``truncated`` in a step)."""
+        old = self.actors[i]
+        why = old.lost.args[0] if old.lost is not None else f"{old.where()} was lost"
+        now = time.monotonic()
+        times = self._restart_times
+        while times and times[0] < now - RESTART_WINDOW_S:
+            times.popleft()
+        if len(times) >= max(MAX_WORKER_RESTARTS, len(self.actors)):
+            old.reported = True
+            raise WorkerError(
+                f"{why}\n(not started again: {len(times)} actor restarts within {RESTART_WINDOW_S:g} s already, the most "
+                "restart_workers allows; an actor that keeps dying needs fixing)",
+                worker=old.index, env_indices=old.envs,
+            )
+        times.append(now)
+        a = self._swap(i, restart_base=((self._replaced.get(i, 0) + 1) << 32) if truncate else 0)
+        (b,) = self._gather([(a, a.handle.reset.remote())], truncate=False)
+        if truncate:
+            b.truncated = np.ones(a.n_slots, dtype=bool)
+        self.faults.append(WorkerError(
+            f"{why}\n-> started again with its game copies (restart_workers=True); their open episodes end as truncated",
+            worker=a.index, env_indices=a.envs,
+        ))
+        return b
+
+    def _swap(self, i: int, restart_base: int = 0) -> _Actor:
+        """A new actor in place of actor ``i`` (the old one is killed), with the fixed spaces."""
+        old = self.actors[i]
+        try:
+            self.ray.kill(old.handle, no_restart=True)
+        except Exception:
+            pass
+        self._replaced[i] = self._replaced.get(i, 0) + 1
+        a = self._new_actor(i, old.envs.start, len(old.envs), fixed=self._fixed, restart_base=restart_base)
+        self.actors[i] = a
+        return a
+
+    # ------------------------------------------------------------------ the Backend interface
+    def reset(self) -> tuple[Batch, Any]:
+        try:
+            return self._reset()
+        except BaseException:
+            self.close()
+            raise
+
+    def _reset(self) -> tuple[Batch, Any]:
+        self._generation += 1
+        if self.spaces is None:
+            found = self._gather([(a, a.handle.start.remote()) for a in self.actors], truncate=False, batches=False)
+            self._fixed, self.spaces = discover_spaces(found, self.is_env)
+            parts = self._gather([(a, a.handle.build.remote(self._fixed)) for a in self.actors], truncate=False)
+        else:
+            for i, a in enumerate(self.actors):
+                if a.lost is None:
+                    continue
+                if not a.reported:  # a loss no call has reported yet
+                    if not (self.config.restart_workers and a.heard):
+                        a.reported = True
+                        raise a.lost
+                    self.faults.append(WorkerError(
+                        f"{a.lost.args[0]}\n-> started again with its game copies (restart_workers=True)",
+                        worker=a.index, env_indices=a.envs,
+                    ))
+                self._swap(i)
+            parts = self._gather([(a, a.handle.reset.remote()) for a in self.actors], truncate=False)
+        return self._concat(parts), self.spaces
+
+    def _concat(self, parts: list[Batch]) -> Batch:
+        self._last_counts = [
+            np.concatenate([[0], np.cumsum([p.actor_slot[name].shape[0] for p in parts])]).tolist()
+            for name in self.spaces.actions
+        ]
+        return Batch.concat(parts, copy=True)
+
+    def step(self, actions: list[np.ndarray]) -> Batch:
+        self.step_send(actions)
+        return self.step_receive()
+
+    def step_send(self, actions: list[np.ndarray]) -> None:
+        """The first half of :meth:`step`: send every actor its actions and return at once (the actors step meanwhile).
+
+        A caller with work that does not need the next batch can do it before :meth:`step_receive`
+        (``benchmarks/ray_backend.py`` measures what that overlap gains). Exactly one
+        :meth:`step_receive` must follow.
+        """
+        counts = self._last_counts
+        n_types = len(counts)
+        self._pending = [
+            (a, a.handle.step.remote([actions[t][counts[t][i] : counts[t][i + 1]] for t in range(n_types)]))
+            for i, a in enumerate(self.actors)
+        ]
+
+    def step_receive(self) -> Batch:
+        """The second half of :meth:`step`: wait for every actor's batch; the next batch."""
+        calls, self._pending = self._pending, []
+        return self._concat(self._gather(calls, truncate=True))
+
+    def close(self) -> None:
+        """Let every actor close its games (up to :data:`CLOSE_WAIT_S`), then kill them all; never raises."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        ray = self.ray
+        actors, self.actors = list(self.actors), []
+        if not ray.is_initialized():  # shut down already (by its owner, or at exit): the actors went with it
+            if self._holds:
+                self._holds = False
+                _release(ray)
+            return
+        try:
+            refs = []
+            for a in actors:
+                if a.lost is None:
+                    try:
+                        refs.append(a.handle.close.remote())
+                    except Exception:
+                        pass
+            if refs:
+                ray.wait(refs, num_returns=len(refs), timeout=CLOSE_WAIT_S)
+            for a in actors:
+                try:
+                    ray.kill(a.handle, no_restart=True)
+                except Exception:
+                    pass
+        except Exception:  # pragma: no cover - close never raises
+            log.exception("closing the Ray actors failed")
+        if self._holds:
+            self._holds = False
+            _release(ray)
+
+
+def _why(e: BaseException | None) -> str:
+    if e is None:
+        return "no reason given"
+    text = str(e).strip()
+    return f"{type(e).__name__}: {' '.join(text.split())[:400]}"
+
+
+def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The Ray backend's options with their defaults; ConfigError for a bad value."""
+    out = dict(OPTION_DEFAULTS)
+    out.update(options or {})
+    addr = out["address"]
+    if addr is not None and (not isinstance(addr, str) or not addr.strip()):
+        raise ConfigError(f"backend_options address must be None, 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {addr!r}")
+    for name in ("num_cpus", "connect_timeout"):
+        v = out[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            raise ConfigError(f"backend_options {name} must be a positive number, got {v!r}")
+        out[name] = float(v)
+    if out["runtime_env"] is not None and not isinstance(out["runtime_env"], Mapping):
+        raise ConfigError(f"backend_options runtime_env must be a dict (Ray's runtime_env), got {out['runtime_env']!r}")
+    return out
+
+
+register_backend("ray", RayBackend)

@@ -1,0 +1,337 @@
+"""The Ray backend (issue 12): bit-identical batches, shipping the game, import hygiene, faults, close.
+
+The Ray tests share one local Ray instance (``ray_session``, module-scoped: starting Ray costs seconds on
+two cores) and are in the slow tier; the ones that need no running Ray (the import checks, the
+unreachable address, the option checks) are fast and run without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from fault_games import Move as FMove
+from fault_games import Unit as FUnit
+from fault_games import faulty, first_seed, misbehave
+
+import gymloop as gl
+from gymloop.checker import _same
+from gymloop.games.duel import duel
+from gymloop.games.snake import snake
+from gymloop.games.tactics import tactics
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(gl.__file__)))
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """One local Ray instance for the module; its workers import gymloop and the tests' game modules from here."""
+    ray = pytest.importorskip("ray", reason="the Ray backend tests need Ray: pip install 'gymloop[ray]'")
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([SRC, TESTS, here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _trajectory(game, steps=6, n=6, seed=3, **kw):
+    env = gl.VecEnv(game, num_envs=n, seed=seed, **kw)
+    rng = np.random.default_rng(0)
+    try:
+        out = [env.reset()]
+        for _ in range(steps):
+            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
+        out.append(env.reset())  # a second reset: a new generation of seeds
+        out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
+    finally:
+        env.close()
+    return out
+
+
+# ---------------------------------------------------------------------- the same batches as the process backend
+@pytest.mark.slow
+@pytest.mark.parametrize("game, apg", [(tactics, 1), (duel, 2)], ids=["tactics-several-action-types", "duel-multi-agent"])
+def test_batches_are_bit_identical_to_the_process_backend(ray_session, game, apg):
+    ray_b = _trajectory(game, workers=2, backend="ray", agents_per_game=apg)
+    proc_b = _trajectory(game, workers=2, backend="process", agents_per_game=apg)
+    assert len(ray_b) == len(proc_b)
+    for i, (x, y) in enumerate(zip(ray_b, proc_b)):
+        assert _same(x, y), f"batch {i} differs between backend='ray' and backend='process'"
+    if game is tactics:  # the comparison covered several action types, one of them select-entity
+        assert len(ray_b[0].masks) >= 2 and ray_b[0].num_candidates
+    for b in ray_b:  # the caller owns writable arrays, not views of Ray's object store
+        assert b.reward.flags.writeable and all(a.flags.writeable for a in b.entities.values())
+
+
+# ---------------------------------------------------------------------- shipping the game
+def _closure_game(bonus):
+    def game(agent, seed):  # a local function: pickle cannot name it, cloudpickle ships it by value
+        while True:
+            agent.act(gl.Obs(score=bonus + seed % 3).actor(FUnit(seed % 5)), FMove)
+            agent.game_over(gl.Obs(score=bonus))
+
+    return game
+
+
+def test_the_game_ships_by_reference_or_by_value():
+    pytest.importorskip("ray")
+    from gymloop.runtime.ray_backend import ship_game
+
+    assert ship_game(snake, None)[0] == "reference"
+    assert ship_game(_closure_game(2.0), None)[0] == "value"
+    assert ship_game(lambda agent, seed: None, None)[0] == "value"
+
+
+def test_a_game_that_cannot_be_pickled_names_the_game_and_the_fix():
+    pytest.importorskip("ray")
+    lock = threading.Lock()
+
+    def locked_game(agent, seed):
+        with lock:
+            snake(agent, seed)
+
+    with pytest.raises(gl.ConfigError, match=r"(?s)ships the game <function .*locked_game.* neither by reference .*by value .*lock.*module level"):
+        gl.VecEnv(locked_game, 2, workers=1, backend="ray")
+
+
+@pytest.mark.slow
+def test_a_game_shipped_by_value_runs_in_the_actors_and_close_releases_them(ray_session):
+    game = _closure_game(2.0)
+    assert _all_same(_trajectory(game, steps=2, n=4), _trajectory(game, steps=2, n=4, workers=1, backend="ray"))
+    env = gl.VecEnv(game, num_envs=4, workers=1, backend="ray")
+    env.reset()
+    actors = list(env._state.backend.actors)
+    names = {a.name for a in actors}
+    assert names <= set(ray_session.util.list_named_actors())
+    env.close()
+    for a in actors:  # close() killed every actor
+        with pytest.raises(ray_session.exceptions.RayActorError):
+            ray_session.get(a.handle.where_is.remote(), timeout=10)
+    deadline = time.monotonic() + 5
+    while names & set(ray_session.util.list_named_actors()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not names & set(ray_session.util.list_named_actors())
+    env.close()  # twice is fine
+
+
+@pytest.mark.slow
+def test_a_game_the_actors_cannot_import_names_the_game_and_the_fix(ray_session, tmp_path, monkeypatch):
+    (tmp_path / "only_here_game.py").write_text("from gymloop.games.snake import snake\n\ndef only_here(agent, seed):\n    snake(agent, seed)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # importable here, not in the actors
+    from only_here_game import only_here
+
+    env = gl.VecEnv(only_here, 2, workers=1, backend="ray")
+    with pytest.raises(gl.ConfigError, match=r"(?s)could not load the game only_here \(shipped by reference\).*No module named 'only_here_game'.*runtime_env"):
+        env.reset()
+    env.close()
+
+
+def _loop_or(other, loop_seeds, agent, seed):
+    """Loops forever on its second decision when its seed is one of ``loop_seeds``, else plays ``other``."""
+    if seed not in loop_seeds:
+        return other(agent, seed)
+    agent.act(gl.Obs().actor(FUnit(1)), FMove)
+    misbehave("loop")
+
+
+def _all_same(xs, ys):
+    return len(xs) == len(ys) and all(_same(x, y) for x, y in zip(xs, ys))
+
+
+# ---------------------------------------------------------------------- Ray only when asked for
+def test_gymloop_and_the_process_backend_never_import_ray():
+    code = (
+        "import sys, gymloop as gl\n"
+        "from gymloop.games.snake import snake\n"
+        "env = gl.VecEnv(snake, 2, workers=2, backend='process')\n"
+        "env.close()\n"
+        "gl.VecEnv(snake, 2).reset()\n"
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_ray_missing_names_the_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(gl.ConfigError, match=r"backend='ray' needs Ray.*pip install 'gymloop\[ray\]'"):
+        gl.VecEnv(snake, 2, workers=1, backend="ray")
+
+
+def test_backend_options_are_checked():
+    with pytest.raises(gl.ConfigError, match=r"backend 'process' takes no option 'address'; it takes no backend_options"):
+        gl.VecEnv(snake, 2, workers=2, backend="process", backend_options={"address": "auto"})
+    pytest.importorskip("ray")
+    with pytest.raises(gl.ConfigError, match=r"backend 'ray' takes no option 'adress'; it takes 'address', 'num_cpus'"):
+        gl.VecEnv(snake, 2, workers=1, backend="ray", backend_options={"adress": "auto"})
+    with pytest.raises(gl.ConfigError, match=r"num_cpus must be a positive number, got 0"):
+        gl.VecEnv(snake, 2, workers=1, backend="ray", backend_options={"num_cpus": 0})
+    with pytest.raises(gl.ConfigError, match=r"backend='ray' runs the games in `workers` Ray actors, but workers=0"):
+        gl.VecEnv(snake, 2, backend="ray")
+
+
+def test_train_config_carries_backend_and_address():
+    from gymloop.train import TrainConfig
+
+    TrainConfig(steps=64, num_envs=2, workers=2, backend="ray", address="auto").check()
+    with pytest.raises(gl.ConfigError, match=r"address='auto' is the Ray cluster .* but backend=None; set backend='ray'"):
+        TrainConfig(steps=64, num_envs=2, workers=2, address="auto").check()
+    with pytest.raises(gl.ConfigError, match=r"backend='rey' is not one of the choices: expected \"local\", \"process\", \"ray\""):
+        TrainConfig(steps=64, num_envs=2, workers=2, backend="rey").check()
+
+
+# ---------------------------------------------------------------------- connecting
+class _FakeRay:
+    """Records what the backend asks of Ray when it connects and releases."""
+
+    def __init__(self, initialized):
+        self.initialized = initialized
+        self.calls = []
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init(self, **kw):
+        self.calls.append(("init", kw))
+        self.initialized = True
+
+    def shutdown(self):
+        self.calls.append(("shutdown",))
+        self.initialized = False
+
+
+def test_an_unreachable_address_fails_within_the_connect_timeout():
+    pytest.importorskip("ray")
+    from gymloop.runtime import ray_backend as rb
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for address in (f"127.0.0.1:{port}", "192.0.2.1:6379"):  # refused; TEST-NET-1, never routed
+        fake = _FakeRay(initialized=False)
+        t = time.monotonic()
+        with pytest.raises(gl.ConfigError, match=rf"the Ray cluster at address='{address}' is unreachable .*ray start --head"):
+            rb._connect(fake, address, 1.0)
+        assert time.monotonic() - t < 5.0
+        assert fake.calls == []  # Ray itself (which retries forever) was never asked
+    with pytest.raises(gl.ConfigError, match=r"address='nohost' is not 'auto', 'HOST:PORT'"):
+        rb._connect(_FakeRay(initialized=False), "nohost", 1.0)
+
+
+def test_ray_is_shut_down_only_when_started_here(monkeypatch):
+    pytest.importorskip("ray")
+    from gymloop.runtime import ray_backend as rb
+
+    monkeypatch.setattr(rb, "_owned", False)
+    monkeypatch.setattr(rb, "_users", 0)
+    mine = _FakeRay(initialized=False)
+    assert rb._connect(mine, None, 1.0) and rb._connect(mine, None, 1.0)  # two backends share the instance started here
+    rb._release(mine)
+    assert mine.calls == [("init", {"address": None, "include_dashboard": False})]
+    rb._release(mine)  # the last one shuts it down
+    assert mine.calls[-1] == ("shutdown",)
+    theirs = _FakeRay(initialized=True)  # initialised by the user: used, never shut down
+    assert not rb._connect(theirs, None, 1.0)
+    assert theirs.calls == []
+
+
+# ---------------------------------------------------------------------- faults
+@pytest.mark.slow
+def test_a_killed_actor_is_a_worker_error_then_reset_starts_it_again(ray_session):
+    env = gl.VecEnv(snake, 4, workers=1, backend="ray", step_timeout=5)
+    try:
+        env.reset()
+        actor = env._state.backend.actors[0]
+        ray_session.kill(actor.handle)
+        with pytest.raises(gl.WorkerError, match=r"Ray actor 0 'gymloop-\w+-0' \(game copies 0..3, node [\d.]+, pid \d+\) died .*restart_workers=True") as e:
+            env.step(env.sample_actions())
+        assert e.value.worker == 0 and e.value.env_indices == range(0, 4)
+        b = env.reset()  # a new actor in its place
+        env.step(env.sample_actions())
+        assert b.num_slots == 4 and env._state.backend.actors[0].name != actor.name
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_a_killed_actor_is_replaced_with_restart_workers(ray_session):
+    env = gl.VecEnv(snake, 4, workers=1, backend="ray", restart_workers=True, step_timeout=5)
+    try:
+        env.reset()
+        ray_session.kill(env._state.backend.actors[0].handle)
+        b = env.step(env.sample_actions())
+        assert b.truncated.all()  # its copies' open episodes ended
+        assert env.num_worker_restarts == 1
+        env.step(env.sample_actions())
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_a_frozen_actor_is_killed_after_the_step_timeout(ray_session):
+    env = gl.VecEnv(snake, 4, workers=1, backend="ray", step_timeout=0.5)
+    try:
+        env.reset()
+        actor = env._state.backend.actors[0]
+        _, pid = ray_session.get(actor.handle.where_is.remote())
+        os.kill(pid, signal.SIGSTOP)
+        t = time.monotonic()
+        with pytest.raises(gl.WorkerError, match=r"Ray actor 0 .* did not answer within step_timeout=0.5 s .*it was killed"):
+            env.step(env.sample_actions())
+        assert time.monotonic() - t < 4.0
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_game_timeouts_and_game_errors_inside_the_actors(ray_session, caplog):
+    # copies 0, 1 and 3 loop forever (their actor's own step deadline interrupts each in turn, 1.5 s
+    # in all: longer than this process waits for an answer, but the actor said it timed out games),
+    # copy 2 raises; with on_game_error="restart" they restart with fresh seeds and stepping goes on
+    bad = functools.partial(faulty, how="raise", bad_seeds={first_seed(2)}, at=1)
+    looping = functools.partial(_loop_or, bad, {first_seed(0), first_seed(1), first_seed(3)})
+    env = gl.VecEnv(looping, 4, workers=1, backend="ray", step_timeout=0.5, on_game_error="restart", game_error_limit=None)
+    try:
+        env.reset()
+        for _ in range(3):
+            env.step(env.sample_actions())
+        assert env.num_game_errors == 4 and env.num_worker_restarts == 0
+        text = caplog.text
+        assert "game copy 1 failed and was restarted" in text and "step_timeout=0.5" in text
+        assert "game copy 2 failed and was restarted" in text and "boom" in text
+    finally:
+        env.close()
+    env = gl.VecEnv(looping, 4, workers=1, backend="ray", step_timeout=0.5)  # "raise": the step fails naming the copy
+    try:
+        env.reset()
+        with pytest.raises(gl.GameTimeoutError, match=r"game copy 0 .*step_timeout=0.5") as e:
+            env.step(env.sample_actions())
+        assert e.value.env_index == 0
+    finally:
+        env.close()
+
+
+# ---------------------------------------------------------------------- training
+@pytest.mark.slow
+def test_gymloop_train_with_the_ray_backend(ray_session, tmp_path):
+    pytest.importorskip("torch")
+    from gymloop.cli import main
+
+    rc = main(["train", "train_games:bandit", "--backend", "ray", "--workers", "1", "--num-envs", "4", "--steps", "128",
+               "--out", str(tmp_path / "run"), "--eval-episodes", "0", "--quiet"])
+    assert rc == 0
+    assert (tmp_path / "run" / "agent.safetensors").exists()
+    assert ray_session.is_initialized()  # the run used the Ray instance it found and left it running

@@ -49,14 +49,7 @@ class PPOConfig:
         ent_coef: entropy bonus weight.
         anneal_entropy: decay the entropy bonus linearly to 0 over training.
         max_grad_norm: gradient norm clipping.
-        norm_adv: normalize advantages per minibatch (subtract their mean, divide by their
-            standard deviation, see ``adv_floor``).
-        adv_floor: the divisor of normalized advantages is at least this fraction of the running
-            standard deviation of the value targets (every return so far). When a game is
-            (nearly) solved its advantages are only the value function's tiny errors: divided by
-            their own spread they become unit-size noise, which Adam turns into full-size steps
-            that can unlearn a perfect policy (entity-gym's Xor fell from 1.0 to 0.75 at 393K
-            steps). 0: plain normalization.
+        norm_adv: normalize advantages per minibatch.
         epochs: passes over each rollout; ``None``: chosen from the budget (see
             :meth:`TrainConfig.resolved`).
         minibatch_size: slot-steps per minibatch (must divide the rollout, ``num_envs *
@@ -82,7 +75,6 @@ class PPOConfig:
     anneal_entropy: bool = True
     max_grad_norm: float = 2.0
     norm_adv: bool = True
-    adv_floor: float = 0.1
     epochs: int | None = None
     minibatch_size: int | None = None
     chunk_size: int = 512
@@ -322,7 +314,6 @@ SPECS: dict[str, dict[str, Range]] = {
         "anneal_entropy": Range("bool"),
         "max_grad_norm": Range("float", lo=0, lo_open=True),
         "norm_adv": Range("bool"),
-        "adv_floor": Range("float", lo=0, hi=1),
         "epochs": Range("int", lo=1, none="automatic"),
         "minibatch_size": Range("int", lo=1, none="automatic",
                                 note="; a divisor of the rollout (num_envs * agents_per_game * rollout_steps)"),

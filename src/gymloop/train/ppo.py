@@ -176,72 +176,50 @@ def _recorded_shape(cfg: TrainConfig, path: str) -> TrainConfig:
     return out
 
 
-class RunningMoments:
-    """Mean and variance of every value folded in so far (Welford's parallel update, no decay)."""
-
-    def __init__(self) -> None:
-        self.count, self.mean, self.var = 0.0, 0.0, 0.0
-
-    def update(self, x: np.ndarray) -> None:
-        """Fold the values of ``x`` (any shape) into the statistics."""
-        n = float(x.size)
-        if not n:
-            return
-        m, v = float(x.mean()), float(x.var())
-        total = self.count + n
-        delta = m - self.mean
-        self.mean += delta * n / total
-        self.var = (self.var * self.count + v * n + delta**2 * self.count * n / total) / total
-        self.count = total
-
-    @property
-    def std(self) -> float:
-        return math.sqrt(self.var)
-
-    def state(self) -> dict[str, float]:
-        return {"count": self.count, "mean": self.mean, "var": self.var}
-
-    def load(self, d: dict[str, Any]) -> None:
-        self.count, self.mean, self.var = float(d["count"]), float(d["mean"]), float(d["var"])
-
-
 class RewardScaler:
     """Running standard deviation of each slot's discounted return, to scale rewards by.
 
     The return is accumulated per slot as the agent sees it (``ret = ret * gamma + reward``,
-    reset at episode ends); its second moment over every slot and step so far
-    (:class:`RunningMoments`) gives the scale. Scaled rewards are clipped to ``[-clip, clip]`` so
-    the first rewards of a game that was silent until then cannot explode.
+    reset at episode ends); its second moment over every slot and step so far (Welford's
+    parallel update) gives the scale. Scaled rewards are clipped to ``[-clip, clip]`` so the
+    first rewards of a game that was silent until then cannot explode.
     """
 
     def __init__(self, num_slots: int, gamma: float, clip: float = 10.0) -> None:
         self.gamma, self.clip = gamma, clip
         self.ret = np.zeros(num_slots, dtype=np.float64)
-        self.moments = RunningMoments()
+        self.count, self.mean, self.var = 0.0, 0.0, 0.0
 
     def update(self, rewards: np.ndarray, done: np.ndarray) -> None:
         """Fold one step of rewards (and which slots' episodes ended) into the statistics."""
         self.ret = self.ret * self.gamma + rewards
-        self.moments.update(self.ret)
+        n = float(self.ret.size)
+        if n:
+            m, v = float(self.ret.mean()), float(self.ret.var())
+            total = self.count + n
+            delta = m - self.mean
+            self.mean += delta * n / total
+            self.var = (self.var * self.count + v * n + delta**2 * self.count * n / total) / total
+            self.count = total
         self.ret[done] = 0.0
 
     @property
     def scale(self) -> float:
         """The divisor: the return's standard deviation (1 until it has seen a non-zero reward)."""
-        sd = self.moments.std
+        sd = math.sqrt(self.var)
         return sd if sd > 1e-8 else 1.0
 
     def __call__(self, rewards: np.ndarray) -> np.ndarray:
         return np.clip(rewards / self.scale, -self.clip, self.clip).astype(np.float32)
 
     def state(self) -> dict[str, Any]:
-        return {"ret": self.ret.tolist(), **self.moments.state()}
+        return {"ret": self.ret.tolist(), "count": self.count, "mean": self.mean, "var": self.var}
 
     def load(self, d: dict[str, Any]) -> None:
         ret = np.asarray(d["ret"], dtype=np.float64)
         if ret.shape == self.ret.shape:
             self.ret = ret
-        self.moments.load(d)
+        self.count, self.mean, self.var = float(d["count"]), float(d["mean"]), float(d["var"])
 
 
 class _Diverged(TrainingError):
@@ -349,7 +327,6 @@ class _Snapshot:
         self.gen_state: torch.Tensor | None = None
         self.rng_state: dict[str, Any] = {}
         self.scaler: dict[str, Any] | None = None
-        self.return_moments: dict[str, float] = {}
         self.step = 0
         self.update = 0
 
@@ -377,7 +354,6 @@ class _Snapshot:
         self.gen_state = t.gen.get_state()
         self.rng_state = copy.deepcopy(dict(t.rng.bit_generator.state))
         self.scaler = None if t.reward_scaler is None else t.reward_scaler.state()
-        self.return_moments = t.return_moments.state()
         self.step, self.update = t.step, t.update
 
     def restore(self, t: Trainer) -> None:
@@ -393,7 +369,6 @@ class _Snapshot:
         t.rng.bit_generator.state = copy.deepcopy(self.rng_state)
         if t.reward_scaler is not None and self.scaler is not None:
             t.reward_scaler.load(self.scaler)
-        t.return_moments.load(self.return_moments)
         t.step, t.update = self.step, self.update
 
 
@@ -509,8 +484,6 @@ class Trainer:
             raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
         self.reward_scaler: RewardScaler | None = None  # made by _setup when ppo.scale_rewards
         self._resumed_scaler: dict[str, Any] | None = None  # its state in the resumed run's optimizer file
-        # every value target (GAE return) so far: the scale below which advantages are not blown up
-        self.return_moments = RunningMoments()
 
     # ------------------------------------------------------------------ set-up
     def _setup(self) -> None:
@@ -623,8 +596,6 @@ class Trainer:
                 self.rng.bit_generator.state = json.loads(meta["numpy_rng"])
             if "reward_scaler" in meta:
                 self._resumed_scaler = json.loads(meta["reward_scaler"])
-            if "return_moments" in meta:
-                self.return_moments.load(json.loads(meta["return_moments"]))
         log.info("resumed from %s at step %d", path, self.step)
 
     # ------------------------------------------------------------------ checkpoints
@@ -658,7 +629,6 @@ class Trainer:
         }
         if self.reward_scaler is not None:
             meta["reward_scaler"] = json.dumps(self.reward_scaler.state())
-        meta["return_moments"] = json.dumps(self.return_moments.state())
         write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)  # first: see the docstring
         write_agent(path, agent_tensors, info)
         self._last_save = time.monotonic()
@@ -792,11 +762,6 @@ class Trainer:
         flat_adv, flat_ret, flat_old_value = adv.reshape(-1), ret.reshape(-1), r.values.reshape(-1)
         num_slots = obs.num_slots
         mb_size = self.minibatch_size
-        # advantages are divided by their spread, but never by less than adv_floor times the spread
-        # of the value targets seen so far: once a game is solved its advantages are only value
-        # errors, which plain normalization would blow up to unit size (and Adam into full steps)
-        self.return_moments.update(flat_ret)
-        adv_floor = max(p.adv_floor * self.return_moments.std, 1e-8)
         stats: dict[str, list[float]] = {"loss/policy": [], "loss/value": [], "loss/entropy": [], "loss/approx_kl": [], "loss/clipfrac": []}
         self.policy.train()
         for _ in range(self.epochs):
@@ -806,7 +771,7 @@ class Trainer:
                 mb, mb_sel = take(obs, slots)
                 mb_adv = flat_adv[slots]
                 if p.norm_adv and mb_adv.size > 1:
-                    mb_adv = (mb_adv - mb_adv.mean()) / max(float(mb_adv.std()), adv_floor)
+                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
                 # per actor (all chunks' actors, per action type): new and old log-probabilities,
                 # its slot's advantage and the policy's entropy; per slot: new and old values, returns
                 new_lp_parts, old_lp_parts, adv_parts, entropy_parts = [], [], [], []

@@ -31,12 +31,14 @@ def gae_rollout(values, rewards, terminated, truncated, last_values, final_value
     "game, threshold",
     # select: the best of 3-6 uniform values (often nearly tied); random picks it ~22% of the time,
     # and the plateau of this tiny config is ~0.8 give or take 0.04 per update. two types: random
-    # scores 0.375; this tiny config's plateau is 0.87 to 1.0 depending on the seed
+    # scores 0.375; this tiny config's plateau is 0.87 to 1.0 depending on the seed. 12K steps: on
+    # seeds 0-5 every game is at its plateau by then (at 24K, with the learning rate high for
+    # longer, seed 0 of the masked game was still at 0.87)
     [(tg.bandit, 0.9), (tg.masked, 0.9), (tg.select, 0.75), (tg.two_types, 0.85)],
     ids=["bandit", "mask", "select-entity", "two-action-types"],
 )
 def test_tiny_config_learns_trivial_game(game, threshold):
-    result = gl.train.train(game, tiny(24_576))
+    result = gl.train.train(game, tiny(12_288))
     assert final_return(result, last=4) >= threshold, [h.get("episode_return_mean") for h in result.history]
 
 

@@ -390,7 +390,7 @@ def real_value(v: Any, what: str, fix: str, limit: float | None = None) -> float
         raise InvalidObservationError(f"{what} must be a finite number, got {v!r}; {fix}")
     if limit is not None and abs(f) > limit:
         raise InvalidObservationError(
-            f"{what} is {v!r}, beyond the float32 range of features (±{limit:.3g}); {fix}"
+            f"{what} is {v!r}, beyond the float32 range (±{limit:.3g}) it is stored in; {fix}"
         )
     return f
 
@@ -488,11 +488,11 @@ def _value_name(v: Any) -> str:
 
 
 def check_score(score: Any, where: str = "") -> float:
-    """A score as a float: a finite real number (an :class:`InvalidObservationError` otherwise)."""
-    if type(score) is float and math.isfinite(score):
-        return score
-    if type(score) is int and -(2**1000) < score < 2**1000:  # (bool is not int here: it takes the path below)
-        return float(score)
+    """A score as a float: a finite real number within float32's range, the dtype of rewards (an
+    :class:`InvalidObservationError` otherwise)."""
+    if (type(score) is float or type(score) is int) and -FLOAT32_MAX <= score <= FLOAT32_MAX:
+        return float(score)  # (NaN fails the comparison; bool is not int here: it takes the path below)
     return real_value(
-        score, f"{where}the observation's score", "pass gl.Obs(score=...) a finite int or float (nothing is coerced)"
+        score, f"{where}the observation's score", "pass gl.Obs(score=...) a finite int or float (nothing is coerced)",
+        limit=FLOAT32_MAX,
     )

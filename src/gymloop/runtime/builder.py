@@ -59,6 +59,8 @@ from ..obs import FLOAT32_MAX, Obs, check_score, mask_vector, no_actor_message, 
 from ..schema import schema_of
 from ..spaces import Spaces
 
+FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
+
 __all__ = ["BatchBuilder", "EpisodeState", "Plan", "ObsValidator"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
@@ -155,7 +157,8 @@ class EpisodeState:
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(reward, terminated, truncated, metrics)`` since the last batch, as arrays; then clear them."""
         n = self.n
-        reward = self.reward_acc.astype(np.float32)
+        with np.errstate(over="ignore"):  # an overflow is the error below, not a RuntimeWarning first
+            reward = self.reward_acc.astype(np.float32)
         if not math.isfinite(reward.sum(dtype=np.float64)):  # (a float64 sum of float32 values cannot overflow)
             s = int(np.flatnonzero(~np.isfinite(reward))[0])
             raise InvalidObservationError(
@@ -533,7 +536,7 @@ class BatchBuilder:
             sc = None
         if sc is not None and sc.dtype.kind in "biuf" and sc.shape == (len(idx),):
             sc = sc.astype(np.float64)
-            if math.isfinite(np.vdot(sc, sc)):  # every score finite (vdot: no overflow warning)
+            if np.vdot(sc, sc) <= FLOAT32_MAX_SQUARED:  # every |score| within float32's range (no NaN, no warning)
                 return sc
         # slow path: name the first bad score
         out = np.empty(len(idx))

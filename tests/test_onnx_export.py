@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -305,10 +307,13 @@ def test_global_decision_has_one_mask_row(workdir: Path) -> None:
 
 
 def test_no_torch_needed_and_deterministic(workdir: Path) -> None:
-    """Exporting twice gives the same bytes (no timestamps, no randomness)."""
+    """Exporting needs no torch (a fresh interpreter exports without importing it), and exporting
+    twice gives the same bytes (no timestamps, no randomness)."""
     src = _case("snake", workdir)[2]
     a, b = workdir / "a.onnx", workdir / "b.onnx"
-    to_onnx(src, a)
+    code = ("import sys; from gymloop.export import to_onnx; to_onnx(sys.argv[1], sys.argv[2]); "
+            "assert 'torch' not in sys.modules, 'the export imported torch'")
+    subprocess.run([sys.executable, "-c", code, str(src), str(a)], check=True, timeout=120)
     to_onnx(src, b)
     assert a.read_bytes() == b.read_bytes()
 

@@ -23,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -273,9 +274,18 @@ def _drive(jobs: list[dict[str, Any]], tmp: Path) -> list[dict[str, Any]]:
     spec = tmp / "jobs.json"
     spec.write_text(json.dumps({"chromium": CHROMIUM, "userDataDir": str(profile), "jobs": jobs}))
     assert NODE is not None
-    p = subprocess.run([NODE, "drive.mjs", str(spec)], cwd=WEB, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, f"the driver failed ({p.returncode}):\n{p.stdout}\n{p.stderr}"
-    results: list[dict[str, Any]] = json.loads(p.stdout)["results"]
+    # its own session, so that a timeout kills Chromium with the driver (Playwright's cleanup does not
+    # run on SIGKILL); the limit is above the sum of the jobs' own timeouts
+    p = subprocess.Popen([NODE, "drive.mjs", str(spec)], cwd=WEB, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        pytest.fail(f"the driver did not finish within 300 s:\n{out}\n{err}")
+    assert p.returncode == 0, f"the driver failed ({p.returncode}):\n{out}\n{err}"
+    results: list[dict[str, Any]] = json.loads(out)["results"]
     return results
 
 

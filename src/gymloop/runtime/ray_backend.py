@@ -685,15 +685,14 @@ class RayBackend(Backend):
         return Batch.concat(parts, copy=True)
 
     def step(self, actions: list[np.ndarray]) -> Batch:
-        self.step_send(actions)
-        return self.step_receive()
+        self.step_async(actions)
+        return self.step_wait()
 
-    def step_send(self, actions: list[np.ndarray]) -> None:
+    def step_async(self, actions: list[np.ndarray]) -> None:
         """The first half of :meth:`step`: send every actor its actions and return at once (the actors step meanwhile).
 
-        A caller with work that does not need the next batch can do it before :meth:`step_receive`
-        (``benchmarks/ray_backend.py`` measures what that overlap gains). Exactly one
-        :meth:`step_receive` must follow.
+        A caller with work that does not need the next batch (the policy of another group of
+        copies) does it before :meth:`step_wait`. Exactly one :meth:`step_wait` must follow.
         """
         counts = self._last_counts
         n_types = len(counts)
@@ -702,7 +701,7 @@ class RayBackend(Backend):
             for i, a in enumerate(self.actors)
         ]
 
-    def step_receive(self) -> Batch:
+    def step_wait(self) -> Batch:
         """The second half of :meth:`step`: wait for every actor's batch; the next batch."""
         calls, self._pending = self._pending, []
         return self._concat(self._gather(calls, truncate=True))

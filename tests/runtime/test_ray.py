@@ -501,3 +501,47 @@ def test_gymloop_train_with_the_ray_backend(ray_session, tmp_path):
     assert rc == 0
     assert (tmp_path / "run" / "agent.safetensors").exists()
     assert ray_session.is_initialized()  # the run used the Ray instance it found and left it running
+
+
+_OWN_RAY = """
+import os, sys
+sys.path.insert(0, {src!r})
+import ray
+import gymloop as gl
+from gymloop.games.snake import snake
+env = gl.VecEnv(snake, 2, workers=1, backend="ray", backend_options={{"num_cpus": 1}})
+b = env.reset()
+env.step(env.sample_actions())
+print("STARTED", ray.is_initialized(), b.num_slots)
+env.close()
+print("AFTER", ray.is_initialized())
+"""
+
+
+@pytest.mark.slow
+def test_a_backend_that_starts_its_own_ray_shuts_it_down_and_leaves_no_process():
+    """No ray.init before: the backend starts a local instance (RAY_ADDRESS is not used) and close() ends it all."""
+    pytest.importorskip("ray")
+    import shutil
+    import tempfile
+
+    tmp_path = tempfile.mkdtemp(prefix="glray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+
+    def ray_pids():
+        out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        return {line.split()[0] for line in out.splitlines()[1:] if ("raylet" in line or "gcs_server" in line) and str(tmp_path) in line}
+
+    with socket.socket() as s:  # RAY_ADDRESS pointing nowhere: address=None must not try it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_TMPDIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([SRC, TESTS])}
+    r = subprocess.run([sys.executable, "-c", _OWN_RAY.format(src=SRC)], capture_output=True, text=True, timeout=120, env=env)
+    assert "STARTED True 2" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert "AFTER False" in r.stdout, r.stdout + r.stderr[-3000:]
+    deadline = time.monotonic() + 10
+    while ray_pids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = ray_pids()
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    assert not left, "raylet/gcs_server left running after the backend that started Ray closed"

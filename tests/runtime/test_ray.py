@@ -194,6 +194,30 @@ def test_train_config_carries_backend_and_address():
         TrainConfig(steps=64, num_envs=2, workers=2, backend="rey").check()
 
 
+
+def test_train_config_and_the_cli_carry_backend_options():
+    from gymloop.cli import _backend_options
+    from gymloop.train import TrainConfig
+
+    opts = _backend_options(["num_cpus=0.5", "startup_timeout=30", 'runtime_env={"working_dir": "."}', "connect_timeout=5"])
+    assert opts == {"num_cpus": 0.5, "startup_timeout": 30, "runtime_env": {"working_dir": "."}, "connect_timeout": 5}
+    TrainConfig(steps=64, num_envs=2, workers=2, backend="ray", backend_options=opts).check()
+    with pytest.raises(gl.ConfigError, match=r"--backend-option 'num_cpus' is not KEY=VALUE"):
+        _backend_options(["num_cpus"])
+    bad = [
+        ({"num_cpus": 0}, "ray", r"num_cpus must be a positive number, got 0"),
+        ({"startup_timeout": float("nan")}, "ray", r"startup_timeout must be a positive number, got nan"),
+        ({"runtime_env": "x"}, "ray", r"runtime_env must be a dict"),
+        ({"num_gpus": 1}, "ray", r"backend_options 'num_gpus': the Ray backend takes 'num_cpus'"),
+        ({"address": "auto"}, "ray", r"backend_options 'address'.*the address field"),
+        ({"num_cpus": 1}, "process", r"are the Ray backend's options, but backend='process'"),
+        ([("num_cpus", 1)], "ray", r"backend_options must be a dict"),
+    ]
+    for options, backend, match in bad:
+        with pytest.raises(gl.ConfigError, match=match):
+            TrainConfig(steps=64, num_envs=2, workers=2, backend=backend, backend_options=options).check()
+
+
 # ---------------------------------------------------------------------- connecting
 class _FakeRay:
     """Records what the backend asks of Ray when it connects and releases."""

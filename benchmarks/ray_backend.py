@@ -8,7 +8,7 @@ many workers: ``1/ray - 1/process``, per batch and per game copy.
 The ``overlap`` rows measure what pipelining could gain: per step the caller also does
 ``--learner-us`` microseconds of work that does not need the next batch (a busy loop standing
 for a learner's bookkeeping), either after the step (``sequential``) or between sending the
-actions and fetching the batch (``overlapped``: ``RayBackend.step_send`` / ``step_receive``).
+actions and fetching the batch (``overlapped``: ``VecEnv.step_async`` / ``step_wait``).
 
 It starts its own local Ray instance (``ray.init(num_cpus=...)``) and shuts it down at the end.
 
@@ -46,7 +46,6 @@ def _spin(us: float) -> None:
 def _stepper(env: gl.VecEnv, mode: str, learner_us: float) -> Callable[[], None]:
     if mode == "plain":
         return lambda: env.step(env.sample_actions()) and None
-    backend: Any = env._state.backend
     if mode == "sequential":
         def step() -> None:
             env.step(env.sample_actions())
@@ -54,10 +53,9 @@ def _stepper(env: gl.VecEnv, mode: str, learner_us: float) -> Callable[[], None]
         return step
 
     def overlapped() -> None:  # the same work, done while the actors step
-        actions = env._convert(env.sample_actions())
-        backend.step_send(actions)
+        env.step_async(env.sample_actions())
         _spin(learner_us)
-        env._batch = backend.step_receive()
+        env.step_wait()
     return overlapped
 
 

@@ -187,6 +187,25 @@ def _declared_example(obj: object, name: str) -> object:
     return None
 
 
+def _backend_options(items: list[str]) -> dict[str, Any]:
+    """``--backend-option KEY=VALUE`` (repeatable): values parsed as JSON (``2``, ``0.5``, ``{"working_dir": "."}``),
+    a value that is not JSON kept as a string."""
+    import json
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            from .errors import ConfigError
+
+            raise ConfigError(f"--backend-option {item!r} is not KEY=VALUE (e.g. --backend-option num_cpus=2)")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except ValueError:
+            out[key.strip()] = raw
+    return out
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     import os
 
@@ -197,7 +216,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     game = get_game(args.game)
     steps = args.steps if args.steps is not None else (0 if args.demos else 3_000_000)
     cfg = TrainConfig(steps=steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
-                      opponents=list(args.opponent or []), init_from=args.init_from, backend=args.backend, address=args.address)
+                      opponents=list(args.opponent or []), init_from=args.init_from, backend=args.backend, address=args.address,
+                      backend_options=_backend_options(args.backend_option or []))
     if args.num_envs:
         cfg.num_envs = args.num_envs
     if args.step_timeout is not None:
@@ -408,6 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--address", metavar="ADDR", default=None,
                    help="with --backend ray: the cluster, 'auto' (the one `ray start` runs here) or HOST:PORT of its head node "
                         "(default: a local Ray instance for the run)")
+    t.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
+                   help="with --backend ray: one of its options (repeatable; the value is JSON, else a string), e.g. "
+                        "num_cpus=2, connect_timeout=60, startup_timeout=300, runtime_env='{\"working_dir\": \".\"}'")
     t.add_argument("--num-envs", type=int, default=None)
     t.add_argument("--agents", type=int, default=None, help=agents_help)
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")

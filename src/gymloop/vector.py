@@ -204,6 +204,7 @@ class VecEnv:
         self._spaces: Spaces | None = None
         self._batch: Batch | None = None
         self._steps = 0
+        self._pending = False  # a step_async() awaits its step_wait()
         self._rng = np.random.default_rng(np.random.SeedSequence(entropy=seed, spawn_key=(2**31,)))
         self._state = _State()
         self._finalizer = weakref.finalize(self, _State.close, self._state)
@@ -297,6 +298,14 @@ class VecEnv:
             raise EnvStateError("reset() after close(); make a new VecEnv")
         if st.backend is None:
             st.backend = self._make_backend()
+        if self._pending:  # a step_async() nobody waited for: let it finish (its batch and errors are dropped)
+            self._pending = False
+            try:
+                st.backend.step_wait()
+            except Exception as e:  # the reset below restarts every game (and a lost worker)
+                log.debug("the pending step_async() before reset() failed: %s", e)
+            if self._faults:
+                self._note_faults_quietly()
         try:
             batch, spaces = st.backend.reset()
             if self._faults:
@@ -337,16 +346,67 @@ class VecEnv:
                 ``on_game_error="restart"``: more faults than ``game_error_limit`` allows.
             WorkerError: a worker process died or did not answer (without ``restart_workers``).
         """
+        arrays = self._step_arrays(actions, "step")
         st = self._state
-        if st.closed:
-            raise EnvStateError("step() after close(); make a new VecEnv")
-        if self._batch is None:
-            raise EnvStateError("step() before reset(); call env.reset() first")
-        if getattr(self, "_failed", False):
-            raise EnvStateError("a game raised in an earlier step; call env.reset() to restart every game")
-        arrays = self._validate(self._batch, actions) if (self.checked or self._steps == 0) else self._convert(actions)
         try:
             batch = st.backend.step(arrays)
+            if self._faults:
+                self._note_faults()
+        except BaseException:
+            self._failed = True
+            if self._faults:
+                self._note_faults_quietly()
+            raise
+        self._batch = batch
+        self._steps += 1
+        return batch
+
+    def _step_arrays(self, actions: Mapping[str, Any], call: str) -> list[np.ndarray]:
+        """The checks every step makes before it reaches the backend; the validated action arrays."""
+        st = self._state
+        if st.closed:
+            raise EnvStateError(f"{call}() after close(); make a new VecEnv")
+        if self._batch is None:
+            raise EnvStateError(f"{call}() before reset(); call env.reset() first")
+        if self._pending:
+            raise EnvStateError(f"{call}() while a step_async() is pending; call env.step_wait() for its batch first")
+        if getattr(self, "_failed", False):
+            raise EnvStateError("a game raised in an earlier step; call env.reset() to restart every game")
+        return self._validate(self._batch, actions) if (self.checked or self._steps == 0) else self._convert(actions)
+
+    def step_async(self, actions: Mapping[str, Any]) -> None:
+        """The first half of :meth:`step`: check the actions and hand them over, then return.
+
+        With ``backend="ray"`` the actors start stepping at once, so the caller can work (e.g.
+        compute the policy of another VecEnv's batch) before :meth:`step_wait` collects the batch;
+        the local and process backends do the whole step in :meth:`step_wait`. Exactly one
+        :meth:`step_wait` must follow (another :meth:`step` or :meth:`step_async` before it is an
+        :class:`~gymloop.errors.EnvStateError`; :meth:`reset` waits for it and drops its batch).
+        ``step_async(a)`` then ``step_wait()`` gives the same batch, faults and errors as ``step(a)``.
+
+        Raises:
+            EnvStateError, InvalidActionError: as :meth:`step` (bad actions are refused here).
+        """
+        arrays = self._step_arrays(actions, "step_async")
+        try:
+            self._state.backend.step_async(arrays)
+        except BaseException:
+            self._failed = True
+            raise
+        self._pending = True
+
+    def step_wait(self) -> Batch:
+        """The second half of :meth:`step`: wait for the batch of the actions given to :meth:`step_async`.
+
+        Raises:
+            EnvStateError: no :meth:`step_async` is pending.
+            GameError, WorkerError: as :meth:`step`.
+        """
+        if not self._pending:
+            raise EnvStateError("step_wait() without a pending step_async(); call env.step_async(actions) first")
+        self._pending = False
+        try:
+            batch = self._state.backend.step_wait()
             if self._faults:
                 self._note_faults()
         except BaseException:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -193,6 +194,30 @@ def test_train_config_carries_backend_and_address():
         TrainConfig(steps=64, num_envs=2, workers=2, backend="rey").check()
 
 
+
+def test_train_config_and_the_cli_carry_backend_options():
+    from gymloop.cli import _backend_options
+    from gymloop.train import TrainConfig
+
+    opts = _backend_options(["num_cpus=0.5", "startup_timeout=30", 'runtime_env={"working_dir": "."}', "connect_timeout=5"])
+    assert opts == {"num_cpus": 0.5, "startup_timeout": 30, "runtime_env": {"working_dir": "."}, "connect_timeout": 5}
+    TrainConfig(steps=64, num_envs=2, workers=2, backend="ray", backend_options=opts).check()
+    with pytest.raises(gl.ConfigError, match=r"--backend-option 'num_cpus' is not KEY=VALUE"):
+        _backend_options(["num_cpus"])
+    bad = [
+        ({"num_cpus": 0}, "ray", r"num_cpus must be a positive number, got 0"),
+        ({"startup_timeout": float("nan")}, "ray", r"startup_timeout must be a positive number, got nan"),
+        ({"runtime_env": "x"}, "ray", r"runtime_env must be a dict"),
+        ({"num_gpus": 1}, "ray", r"backend_options 'num_gpus': the Ray backend takes 'num_cpus'"),
+        ({"address": "auto"}, "ray", r"backend_options 'address'.*the address field"),
+        ({"num_cpus": 1}, "process", r"are the Ray backend's options, but backend='process'"),
+        ([("num_cpus", 1)], "ray", r"backend_options must be a dict"),
+    ]
+    for options, backend, match in bad:
+        with pytest.raises(gl.ConfigError, match=match):
+            TrainConfig(steps=64, num_envs=2, workers=2, backend=backend, backend_options=options).check()
+
+
 # ---------------------------------------------------------------------- connecting
 class _FakeRay:
     """Records what the backend asks of Ray when it connects and releases."""
@@ -237,10 +262,12 @@ def test_ray_is_shut_down_only_when_started_here(monkeypatch):
 
     monkeypatch.setattr(rb, "_owned", False)
     monkeypatch.setattr(rb, "_users", 0)
+    monkeypatch.setattr(rb, "_local", False)
     mine = _FakeRay(initialized=False)
     assert rb._connect(mine, None, 1.0) and rb._connect(mine, None, 1.0)  # two backends share the instance started here
     rb._release(mine)
-    assert mine.calls == [("init", {"address": None, "include_dashboard": False})]
+    # address=None starts a new local instance: never RAY_ADDRESS nor a `ray start` cluster of this machine
+    assert mine.calls == [("init", {"address": "local", "include_dashboard": False})]
     rb._release(mine)  # the last one shuts it down
     assert mine.calls[-1] == ("shutdown",)
     theirs = _FakeRay(initialized=True)  # initialised by the user: used, never shut down
@@ -248,7 +275,170 @@ def test_ray_is_shut_down_only_when_started_here(monkeypatch):
     assert theirs.calls == []
 
 
+def test_ray_address_and_ray_client_hosts_are_checked_before_ray_init(monkeypatch):
+    pytest.importorskip("ray")
+    from gymloop.runtime import ray_backend as rb
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    fake = _FakeRay(initialized=False)
+    with pytest.raises(gl.ConfigError, match=rf"the Ray cluster at RAY_ADDRESS='127.0.0.1:{port}' is unreachable"):
+        rb._connect(fake, "auto", 1.0)
+    with pytest.raises(gl.ConfigError, match=rf"the Ray cluster at address='127.0.0.1:{port}' is unreachable"):
+        rb._connect(fake, f"ray://127.0.0.1:{port}", 1.0)
+    assert fake.calls == []
+    rb._connect(fake, None, 1.0)  # address=None ignores RAY_ADDRESS: a local instance
+    assert fake.calls == [("init", {"address": "local", "include_dashboard": False})]
+    rb._release(fake)
+
+
+_NOT_RAY_SERVER = """
+import os, socket, sys, time
+sys.path.insert(0, {src!r})
+import ray
+from gymloop.errors import ConfigError
+from gymloop.runtime import ray_backend as rb
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(16)  # accepts TCP, never answers
+port = srv.getsockname()[1]
+for address in (f"127.0.0.1:{{port}}", f"ray://127.0.0.1:{{port}}"):
+    t = time.monotonic()
+    try:
+        rb._connect(ray, address, 1.5)
+        print("CONNECTED", address)
+    except ConfigError as e:
+        print("ERROR", round(time.monotonic() - t, 1), str(e).replace(chr(10), " "))
+sys.stdout.flush()
+os._exit(0)  # the connect thread may still wait inside ray.init
+"""
+
+
+def test_a_server_that_is_not_ray_fails_within_the_connect_timeout_and_ray_client_names_its_extra():
+    pytest.importorskip("ray")
+    out = subprocess.run(
+        [sys.executable, "-c", _NOT_RAY_SERVER.format(src=SRC)], capture_output=True, text=True, timeout=90,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    ).stdout.splitlines()
+    errors = [line for line in out if line.startswith(("ERROR", "CONNECTED"))]
+    assert len(errors) == 2, out
+    first, client = errors
+    assert first.startswith("ERROR"), first
+    assert float(first.split()[1]) < 5.0
+    assert "address='127.0.0.1:" in first and "within connect_timeout=1.5 s" in first
+    try:
+        import grpc  # noqa: F401
+        import ray.util.client.ray_client_helpers  # noqa: F401
+        has_client = True
+    except ImportError:
+        has_client = False
+    assert client.startswith("ERROR"), client
+    assert float(client.split()[1]) < 5.0
+    if not has_client:  # the fix is read from Ray's own error, naming the extra
+        assert "ray[client]" in client and "pip install 'gymloop[ray]'" in client, client
+
+
+def test_a_cluster_short_of_cpus_warns_a_local_instance_started_here_refuses(monkeypatch, caplog):
+    pytest.importorskip("ray")
+    from gymloop.runtime import ray_backend as rb
+
+    class Short(_FakeRay):
+        def cluster_resources(self):
+            return {"CPU": 1.0}
+
+    started: list[int] = []
+    monkeypatch.setattr(rb.RayBackend, "_new_actor", lambda self, i, lo, n, **kw: started.append(i) or object())
+    monkeypatch.setattr(rb.RayBackend, "close", lambda self: None)
+    cfg = gl.runtime.backend.BackendConfig(game=snake, num_envs=4, agents_per_game=1, seed=0, declared=None, is_env=False, workers=2)
+    for owned, local in ((False, False), (True, False)):  # the user's Ray; a cluster connected to here
+        monkeypatch.setattr(rb, "import_ray", lambda: Short(initialized=True))
+        monkeypatch.setattr(rb, "_owned", owned)
+        monkeypatch.setattr(rb, "_local", local)
+        monkeypatch.setattr(rb, "_users", 1)
+        started.clear()
+        with caplog.at_level("WARNING", logger="gymloop.ray"):
+            rb.RayBackend(cfg)
+        assert started == [0, 1] and "the actors wait until the cluster grows" in caplog.text
+    monkeypatch.setattr(rb, "_owned", True)
+    monkeypatch.setattr(rb, "_local", True)
+    with pytest.raises(gl.ConfigError, match=r"workers=2 actors reserve 2 CPUs .* has 1; lower workers"):
+        rb.RayBackend(cfg)
+
+
+def test_an_actor_whose_games_cannot_be_set_up_reports_why():
+    pytest.importorskip("ray")
+    import pickle
+
+    from gymloop.runtime.ray_backend import ShardActor
+
+    # a replacement actor given spaces it cannot use (as with another gymloop version on its node)
+    actor = ShardActor("reference", pickle.dumps((snake, None)), "snake", 2, 2, 1, 0, False, None, "raise",
+                       "not the fixed spaces", 1, 0, "gymloop:beat:x")
+    tag, err, faults, _ = actor.reset()
+    assert tag == "error" and faults == []
+    assert isinstance(err, gl.ConfigError)
+    assert re.search(r"could not set up game copies 2..3 of snake: \w+Error: .*same gymloop", str(err)), str(err)
+    assert "died while starting" not in str(err)
+
+
 # ---------------------------------------------------------------------- faults
+@pytest.mark.slow
+def test_restarted_actors_get_the_seeds_of_restarted_workers(ray_session):
+    """A dead actor replaced at a reset, then one replaced mid-run: the same seeds as the process backend."""
+    def run(backend):
+        env = gl.VecEnv(snake, 4, workers=2, backend=backend, restart_workers=True, step_timeout=5, seed=1)
+        rng = np.random.default_rng(0)
+        try:
+            out = [env.reset()]
+            be = env._state.backend
+
+            def kill():
+                if backend == "ray":
+                    ray_session.kill(be.actors[1].handle)
+                    be.actors[1].lost = be._lose(be.actors[1], None)
+                else:
+                    os.kill(be.workers[-1].pid, signal.SIGKILL)  # the child running copies 2..3
+                    be.workers[-1].proc.join(2)
+
+            kill()
+            out.append(env.reset())  # replaced at the reset
+            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
+            kill()
+            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))  # replaced within the step
+            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
+            assert env.num_worker_restarts == 2, backend
+            return out
+        finally:
+            env.close()
+
+    ray_b, proc_b = run("ray"), run("process")
+    assert ray_b[-2].truncated[2:].all()
+    for i, (x, y) in enumerate(zip(ray_b, proc_b)):
+        assert _same(x, y), f"batch {i} differs between backend='ray' and backend='process' after restarts"
+
+
+@pytest.mark.slow
+def test_heartbeat_keys_are_deleted_on_close_and_replace(ray_session):
+    from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
+
+    env = gl.VecEnv(snake, 2, workers=2, backend="ray", restart_workers=True, step_timeout=5)
+    try:
+        env.reset()
+        be = env._state.backend
+        names = [a.name for a in be.actors]
+        for n in names:
+            _internal_kv_put(be._beat_key(n), b"1", overwrite=True)
+        ray_session.kill(be.actors[0].handle)
+        env.step(env.sample_actions())  # actor 0 replaced
+        assert _internal_kv_get(be._beat_key(names[0])) is None
+        assert _internal_kv_get(be._beat_key(names[1])) == b"1"
+        _internal_kv_put(be._beat_key(be.actors[0].name), b"1", overwrite=True)
+        live = [a.name for a in be.actors]
+    finally:
+        env.close()
+    assert all(_internal_kv_get(be._beat_key(n)) is None for n in live)
+
+
 @pytest.mark.slow
 def test_a_killed_actor_is_a_worker_error_then_reset_starts_it_again(ray_session):
     env = gl.VecEnv(snake, 4, workers=1, backend="ray", step_timeout=5)
@@ -335,3 +525,47 @@ def test_gymloop_train_with_the_ray_backend(ray_session, tmp_path):
     assert rc == 0
     assert (tmp_path / "run" / "agent.safetensors").exists()
     assert ray_session.is_initialized()  # the run used the Ray instance it found and left it running
+
+
+_OWN_RAY = """
+import os, sys
+sys.path.insert(0, {src!r})
+import ray
+import gymloop as gl
+from gymloop.games.snake import snake
+env = gl.VecEnv(snake, 2, workers=1, backend="ray", backend_options={{"num_cpus": 1}})
+b = env.reset()
+env.step(env.sample_actions())
+print("STARTED", ray.is_initialized(), b.num_slots)
+env.close()
+print("AFTER", ray.is_initialized())
+"""
+
+
+@pytest.mark.slow
+def test_a_backend_that_starts_its_own_ray_shuts_it_down_and_leaves_no_process():
+    """No ray.init before: the backend starts a local instance (RAY_ADDRESS is not used) and close() ends it all."""
+    pytest.importorskip("ray")
+    import shutil
+    import tempfile
+
+    tmp_path = tempfile.mkdtemp(prefix="glray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+
+    def ray_pids():
+        out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        return {line.split()[0] for line in out.splitlines()[1:] if ("raylet" in line or "gcs_server" in line) and str(tmp_path) in line}
+
+    with socket.socket() as s:  # RAY_ADDRESS pointing nowhere: address=None must not try it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "RAY_TMPDIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([SRC, TESTS])}
+    r = subprocess.run([sys.executable, "-c", _OWN_RAY.format(src=SRC)], capture_output=True, text=True, timeout=120, env=env)
+    assert "STARTED True 2" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert "AFTER False" in r.stdout, r.stdout + r.stderr[-3000:]
+    deadline = time.monotonic() + 10
+    while ray_pids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = ray_pids()
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    assert not left, "raylet/gcs_server left running after the backend that started Ray closed"

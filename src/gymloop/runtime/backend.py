@@ -134,6 +134,8 @@ class Backend(ABC):
       blocks run), stops processes and frees shared resources, within about 2 s whatever state
       they are in. It is idempotent, never raises for an already closed or half-constructed
       backend, and may be called from a finalizer.
+    - :meth:`step_async` then :meth:`step_wait` is :meth:`step` in two halves (the caller works
+      in between while the games step elsewhere); the default does the work in :meth:`step_wait`.
     - The per-step path adds no per-step Python work beyond the hand-off itself (and O(1) cheap
       work per batch for the deadlines).
     """
@@ -158,6 +160,20 @@ class Backend(ABC):
     @abstractmethod
     def step(self, actions: list[np.ndarray]) -> Batch:
         """Apply one action per actor (one ``int64`` array per action type); returns the next batch."""
+
+    def step_async(self, actions: list[np.ndarray]) -> None:
+        """The first half of :meth:`step`: hand the actions over and return (a backend whose games run
+        elsewhere starts stepping them now). Exactly one :meth:`step_wait` follows.
+
+        The default keeps the actions and does the whole step in :meth:`step_wait`; faults and
+        errors are those of :meth:`step` either way (raised by :meth:`step_wait`).
+        """
+        self._async_actions = actions
+
+    def step_wait(self) -> Batch:
+        """The second half of :meth:`step`: the next batch of the actions given to :meth:`step_async`."""
+        actions = self.__dict__.pop("_async_actions")
+        return self.step(actions)
 
     @abstractmethod
     def close(self) -> None:

@@ -12,14 +12,23 @@ through Ray's object transfer.
 Options (``VecEnv(..., backend="ray", backend_options={...})``, or ``gymloop train --backend ray
 --address ADDR``):
 
-- ``address``: ``None`` (default): the Ray instance this process is connected to, or else a local
-  one started here (and shut down when the last Ray backend that needed it closes); ``"auto"``:
-  the cluster started on this machine with ``ray start``; ``"HOST:PORT"``: that cluster's head
-  node; ``"ray://HOST:PORT"``: through Ray Client. A Ray instance this process had already
+- ``address``: ``None`` (default): the Ray instance this process is connected to, or else a new
+  local one started here (``ray.init(address="local")``: ``RAY_ADDRESS`` and a ``ray start``
+  cluster on this machine are *not* used; it is shut down when the last Ray backend that needed it
+  closes); ``"auto"``: ``RAY_ADDRESS`` if set, else the cluster started on this machine with ``ray
+  start``; ``"HOST:PORT"``: that cluster's head node; ``"ray://HOST:PORT"``: through Ray Client
+  (``ray[client]``, part of the ``gymloop[ray]`` extra). A Ray instance this process had already
   initialised is used as it is (and never shut down here).
-- ``num_cpus``: CPUs each actor reserves (default 1).
-- ``connect_timeout``: seconds to reach ``HOST:PORT`` before failing (default 30; Ray itself
-  retries an unreachable address forever).
+- ``num_cpus``: CPUs each actor reserves (default 1). A local instance started here with fewer
+  CPUs than ``workers * num_cpus`` is refused; a cluster short of CPUs gets a warning and the
+  actors wait for it to grow (bounded by ``startup_timeout``).
+- ``connect_timeout``: seconds to connect to a cluster before failing with
+  :class:`~gymloop.errors.ConfigError` naming the address (default 30): a TCP check of the host
+  (``HOST:PORT``, ``ray://`` hosts, ``RAY_ADDRESS``), then ``ray.init`` itself, bounded by a
+  thread joined with the timeout (Ray alone retries an unreachable address, or waits on a port
+  that is not Ray's, for minutes).
+- ``startup_timeout``: seconds an actor may take to start and answer its first call (default
+  120), even when ``step_timeout`` is ``None``.
 - ``runtime_env``: Ray's runtime environment for the actors (e.g. ``{"working_dir": "."}`` to ship
   the game's source to the nodes of a cluster that do not have it).
 
@@ -61,7 +70,9 @@ __all__ = ["RayBackend", "ship_game", "OPTION_DEFAULTS"]
 log = logging.getLogger("gymloop.ray")
 
 #: the options the Ray backend takes (``backend_options``), with their defaults
-OPTION_DEFAULTS: dict[str, Any] = {"address": None, "num_cpus": 1.0, "connect_timeout": 30.0, "runtime_env": None}
+OPTION_DEFAULTS: dict[str, Any] = {
+    "address": None, "num_cpus": 1.0, "connect_timeout": 30.0, "runtime_env": None, "startup_timeout": STARTUP_TIMEOUT_S,
+}
 #: close(): seconds the actors get to close their games before they are killed
 CLOSE_WAIT_S = 0.8
 INSTALL_HINT = "pip install 'gymloop[ray]'"
@@ -107,15 +118,16 @@ def ship_game(game: Any, declared: Any) -> tuple[str, bytes]:
 
 # ---------------------------------------------------------------------- owning the Ray instance
 _owned = False  # the Ray instance this process runs was started (or connected) here
+_local = False  # ... and it is a local instance started here (its CPUs will not grow)
 _users = 0  # open Ray backends relying on it
 
 
-def _check_reachable(address: str, timeout: float) -> None:
+def _check_reachable(address: str, timeout: float, what: str = "address") -> None:
     """A ``HOST:PORT`` that does not accept a TCP connection within ``timeout`` s: ConfigError naming it."""
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ConfigError(
-            f"backend_options address={address!r} is not 'auto', 'HOST:PORT' or 'ray://HOST:PORT' (e.g. '10.0.0.5:6379', "
+            f"backend_options {what}={address!r} is not 'auto', 'HOST:PORT' or 'ray://HOST:PORT' (e.g. '10.0.0.5:6379', "
             "the address `ray start --head` prints)"
         )
     try:
@@ -123,45 +135,104 @@ def _check_reachable(address: str, timeout: float) -> None:
             pass
     except OSError as e:
         raise ConfigError(
-            f"the Ray cluster at address={address!r} is unreachable ({type(e).__name__}: {e}; waited at most {timeout:g} s): "
+            f"the Ray cluster at {what}={address!r} is unreachable ({type(e).__name__}: {e}; waited at most {timeout:g} s): "
             "start its head node there with `ray start --head --port=PORT`, check the host and port (and the firewall), "
             "or leave the address out to start a local Ray instance"
         ) from None
 
 
+def _target(address: str | None) -> tuple[str, str] | None:
+    """The ``(HOST:PORT, what names it)`` that connecting to ``address`` reaches, to pre-check; ``None``: a local start.
+
+    ``"auto"`` means ``RAY_ADDRESS`` when it is set (else the cluster ``ray start`` left on this
+    machine, found through its local file: nothing to pre-check); ``ray://HOST:PORT`` is its host.
+    """
+    if address is None:
+        return None
+    if address == "auto":
+        env = os.environ.get("RAY_ADDRESS", "").strip()
+        if not env or env in ("auto", "local"):
+            return None
+        return (env[len("ray://"):] if env.startswith("ray://") else env), "RAY_ADDRESS"
+    if address.startswith("ray://"):
+        return address[len("ray://"):], "address"
+    return address, "address"
+
+
+def _init_bounded(ray: Any, kw: dict[str, Any], address: str, timeout: float) -> None:
+    """``ray.init(**kw)`` in a daemon thread joined with ``timeout``: Ray itself may wait minutes on a peer that is not Ray."""
+    import threading
+
+    out: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            ray.init(**kw)
+            out.append(None)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            out.append(e)
+
+    t = threading.Thread(target=run, name="gymloop-ray-connect", daemon=True)
+    t.start()
+    t.join(timeout)
+    if not out:
+        raise ConfigError(
+            f"could not connect to the Ray cluster at address={address!r} within connect_timeout={timeout:g} s: something "
+            "accepts TCP connections there but did not answer as a Ray head node (the port of another service? the head's "
+            "GCS port is the one `ray start --head` prints); check the address, or raise backend_options connect_timeout"
+        )
+    if out[0] is not None:
+        raise out[0]
+
+
 def _connect(ray: Any, address: str | None, timeout: float) -> bool:
-    """Make sure Ray is initialised; whether this backend holds a use of an instance started here."""
-    global _owned, _users
+    """Make sure Ray is initialised; whether this backend holds a use of an instance started (or connected) here.
+
+    ``address=None`` starts a new local instance (``ray.init(address="local")``: neither
+    ``RAY_ADDRESS`` nor a cluster started with ``ray start`` on this machine is used).
+    """
+    global _owned, _users, _local
     if ray.is_initialized():
         if address is not None:
             log.warning("Ray is already initialised in this process; backend_options address=%r is not used", address)
         if _owned:
             _users += 1
         return _owned
-    if address is not None and address != "auto" and not address.startswith("ray://"):
-        _check_reachable(address, timeout)
-    kw: dict[str, Any] = {"address": address}
+    target = _target(address)
+    if target is not None:
+        _check_reachable(target[0], timeout, target[1])
+    kw: dict[str, Any] = {"address": "local" if address is None else address}
     if address is None:
         kw["include_dashboard"] = False
     try:
-        ray.init(**kw)
-    except (ConnectionError, RuntimeError, ValueError) as e:
+        if address is None:
+            ray.init(**kw)
+        else:
+            _init_bounded(ray, kw, address, timeout)
+    except (ConnectionError, RuntimeError, ValueError, ImportError) as e:
         where = "a local Ray instance" if address is None else f"the Ray cluster at address={address!r}"
-        fix = (
-            "start one with `ray start --head` on this machine (or pass its HOST:PORT)" if address == "auto"
-            else "check that its head node runs (`ray start --head`) and that this machine runs the same Ray and Python versions"
-        )
-        raise ConfigError(f"could not connect to {where}: {type(e).__name__}: {e}; {fix}") from None
-    _owned, _users = True, 1
+        text = str(e)
+        if isinstance(e, ImportError) or "ray[client]" in text:
+            missing = getattr(e, "name", None)
+            fix = (
+                f"Ray Client (ray://) needs the extra ray[client]{f' (missing module {missing!r})' if missing else ''}: "
+                f"install it with {INSTALL_HINT} (which pulls ray[client]) or pip install 'ray[client]'"
+            )
+        elif address == "auto":
+            fix = "start one with `ray start --head` on this machine (or pass its HOST:PORT)"
+        else:
+            fix = "check that its head node runs (`ray start --head`) and that this machine runs the same Ray and Python versions"
+        raise ConfigError(f"could not connect to {where}: {type(e).__name__}: {text}; {fix}") from None
+    _owned, _users, _local = True, 1, address is None
     return True
 
 
 def _release(ray: Any) -> None:
     """One use of the Ray instance started here ends; the last one shuts it down."""
-    global _owned, _users
+    global _owned, _users, _local
     _users = max(0, _users - 1)
     if _users == 0 and _owned:
-        _owned = False
+        _owned = _local = False
         try:
             if ray.is_initialized():
                 ray.shutdown()
@@ -202,14 +273,22 @@ class ShardActor:
                 "source; gymloop itself must be installed on every node"
             )
             return
-        ex = make_executor(
-            game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
-        )
-        ex.on_timeout = self._beat
-        if fixed is not None:  # a replacement: the spaces are fixed already
-            ex.set_spaces(fixed)
-            ex.generation = generation - 1  # its first reset starts the current generation
-            ex.restart_base = restart_base
+        try:
+            ex = make_executor(
+                game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
+            )
+            ex.on_timeout = self._beat
+            if fixed is not None:  # a replacement: the spaces are fixed already
+                ex.set_spaces(fixed)
+                ex.generation = generation - 1  # its first reset starts the current generation
+                ex.restart_base = restart_base
+        except BaseException as e:
+            self.error = ConfigError(
+                f"the Ray actor on node {self.where[0]} (pid {self.where[1]}) could not set up game copies {env_lo}..{env_lo + n - 1} "
+                f"of {game_name}: {type(e).__name__}: {e}. The same gymloop (and game) versions must be installed on every "
+                "node; the traceback is in the actor's log (ray logs)"
+            )
+            return
         self.ex = ex
         self.faults = ex.faults
 
@@ -355,7 +434,8 @@ class RayBackend(Backend):
         self._holds = False
         self._fixed: Any = None
         self._generation = -1
-        self._replaced: dict[int, int] = {}
+        self._replaced: dict[int, int] = {}  # actor index -> replacements within a call so far (as the process backend)
+        self._spawned = 0  # actors started so far (their names are unique)
         self._restart_times: collections.deque[float] = collections.deque()
         self._allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
         self._last_counts: list[list[int]] = []
@@ -374,7 +454,7 @@ class RayBackend(Backend):
                     f"backend='ray': workers={c.workers} actors reserve {need:g} CPUs (num_cpus={opts['num_cpus']:g} each) "
                     f"but the Ray cluster has {cpus:g}"
                 )
-                if self._holds:  # a local instance started here: nothing will add CPUs
+                if self._holds and _local:  # a local instance started here: nothing will add CPUs
                     raise ConfigError(f"{msg}; lower workers, or pass backend_options={{'num_cpus': {cpus / c.workers:g}}}")
                 log.warning("%s: the actors wait until the cluster grows", msg)
             lo = 0
@@ -388,8 +468,8 @@ class RayBackend(Backend):
     # ------------------------------------------------------------------ actors
     def _new_actor(self, i: int, env_lo: int, n: int, fixed: Any = None, restart_base: int = 0) -> _Actor:
         c = self.config
-        k = self._replaced.get(i, 0)
-        name = f"gymloop-{self._id}-{i}" + (f"-r{k}" if k else "")
+        name = f"gymloop-{self._id}-{i}" + (f"-n{self._spawned}" if fixed is not None else "")  # a replacement: a new name
+        self._spawned += 1
         opts: dict[str, Any] = {"num_cpus": self.options["num_cpus"], "name": name, "max_restarts": 0, "max_task_retries": 0}
         if self.options["runtime_env"] is not None:
             opts["runtime_env"] = self.options["runtime_env"]
@@ -401,6 +481,15 @@ class RayBackend(Backend):
 
     def _beat_key(self, name: str) -> str:
         return f"gymloop:beat:{name}"
+
+    def _forget_beats(self, a: _Actor) -> None:
+        """Delete actor ``a``'s heartbeat key from Ray's internal KV (it is replaced, or the backend closes)."""
+        try:
+            from ray.experimental.internal_kv import _internal_kv_del
+
+            _internal_kv_del(self._beat_key(a.name))
+        except Exception:  # pragma: no cover - Ray shut down meanwhile: the KV went with it
+            pass
 
     def _beats(self, a: _Actor) -> int:
         try:
@@ -419,9 +508,15 @@ class RayBackend(Backend):
             self.ray.kill(a.handle, no_restart=True)
         except Exception:
             pass
-        if timed_out:
+        if timed_out and not a.heard and self.config.step_timeout is None:
+            msg = (
+                f"{a.where()} did not start within startup_timeout={self.options['startup_timeout']:g} s: it waits for "
+                "cluster resources (num_cpus per actor), its node is unreachable, or its start (runtime_env, imports) is this "
+                "slow; it was killed. Add CPUs to the cluster, lower num_cpus, or raise backend_options startup_timeout"
+            )
+        elif timed_out:
             t = self.config.step_timeout or 0.0
-            starting = "" if a.heard else f", nor start within {STARTUP_TIMEOUT_S:g} s"
+            starting = "" if a.heard else f", nor start within startup_timeout={self.options['startup_timeout']:g} s"
             msg = (
                 f"{a.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it is "
                 "frozen, stuck in C code that its own step deadline cannot interrupt, waiting for cluster resources, or its "
@@ -455,10 +550,11 @@ class RayBackend(Backend):
         return [self._get_one(a, r, d) for (a, r), d in zip(calls, deadlines)]
 
     def _deadline(self, a: _Actor, now: float) -> float | None:
+        start = None if a.heard else a.t_start + self.options["startup_timeout"]
         if self._allow is None:
-            return None
+            return start  # no step_timeout: only an actor's start is bounded
         d = now + self._allow
-        return d if a.heard else max(d, a.t_start + STARTUP_TIMEOUT_S)
+        return d if start is None else max(d, start)
 
     def _get_one(self, a: _Actor, ref: Any, deadline: float | None) -> Any:
         ray = self.ray
@@ -527,7 +623,9 @@ class RayBackend(Backend):
                 worker=old.index, env_indices=old.envs,
             )
         times.append(now)
-        a = self._swap(i, restart_base=((self._replaced.get(i, 0) + 1) << 32) if truncate else 0)
+        k = self._replaced.get(i, 0) + 1  # counted here only, as ProcessBackend._replace does (not at a reset)
+        self._replaced[i] = k
+        a = self._swap(i, restart_base=(k << 32) if truncate else 0)
         (b,) = self._gather([(a, a.handle.reset.remote())], truncate=False)
         if truncate:
             b.truncated = np.ones(a.n_slots, dtype=bool)
@@ -544,7 +642,7 @@ class RayBackend(Backend):
             self.ray.kill(old.handle, no_restart=True)
         except Exception:
             pass
-        self._replaced[i] = self._replaced.get(i, 0) + 1
+        self._forget_beats(old)
         a = self._new_actor(i, old.envs.start, len(old.envs), fixed=self._fixed, restart_base=restart_base)
         self.actors[i] = a
         return a
@@ -587,15 +685,14 @@ class RayBackend(Backend):
         return Batch.concat(parts, copy=True)
 
     def step(self, actions: list[np.ndarray]) -> Batch:
-        self.step_send(actions)
-        return self.step_receive()
+        self.step_async(actions)
+        return self.step_wait()
 
-    def step_send(self, actions: list[np.ndarray]) -> None:
+    def step_async(self, actions: list[np.ndarray]) -> None:
         """The first half of :meth:`step`: send every actor its actions and return at once (the actors step meanwhile).
 
-        A caller with work that does not need the next batch can do it before :meth:`step_receive`
-        (``benchmarks/ray_backend.py`` measures what that overlap gains). Exactly one
-        :meth:`step_receive` must follow.
+        A caller with work that does not need the next batch (the policy of another group of
+        copies) does it before :meth:`step_wait`. Exactly one :meth:`step_wait` must follow.
         """
         counts = self._last_counts
         n_types = len(counts)
@@ -604,7 +701,7 @@ class RayBackend(Backend):
             for i, a in enumerate(self.actors)
         ]
 
-    def step_receive(self) -> Batch:
+    def step_wait(self) -> Batch:
         """The second half of :meth:`step`: wait for every actor's batch; the next batch."""
         calls, self._pending = self._pending, []
         return self._concat(self._gather(calls, truncate=True))
@@ -636,6 +733,7 @@ class RayBackend(Backend):
                     ray.kill(a.handle, no_restart=True)
                 except Exception:
                     pass
+                self._forget_beats(a)
         except Exception:  # pragma: no cover - close never raises
             log.exception("closing the Ray actors failed")
         if self._holds:
@@ -657,7 +755,7 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     addr = out["address"]
     if addr is not None and (not isinstance(addr, str) or not addr.strip()):
         raise ConfigError(f"backend_options address must be None, 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {addr!r}")
-    for name in ("num_cpus", "connect_timeout"):
+    for name in ("num_cpus", "connect_timeout", "startup_timeout"):
         v = out[name]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
             raise ConfigError(f"backend_options {name} must be a positive number, got {v!r}")

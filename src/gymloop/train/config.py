@@ -123,6 +123,9 @@ class TrainConfig:
         address: with ``backend="ray"``, the Ray cluster to run the games on: ``"auto"`` (the
             one ``ray start`` runs on this machine), ``"HOST:PORT"`` of its head node, or ``None``
             (the Ray instance this process runs, else a local one started for the run).
+        backend_options: with ``backend="ray"``, the Ray backend's other options by name
+            (``num_cpus``, ``connect_timeout``, ``startup_timeout``, ``runtime_env``; see
+            :mod:`gymloop.runtime.ray_backend`); ``gymloop train --backend-option KEY=VALUE``.
     """
 
     steps: int = 1_000_000
@@ -142,6 +145,7 @@ class TrainConfig:
     on_game_error: str = "raise"
     backend: str | None = None
     address: str | None = None
+    backend_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def batch_size(self) -> int:
@@ -220,6 +224,24 @@ class TrainConfig:
                 f"address={self.address!r} is the Ray cluster to run the games on, but backend={self.backend!r}; "
                 "set backend='ray' (gymloop train --backend ray), or leave the address out"
             )
+        if not isinstance(self.backend_options, dict) or not all(isinstance(k, str) for k in self.backend_options):
+            raise ConfigError(f"backend_options must be a dict of option name -> value, got {self.backend_options!r}")
+        if self.backend_options:
+            if self.backend != "ray":
+                raise ConfigError(
+                    f"backend_options={self.backend_options!r} are the Ray backend's options, but backend={self.backend!r}; "
+                    "set backend='ray' (gymloop train --backend ray), or leave them out"
+                )
+            from ..runtime.ray_backend import OPTION_DEFAULTS, _options
+
+            unknown = sorted(set(self.backend_options) - (set(OPTION_DEFAULTS) - {"address"}))
+            if unknown:
+                raise ConfigError(
+                    f"backend_options {', '.join(map(repr, unknown))}: the Ray backend takes "
+                    f"{', '.join(repr(k) for k in OPTION_DEFAULTS if k != 'address')} here (the cluster is the address field, "
+                    "--address)"
+                )
+            _options(self.backend_options)
         if self.backend == "ray" and self.workers < 1:
             raise ConfigError("backend='ray' runs the games in `workers` Ray actors, but workers=0; set workers >= 1 (--workers N)")
         if self.opponents and self.agents_per_game < 2:
@@ -301,6 +323,8 @@ SPECS: dict[str, dict[str, Range]] = {
         "address": Range("str", none="this process's Ray instance, else a local one",
                          text="'auto', 'HOST:PORT' or 'ray://HOST:PORT' (backend='ray' only), or None (this process's Ray "
                               "instance, else a local one)"),
+        "backend_options": Range("any", text="a dict of the Ray backend's options (backend='ray' only): num_cpus, "
+                                 "connect_timeout, startup_timeout (> 0) and runtime_env (a dict); {} by default"),
     },
     "PPOConfig": {
         "lr": Range("float", lo=0, lo_open=True, none="automatic"),

@@ -497,7 +497,8 @@ class Trainer:
         self.env = VecEnv(self.game, num_envs=self.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game,
                           step_timeout=cfg.step_timeout, on_game_error=cfg.on_game_error,
                           restart_workers=cfg.on_game_error == "restart", backend=cfg.backend,
-                          backend_options={"address": cfg.address} if cfg.address is not None else None)
+                          backend_options={**cfg.backend_options, **({"address": cfg.address} if cfg.address is not None else {})}
+                          or None)
         try:
             self._setup_learner()
         except BaseException:

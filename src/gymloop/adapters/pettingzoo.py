@@ -12,14 +12,16 @@ same rules for masked-out actions (``illegal_actions``).
 is that a learner samples a legal action with ``env.action_space(agent).sample(mask=obs["action_mask"])``,
 so the observation's ``action_mask`` has the layout gymnasium's ``sample(mask=...)`` takes:
 
-=====================================  =============================================================
-action space                           ``action_mask`` (``mask_in_obs=True``)
-=====================================  =============================================================
-``Discrete(n)`` (one component)        flat int8 array of ``n`` zeros and ones, space ``MultiBinary(n)``
-``MultiDiscrete(nvec)`` (several       a tuple with one int8 array per component, ``(nvec[i],)``
-actors, or several action types)       each, in component order (:attr:`~GymloopParallelEnv.components`);
-                                       space ``Tuple(MultiBinary(n) for n in nvec)``
-=====================================  =============================================================
+========================  ==========================================================================
+action space              ``action_mask`` (``mask_in_obs=True``)
+========================  ==========================================================================
+``Discrete(n)``           one component: a flat int8 array of ``n`` zeros and ones; space
+                          ``MultiBinary(n)``
+``MultiDiscrete(nvec)``   several components (actors, action types): a tuple with one int8 array
+                          per component, ``(nvec[i],)`` each, in component order
+                          (:attr:`~GymloopParallelEnv.components`); space
+                          ``Tuple(MultiBinary(n) for n in nvec)``
+========================  ==========================================================================
 
 (The Gymnasium adapter's observation has the flat mask over every component instead, which
 sb3-contrib's ``MaskablePPO`` wants, and ``MultiDiscrete.sample`` refuses.) An absent actor's
@@ -114,7 +116,9 @@ class GymloopParallelEnv(ParallelEnv):
         game: a game loop ``game(agents, seed)``.
         agents: agents per game (default: what the game declares with ``gl.game(agents=N)``).
         max_entities, max_actors, illegal_actions, mask_in_obs, measure_steps: as for
-            :class:`gymloop.adapters.gymnasium.GymloopEnv` (one set of sizes for every agent).
+            :class:`gymloop.adapters.gymnasium.GymloopEnv` (one set of sizes for every agent); the
+            observation's ``action_mask`` is a tuple of per-component masks for ``MultiDiscrete``
+            actions (see the module docstring).
         seed: the seed of the game before the first ``reset(seed=...)``.
         render_mode: only ``None``.
         **options: other :class:`gymloop.VecEnv` arguments.

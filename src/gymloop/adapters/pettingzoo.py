@@ -5,8 +5,29 @@ agents_per_game=N)`` (the game code runs unchanged). Its agents are ``player_0 .
 the game's agents in the order it receives them. Every agent has the observation and action
 spaces of :mod:`gymloop.adapters.gymnasium` (a ``Dict`` of padded per-type arrays, counts,
 globals, actors and ``action_mask``; ``Discrete`` or ``MultiDiscrete`` actions; the same sizes
-for every agent, given or measured), and the same rules for masked-out actions
-(``illegal_actions``).
+for every agent, given or measured), except for the layout of ``action_mask`` below, and the
+same rules for masked-out actions (``illegal_actions``).
+
+**Action masks.** PettingZoo's convention (its ``parallel_api_test`` and ``api_test`` do this)
+is that a learner samples a legal action with ``env.action_space(agent).sample(mask=obs["action_mask"])``,
+so the observation's ``action_mask`` has the layout gymnasium's ``sample(mask=...)`` takes:
+
+========================  ==========================================================================
+action space              ``action_mask`` (``mask_in_obs=True``)
+========================  ==========================================================================
+``Discrete(n)``           one component: a flat int8 array of ``n`` zeros and ones; space
+                          ``MultiBinary(n)``
+``MultiDiscrete(nvec)``   several components (actors, action types): a tuple with one int8 array
+                          per component, ``(nvec[i],)`` each, in component order
+                          (:attr:`~GymloopParallelEnv.components`); space
+                          ``Tuple(MultiBinary(n) for n in nvec)``
+========================  ==========================================================================
+
+(The Gymnasium adapter's observation has the flat mask over every component instead, which
+sb3-contrib's ``MaskablePPO`` wants, and ``MultiDiscrete.sample`` refuses.) An absent actor's
+components allow only choice 0. :meth:`GymloopParallelEnv.action_masks` gives an agent's flat
+bool mask (``sum(nvec)``, component after component: the concatenation of the tuple) for
+learners that want one vector.
 
 **Steps.** ``step`` takes an action for every live agent that has a decision; an agent the game
 does not ask this step (a turn-based game) gets an observation with no actor (only choice 0 is
@@ -37,6 +58,30 @@ Example:
     >>> sorted(rewards)
     ['player_0', 'player_1']
     >>> env.close()
+
+A game whose agents command several actors has ``MultiDiscrete`` actions and a tuple of masks:
+
+    >>> from dataclasses import dataclass
+    >>> import gymloop as gl
+    >>> from gymloop.games.tactics import Dir
+    >>> @dataclass
+    ... class Bot:
+    ...     x: int
+    >>> @gl.game(agents=2, entities=[Bot], actions=[Dir])
+    ... def pairs(agents, seed):
+    ...     first = {Dir: [[True, False, True, True, True], None]}  # Bot 0 may not go UP
+    ...     while True:
+    ...         gl.act_all([(a, gl.Obs().actors([Bot(0), Bot(1)], masks=first), Dir) for a in agents])
+    >>> env = GymloopParallelEnv(pairs, max_entities=2, max_actors=2)
+    >>> env.action_space("player_0")
+    MultiDiscrete([5 5])
+    >>> obs, infos = env.reset(seed=0)
+    >>> [m.tolist() for m in obs["player_0"]["action_mask"]]
+    [[1, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
+    >>> action = env.action_space("player_0").sample(mask=obs["player_0"]["action_mask"])
+    >>> env.action_masks("player_0").astype(int).tolist()
+    [1, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+    >>> env.close()
 """
 
 from __future__ import annotations
@@ -52,6 +97,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     from ..errors import ConfigError
 
     raise ConfigError(f"gymloop.adapters.pettingzoo needs pettingzoo: pip install 'gymloop[pettingzoo]' ({e})") from e
+
+from gymnasium import spaces as gspaces
 
 from ..batch import Batch
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
@@ -69,7 +116,9 @@ class GymloopParallelEnv(ParallelEnv):
         game: a game loop ``game(agents, seed)``.
         agents: agents per game (default: what the game declares with ``gl.game(agents=N)``).
         max_entities, max_actors, illegal_actions, mask_in_obs, measure_steps: as for
-            :class:`gymloop.adapters.gymnasium.GymloopEnv` (one set of sizes for every agent).
+            :class:`gymloop.adapters.gymnasium.GymloopEnv` (one set of sizes for every agent); the
+            observation's ``action_mask`` is a tuple of per-component masks for ``MultiDiscrete``
+            actions (see the module docstring).
         seed: the seed of the game before the first ``reset(seed=...)``.
         render_mode: only ``None``.
         **options: other :class:`gymloop.VecEnv` arguments.
@@ -130,7 +179,16 @@ class GymloopParallelEnv(ParallelEnv):
             raise
         self._options.update(_declared(self.spaces))
         self.components = self.layout.components
-        self.observation_spaces = dict.fromkeys(self.possible_agents, self.layout.observation_space)
+        # MultiDiscrete: the observation's mask is a tuple of per-component masks (see the module docstring)
+        self._split: list[int] | None = None
+        space = self.layout.observation_space
+        if self.layout.mask_in_obs and len(self.components) > 1:
+            self._split = self.layout.comp_start[1:].tolist()
+            space = gspaces.Dict({
+                **space.spaces,
+                "action_mask": gspaces.Tuple([gspaces.MultiBinary(int(n)) for n in self.layout.nvec]),
+            })
+        self.observation_spaces = dict.fromkeys(self.possible_agents, space)
         self.action_spaces = dict.fromkeys(self.possible_agents, self.layout.action_space)
         self._rng = np.random.default_rng(seed)
         self._cv: Converted | None = None
@@ -157,7 +215,14 @@ class GymloopParallelEnv(ParallelEnv):
         self._cv = cv
         self._live[:] = True
         self.agents = list(self.possible_agents)
-        return {a: cv.slot_obs(i) for i, a in enumerate(self.possible_agents)}, {a: {} for a in self.agents}
+        return {a: self._obs(cv, i) for i, a in enumerate(self.possible_agents)}, {a: {} for a in self.agents}
+
+    def _obs(self, cv: Converted, s: int) -> dict[str, Any]:
+        """Slot ``s``'s observation, with a ``MultiDiscrete`` agent's mask split by component."""
+        obs: dict[str, Any] = cv.slot_obs(s)
+        if self._split is not None:
+            obs["action_mask"] = tuple(np.split(obs["action_mask"], self._split))
+        return obs
 
     def step(self, actions: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, Any]]:
         """One action per live agent (agents without a decision this step may be left out)."""
@@ -210,7 +275,7 @@ class GymloopParallelEnv(ParallelEnv):
         for i, a in enumerate(self.possible_agents):
             if not live[i]:
                 continue
-            obs[a] = final.slot_obs(i) if ended[i] and final is not None else cv.slot_obs(i)
+            obs[a] = self._obs(final, i) if ended[i] and final is not None else self._obs(cv, i)
             rewards[a] = float(b.reward[i])
             terms[a], truncs[a] = bool(b.terminated[i]), bool(b.truncated[i])
             infos[a] = _metrics(b, i)
@@ -225,7 +290,12 @@ class GymloopParallelEnv(ParallelEnv):
         return obs, rewards, terms, truncs, infos
 
     def action_masks(self, agent: str) -> np.ndarray:
-        """``agent``'s flat bool action mask for the current observation."""
+        """``agent``'s flat bool action mask for the current observation.
+
+        ``sum(nvec)`` booleans, component after component (for ``Discrete`` actions, ``n``): the
+        observation's ``action_mask`` as one vector, for learners that want it (the
+        observation's is a tuple of per-component masks when the action space is ``MultiDiscrete``).
+        """
         if self._cv is None or agent not in self.agents:
             raise EnvStateError(f"{self.name}: no current observation for agent {agent!r} (live agents: {self.agents}); call reset()")
         return self._cv.mask[self.possible_agents.index(agent)].copy()

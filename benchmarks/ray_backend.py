@@ -73,7 +73,8 @@ class _Waiting:
         self.agent, self.wait_s = agent, wait_s
 
     def act(self, *a: Any, **k: Any) -> Any:
-        time.sleep(self.wait_s)
+        if self.wait_s:
+            time.sleep(self.wait_s)
         return self.agent.act(*a, **k)
 
     def __getattr__(self, name: str) -> Any:
@@ -115,7 +116,8 @@ def train_overlap(args: argparse.Namespace) -> int:
             log.info("overlap %s: %s", overlap, rows["on" if overlap else "off"])
     finally:
         ray.shutdown()
-    print(f"snake + {args.wait_ms:g} ms time.sleep per step and copy, {args.num_envs} copies, 16 steps per rollout, Ray backend "
+    wait = f"{args.wait_ms:g} ms time.sleep per step and copy" if args.wait_ms else "no wait"
+    print(f"snake + {wait}, {args.num_envs} copies, 16 steps per rollout, Ray backend "
           f"with 2 actors; {steps:,} training steps; {os.cpu_count()} CPUs\n")
     print("| overlap | training steps/s | rollout steps/s | rollout s | update s | start-up + close s |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="also print the rows as JSON")
     p.add_argument("--train", action="store_true", help="training steps/s with overlap off and on (see above)")
     p.add_argument("--steps", type=int, default=60_000, help="--train: training steps per row (default 60,000)")
-    p.add_argument("--wait-ms", type=float, default=2.0, help="--train: time.sleep per step and game copy (default 2 ms)")
+    p.add_argument("--wait-ms", type=float, default=2.0, help="--train: time.sleep per step and game copy (default 2 ms; 0: none)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     if args.train:

@@ -10,6 +10,11 @@ The ``overlap`` rows measure what pipelining could gain: per step the caller als
 for a learner's bookkeeping), either after the step (``sequential``) or between sending the
 actions and fetching the batch (``overlapped``: ``VecEnv.step_async`` / ``step_wait``).
 
+``--train`` measures training instead (``TrainConfig.overlap``, ``gymloop train --overlap``): PPO on
+snake whose every step also waits ``--wait-ms`` milliseconds without burning CPU (``time.sleep``,
+standing for a game waiting on an engine or a remote service), the Ray backend with 2 actors,
+training steps/s with overlap off and on (the rollout part and the whole run, update included).
+
 It starts its own local Ray instance (``ray.init(num_cpus=...)``) and shuts it down at the end.
 
 Usage::
@@ -17,6 +22,8 @@ Usage::
     python benchmarks/ray_backend.py               # 3 rounds of 3 s per row (~1-2 min)
     python benchmarks/ray_backend.py --quick       # a tiny run, to check that it works
     python benchmarks/ray_backend.py --num-envs 1024 --seconds 5
+    python benchmarks/ray_backend.py --train       # overlap off/on, 60K training steps each (~3 min)
+    python benchmarks/ray_backend.py --train --quick
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymloop as gl
-from gymloop.games.snake import snake
+from gymloop.games.snake import Body, Food, Head, Move, snake
 
 log = logging.getLogger("bench.ray")
 
@@ -59,6 +66,69 @@ def _stepper(env: gl.VecEnv, mode: str, learner_us: float) -> Callable[[], None]
     return overlapped
 
 
+class _Waiting:
+    """An agent wrapper that waits ``wait_s`` (``time.sleep``: no CPU) before each decision."""
+
+    def __init__(self, agent: Any, wait_s: float) -> None:
+        self.agent, self.wait_s = agent, wait_s
+
+    def act(self, *a: Any, **k: Any) -> Any:
+        if self.wait_s:
+            time.sleep(self.wait_s)
+        return self.agent.act(*a, **k)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.agent, name)
+
+
+WAIT_S = 0.002
+
+
+@gl.game(entities=[Head, Body, Food], actions=[Move])
+def waiting_snake(agent: Any, seed: int) -> Any:
+    """Snake whose every step also waits :data:`WAIT_S` seconds (a game waiting on an engine or a service)."""
+    return snake(_Waiting(agent, WAIT_S), seed)
+
+
+def train_overlap(args: argparse.Namespace) -> int:
+    """``--train``: training steps/s of the Ray backend (2 actors) with ``TrainConfig.overlap`` off and on."""
+    import ray
+
+    from gymloop.train import TrainConfig
+    from gymloop.train.ppo import Trainer
+
+    global WAIT_S
+    WAIT_S = args.wait_ms / 1000
+    steps = 2048 if args.quick else args.steps
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        for overlap in (False, True):
+            cfg = TrainConfig(steps=steps, num_envs=args.num_envs, rollout_steps=16, workers=2, backend="ray", seed=0,
+                              overlap=overlap, checkpoint_minutes=0)
+            t0 = time.perf_counter()
+            r = Trainer(waiting_snake, cfg, game_name="waiting_snake").train()
+            wall = time.perf_counter() - t0
+            rollout = sum(h["time/rollout_s"] for h in r.history)
+            update = sum(h["time/update_s"] for h in r.history)
+            rows["on" if overlap else "off"] = {"steps": r.steps, "train_s": rollout + update, "rollout_s": rollout,
+                                                "update_s": update, "wall_s": wall, "return": r.final_score}
+            log.info("overlap %s: %s", overlap, rows["on" if overlap else "off"])
+    finally:
+        ray.shutdown()
+    wait = f"{args.wait_ms:g} ms time.sleep per step and copy" if args.wait_ms else "no wait"
+    print(f"snake + {wait}, {args.num_envs} copies, 16 steps per rollout, Ray backend "
+          f"with 2 actors; {steps:,} training steps; {os.cpu_count()} CPUs\n")
+    print("| overlap | training steps/s | rollout steps/s | rollout s | update s | start-up + close s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, row in rows.items():
+        print(f"| {name} | {row['steps'] / row['train_s']:,.0f} | {row['steps'] / row['rollout_s']:,.0f} | {row['rollout_s']:.1f} | "
+              f"{row['update_s']:.1f} | {row['wall_s'] - row['train_s']:.1f} |")
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    return 0
+
+
 def _time(step: Callable[[], None], seconds: float) -> float:
     n = 0
     t0 = time.perf_counter()
@@ -80,8 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--learner-us", type=float, default=1000.0, help="work per step of the overlap rows, in µs (default 1000)")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
     p.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    p.add_argument("--train", action="store_true", help="training steps/s with overlap off and on (see above)")
+    p.add_argument("--steps", type=int, default=60_000, help="--train: training steps per row (default 60,000)")
+    p.add_argument("--wait-ms", type=float, default=2.0, help="--train: time.sleep per step and game copy (default 2 ms; 0: none)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.train:
+        if args.num_envs == 256:  # the stepping rows' default; training rows default to 32 copies
+            args.num_envs = 32
+        return train_overlap(args)
     if args.quick:
         args.num_envs, args.seconds, args.repeats = 16, 0.3, 1
     import ray

@@ -217,7 +217,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     steps = args.steps if args.steps is not None else (0 if args.demos else 3_000_000)
     cfg = TrainConfig(steps=steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
                       opponents=list(args.opponent or []), init_from=args.init_from, backend=args.backend, address=args.address,
-                      backend_options=_backend_options(args.backend_option or []))
+                      backend_options=_backend_options(args.backend_option or []), overlap=args.overlap)
     if args.num_envs:
         cfg.num_envs = args.num_envs
     if args.step_timeout is not None:
@@ -431,6 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="with --backend ray: one of its options (repeatable; the value is JSON, else a string), e.g. "
                         "num_cpus=2, connect_timeout=60, startup_timeout=300, runtime_env='{\"working_dir\": \".\"}'")
+    t.add_argument("--overlap", action="store_true",
+                   help="step one half of the game copies while the policy acts on the other's batch (pays off with --backend ray "
+                        "when stepping and the policy take comparable time; needs an even --num-envs and --workers 0 or even; "
+                        "see docs/ray.md)")
     t.add_argument("--num-envs", type=int, default=None)
     t.add_argument("--agents", type=int, default=None, help=agents_help)
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")

@@ -126,6 +126,13 @@ class TrainConfig:
         backend_options: with ``backend="ray"``, the Ray backend's other options by name
             (``num_cpus``, ``connect_timeout``, ``startup_timeout``, ``runtime_env``; see
             :mod:`gymloop.runtime.ray_backend`); ``gymloop train --backend-option KEY=VALUE``.
+        overlap: step the games while the learner computes the policy (``gymloop train --overlap``):
+            the copies are split into two halves, each its own VecEnv (``workers / 2`` workers each;
+            the second half's seed derived from ``seed``), and while one half steps the policy acts
+            on the other's batch. It pays off with ``backend="ray"`` when a step of the games and the
+            policy's forward pass take comparable time (``docs/ray.md``); the local and process
+            backends step within ``step_wait`` so they gain nothing. Needs an even ``num_envs``
+            and ``workers`` 0 or even. Off: one VecEnv, stepped then acted on in turn.
     """
 
     steps: int = 1_000_000
@@ -146,6 +153,7 @@ class TrainConfig:
     backend: str | None = None
     address: str | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
+    overlap: bool = False
 
     @property
     def batch_size(self) -> int:
@@ -244,6 +252,16 @@ class TrainConfig:
             _options(self.backend_options)
         if self.backend == "ray" and self.workers < 1:
             raise ConfigError("backend='ray' runs the games in `workers` Ray actors, but workers=0; set workers >= 1 (--workers N)")
+        if self.overlap and self.num_envs is not None and self.num_envs % 2:
+            raise ConfigError(
+                f"overlap=True splits the game copies into two halves that take turns stepping, but num_envs={self.num_envs} is "
+                f"odd; use an even num_envs (e.g. --num-envs {self.num_envs + 1}), or turn overlap off"
+            )
+        if self.overlap and self.workers % 2:
+            raise ConfigError(
+                f"overlap=True gives each half of the game copies workers / 2 workers, but workers={self.workers} is odd; use an "
+                f"even number (e.g. --workers {self.workers + 1}) or 0, or turn overlap off"
+            )
         if self.opponents and self.agents_per_game < 2:
             raise ConfigError("opponents need a multi-agent game: set agents_per_game >= 2")
         if self.num_envs is None or self.ppo.minibatch_size is None or self.ppo.epochs is None or self.ppo.lr is None:
@@ -325,6 +343,7 @@ SPECS: dict[str, dict[str, Range]] = {
                               "instance, else a local one)"),
         "backend_options": Range("any", text="a dict of the Ray backend's options (backend='ray' only): num_cpus, "
                                  "connect_timeout, startup_timeout (> 0) and runtime_env (a dict); {} by default"),
+        "overlap": Range("bool", note="; True needs an even num_envs and workers 0 or even"),
     },
     "PPOConfig": {
         "lr": Range("float", lo=0, lo_open=True, none="automatic"),

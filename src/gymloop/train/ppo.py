@@ -33,6 +33,7 @@ from ..checkpoint import read_agent, read_safetensors, write_agent, write_safete
 from ..errors import CheckpointError, ConfigError, GymloopError, TrainingError
 from ..evaluation import evaluate_episodes
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
+from ..runtime.backend import default_backend
 from ..vector import VecEnv
 from .config import TrainConfig
 from .optim import make_adam
@@ -107,6 +108,103 @@ class Rollout:
     """The value of each truncated episode's final observation (the one the game gave to
     ``game_over``): float32 ``(T, S)``, NaN where the step truncated no episode or the game gave
     none. ``None`` means NaN everywhere: truncations bootstrap from their last decision's value."""
+
+
+class _RolloutParts:
+    """The per-step lists of one VecEnv's :class:`Rollout` while it is being collected.
+
+    :meth:`acted` records the learner's side of a step's actions (what :meth:`Trainer._act` gave) and
+    returns every actor's actions for the VecEnv; :meth:`stepped` records the batch that came back.
+    """
+
+    def __init__(self, learner: np.ndarray | slice, reward_scaler: RewardScaler | None) -> None:
+        self.learner = learner
+        self.reward_scaler = reward_scaler
+        self.observations: list[Batch] = []
+        self.actions: list[dict[str, np.ndarray]] = []
+        self.logprobs: list[dict[str, np.ndarray]] = []
+        self.values: list[np.ndarray] = []
+        self.rewards: list[np.ndarray] = []
+        self.terminated: list[np.ndarray] = []
+        self.truncated: list[np.ndarray] = []
+        self.final_values: list[np.ndarray] = []
+        self.episode_metrics: dict[str, list[float]] = {}
+
+    def acted(self, acted: tuple[dict[str, np.ndarray], Batch, Any, np.ndarray]) -> dict[str, np.ndarray]:
+        all_actions, learner_obs, out, value = acted
+        self.observations.append(learner_obs)
+        self.actions.append({k: out.actions[k].numpy() for k in out.actions})
+        self.logprobs.append({k: out.logprob[k].numpy() for k in out.logprob})
+        self.values.append(value)
+        return all_actions
+
+    def stepped(self, b: Batch, final_values: Callable[[Batch], np.ndarray]) -> None:
+        learner = self.learner
+        self.rewards.append(b.reward[learner])
+        self.terminated.append(b.terminated[learner])
+        self.truncated.append(b.truncated[learner])
+        if self.reward_scaler is not None:
+            self.reward_scaler.update(self.rewards[-1], self.terminated[-1] | self.truncated[-1])
+        self.final_values.append(final_values(b))
+        for name, arr in b.metrics.items():
+            ended = arr[learner]
+            ended = ended[~np.isnan(ended)]
+            if ended.size:
+                self.episode_metrics.setdefault(name, []).extend(ended.tolist())
+
+    def rollout(self, last_values: Callable[[], np.ndarray]) -> Rollout:
+        return Rollout(
+            observations=self.observations,
+            actions=self.actions,
+            logprobs=self.logprobs,
+            values=np.stack(self.values),
+            rewards=np.stack(self.rewards).astype(np.float32),
+            terminated=np.stack(self.terminated),
+            truncated=np.stack(self.truncated),
+            last_values=last_values(),
+            episode_metrics=self.episode_metrics,
+            final_values=np.stack(self.final_values),
+        )
+
+
+@dataclass
+class _Group:
+    """With ``cfg.overlap``: one half of the game copies, its own VecEnv, batch and reward scaler."""
+
+    env: VecEnv
+    batch: Batch
+    reward_scaler: RewardScaler | None = None
+
+
+def _join(parts: list[tuple[Rollout, np.ndarray, np.ndarray]]) -> tuple[Rollout, np.ndarray, np.ndarray]:
+    """The rollouts of the overlap groups (``T`` steps of ``S / 2`` slots each) with their advantages and
+    returns, joined along the time axis: ``2T`` steps of ``S / 2`` slots, as :meth:`Trainer._update`
+    takes them (it needs no temporal structure after GAE). ``last_values`` is the groups' concatenated
+    (it is not a GAE input any more)."""
+    rs = [r for r, _, _ in parts]
+    metrics: dict[str, list[float]] = {}
+    for r in rs:
+        for name, vals in r.episode_metrics.items():
+            metrics.setdefault(name, []).extend(vals)
+    joined = Rollout(
+        observations=[o for r in rs for o in r.observations],
+        actions=[a for r in rs for a in r.actions],
+        logprobs=[lp for r in rs for lp in r.logprobs],
+        values=np.concatenate([r.values for r in rs]),
+        rewards=np.concatenate([r.rewards for r in rs]),
+        terminated=np.concatenate([r.terminated for r in rs]),
+        truncated=np.concatenate([r.truncated for r in rs]),
+        last_values=np.concatenate([r.last_values for r in rs]),
+        episode_metrics=metrics,
+        final_values=None if any(r.final_values is None for r in rs) else np.concatenate([r.final_values for r in rs if r.final_values is not None]),
+    )
+    return joined, np.concatenate([a for _, a, _ in parts]), np.concatenate([g for _, _, g in parts])
+
+
+def overlap_seed(seed: int) -> int:
+    """The root seed of the second half of the game copies with ``TrainConfig.overlap`` (the first half's
+    is ``seed``): derived from ``seed`` alone, so the same seed gives the same run."""
+    return int(np.random.SeedSequence(entropy=seed, spawn_key=(0x6F766C,)).generate_state(1, np.uint64)[0]) >> 1
 
 
 class _Progress:
@@ -326,7 +424,7 @@ class _Snapshot:
         self.param_groups: list[dict[str, Any]] = []
         self.gen_state: torch.Tensor | None = None
         self.rng_state: dict[str, Any] = {}
-        self.scaler: dict[str, Any] | None = None
+        self.scalers: list[dict[str, Any] | None] = []  # per VecEnv (two with cfg.overlap)
         self.step = 0
         self.update = 0
 
@@ -353,7 +451,7 @@ class _Snapshot:
         self.param_groups = copy.deepcopy(groups)
         self.gen_state = t.gen.get_state()
         self.rng_state = copy.deepcopy(dict(t.rng.bit_generator.state))
-        self.scaler = None if t.reward_scaler is None else t.reward_scaler.state()
+        self.scalers = [None if sc is None else sc.state() for sc in t._reward_scalers()]
         self.step, self.update = t.step, t.update
 
     def restore(self, t: Trainer) -> None:
@@ -367,8 +465,9 @@ class _Snapshot:
         if self.gen_state is not None:
             t.gen.set_state(self.gen_state)
         t.rng.bit_generator.state = copy.deepcopy(self.rng_state)
-        if t.reward_scaler is not None and self.scaler is not None:
-            t.reward_scaler.load(self.scaler)
+        for sc, saved in zip(t._reward_scalers(), self.scalers):
+            if sc is not None and saved is not None:
+                sc.load(saved)
         t.step, t.update = self.step, self.update
 
 
@@ -494,20 +593,32 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.update = 0
-        self.env = VecEnv(self.game, num_envs=self.num_envs, workers=cfg.workers, seed=cfg.seed, agents_per_game=cfg.agents_per_game,
-                          step_timeout=cfg.step_timeout, on_game_error=cfg.on_game_error,
-                          restart_workers=cfg.on_game_error == "restart", backend=cfg.backend,
-                          backend_options={**cfg.backend_options, **({"address": cfg.address} if cfg.address is not None else {})}
-                          or None)
+        #: every VecEnv of the run: one, or with cfg.overlap the two halves of the game copies (closed at the end)
+        self.envs: list[VecEnv] = []
+        self._groups: list[_Group] = []
+        halves, n, backend = [(cfg.seed, cfg.workers)], self.num_envs, cfg.backend
+        if cfg.overlap:  # two halves, each with half the workers; the backend the whole run would get
+            halves = [(cfg.seed, cfg.workers // 2), (overlap_seed(cfg.seed), cfg.workers // 2)]
+            n, backend = self.num_envs // 2, cfg.backend or default_backend(cfg.workers)
         try:
+            for seed, workers in halves:
+                self.envs.append(VecEnv(
+                    self.game, num_envs=n, workers=workers, seed=seed, agents_per_game=cfg.agents_per_game,
+                    step_timeout=cfg.step_timeout, on_game_error=cfg.on_game_error,
+                    restart_workers=cfg.on_game_error == "restart", backend=backend,
+                    backend_options={**cfg.backend_options, **({"address": cfg.address} if cfg.address is not None else {})}
+                    or None))
+            self.env = self.envs[0]
             self._setup_learner()
         except BaseException:
-            self.env.close()  # a failed start (a bad checkpoint to resume, ...) leaves no worker behind
+            for env in self.envs:
+                env.close()  # a failed start (a bad checkpoint to resume, ...) leaves no worker behind
             raise
 
     def _setup_learner(self) -> None:
         cfg = self.cfg
-        self.batch = self.env.reset()
+        batches = [env.reset() for env in self.envs]
+        self.batch = batches[0]
         if cfg.init_from and not self.resume:
             from .warmstart import warm_start
 
@@ -519,7 +630,7 @@ class Trainer:
         if self.resume:
             self._load_resume()
         elif not cfg.init_from:
-            self.policy.update_norms(self.policy.pack(self.batch))
+            self.policy.update_norms(self.policy.pack(self.batch if len(batches) == 1 else stack(batches)))
         S = self.env.num_slots
         apg = cfg.agents_per_game
         self.learner = np.ones(S, dtype=bool)
@@ -532,14 +643,24 @@ class Trainer:
                 self._check_compatible(opp, path)
                 opp.eval()
                 self.opponents.append(opp)
-        self.learner_slots = np.flatnonzero(self.learner)
-        self.reward_scaler = RewardScaler(self.learner_slots.size, cfg.ppo.gamma) if cfg.ppo.scale_rewards else None
-        if self.reward_scaler is not None and self._resumed_scaler is not None:
-            self.reward_scaler.load(self._resumed_scaler)
+        self.learner_slots = np.flatnonzero(self.learner)  # of each VecEnv (the halves are alike with cfg.overlap)
+        scalers = [RewardScaler(self.learner_slots.size, cfg.ppo.gamma) if cfg.ppo.scale_rewards else None for _ in self.envs]
+        for i, scaler in enumerate(scalers):
+            if scaler is not None and self._resumed_scaler is not None:
+                # the resumed run's state of this half, else (another layout) its one scaler's statistics
+                groups = self._resumed_scaler.get("groups")
+                scaler.load(groups[i] if isinstance(groups, list) and len(groups) == len(scalers) else self._resumed_scaler)
+        self.reward_scaler = scalers[0]
+        if cfg.overlap:
+            self._groups = [_Group(env, b, scaler) for env, b, scaler in zip(self.envs, batches, scalers)]
         self.tb: EventWriter | None = None
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
             self.tb = EventWriter(os.path.join(self.out_dir, "tb"))
+
+    def _reward_scalers(self) -> list[RewardScaler | None]:
+        """The reward scaler of each VecEnv (two with ``cfg.overlap``; ``None`` without ``ppo.scale_rewards``)."""
+        return [g.reward_scaler for g in self._groups] if self._groups else [self.reward_scaler]
 
     def _check_compatible(self, other: Policy, path: str) -> None:
         mine = self.policy.spaces.to_json()
@@ -629,7 +750,10 @@ class Trainer:
             "agent": json.dumps({"step": self.step, "update": self.update, "weights_digest": _tensors_digest(agent_tensors)}),
         }
         if self.reward_scaler is not None:
-            meta["reward_scaler"] = json.dumps(self.reward_scaler.state())
+            state = self.reward_scaler.state()
+            if self._groups:  # each half's own state too
+                state["groups"] = [g.reward_scaler.state() for g in self._groups if g.reward_scaler is not None]
+            meta["reward_scaler"] = json.dumps(state)
         write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)  # first: see the docstring
         write_agent(path, agent_tensors, info)
         self._last_save = time.monotonic()
@@ -666,48 +790,43 @@ class Trainer:
 
     def _collect(self) -> Rollout:
         """Step the games ``cfg.rollout_steps`` times from ``self.batch``; the learner's side of it."""
-        observations: list[Batch] = []
-        actions: list[dict[str, np.ndarray]] = []
-        logprobs: list[dict[str, np.ndarray]] = []
-        values: list[np.ndarray] = []
-        rewards: list[np.ndarray] = []
-        terminated: list[np.ndarray] = []
-        truncated: list[np.ndarray] = []
-        final_values: list[np.ndarray] = []
-        episode_metrics: dict[str, list[float]] = {}
-        learner = self.learner_slots if self.opponents else slice(None)
+        parts = _RolloutParts(self.learner_slots if self.opponents else slice(None), self.reward_scaler)
         b = self.batch
         for _ in range(self.cfg.rollout_steps):
-            all_actions, learner_obs, out, value = self._act(b)
-            observations.append(learner_obs)
-            actions.append({k: out.actions[k].numpy() for k in out.actions})
-            logprobs.append({k: out.logprob[k].numpy() for k in out.logprob})
-            values.append(value)
-            b = self.env.step(all_actions)
-            rewards.append(b.reward[learner])
-            terminated.append(b.terminated[learner])
-            truncated.append(b.truncated[learner])
-            if self.reward_scaler is not None:
-                self.reward_scaler.update(rewards[-1], terminated[-1] | truncated[-1])
-            final_values.append(self._final_values(b))
-            for name, arr in b.metrics.items():
-                ended = arr[learner]
-                ended = ended[~np.isnan(ended)]
-                if ended.size:
-                    episode_metrics.setdefault(name, []).extend(ended.tolist())
+            b = self.env.step(parts.acted(self._act(b)))
+            parts.stepped(b, self._final_values)
         self.batch = b
-        return Rollout(
-            observations=observations,
-            actions=actions,
-            logprobs=logprobs,
-            values=np.stack(values),
-            rewards=np.stack(rewards).astype(np.float32),
-            terminated=np.stack(terminated),
-            truncated=np.stack(truncated),
-            last_values=self._values(b),
-            episode_metrics=episode_metrics,
-            final_values=np.stack(final_values),
-        )
+        return parts.rollout(lambda: self._values(b))
+
+    def _collect_overlapped(self) -> tuple[Rollout, np.ndarray, np.ndarray]:
+        """With ``cfg.overlap``: step both halves ``cfg.rollout_steps`` times, each one's games stepping
+        while the policy acts on the other's batch; the joined rollout with its advantages and returns.
+
+        Per step ``t``: act on B, ``B.step_async`` (B's games step while ...) ``A.step_wait``, record it,
+        act on A for ``t + 1``, ``A.step_async`` (... and A's while) ``B.step_wait``, record it.
+        GAE runs per half (each has its own time axis and reward scaler), then :func:`_join`.
+        """
+        a, b = self._groups
+        learner = self.learner_slots if self.opponents else slice(None)
+        pa, pb = _RolloutParts(learner, a.reward_scaler), _RolloutParts(learner, b.reward_scaler)
+        ba, bb = a.batch, b.batch
+        T = self.cfg.rollout_steps
+        last_a = np.zeros(0, dtype=np.float32)
+        a.env.step_async(pa.acted(self._act(ba)))
+        for t in range(T):
+            b.env.step_async(pb.acted(self._act(bb)))
+            ba = a.env.step_wait()
+            pa.stepped(ba, self._final_values)
+            if t + 1 < T:
+                a.env.step_async(pa.acted(self._act(ba)))
+            else:
+                last_a = self._values(ba)  # while B's last step runs
+            bb = b.env.step_wait()
+            pb.stepped(bb, self._final_values)
+        a.batch, b.batch = ba, bb
+        self.batch = ba
+        ra, rb = pa.rollout(lambda: last_a), pb.rollout(lambda: self._values(bb))
+        return _join([(ra, *self._gae(ra, a)), (rb, *self._gae(rb, b))])
 
     @_torch_errors("computing values")
     def _final_values(self, b: Batch) -> np.ndarray:
@@ -728,12 +847,15 @@ class Trainer:
                 values[slots] = self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
         return values
 
-    def _gae(self, r: Rollout) -> tuple[np.ndarray, np.ndarray]:
-        """Advantages and returns (``advantages + values``) of a rollout: float32 ``(T, S)`` each."""
+    def _gae(self, r: Rollout, group: _Group | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Advantages and returns (``advantages + values``) of a rollout: float32 ``(T, S)`` each.
+
+        ``group``: with ``cfg.overlap``, the half of the games it comes from (its reward scaler scales the rewards)."""
         p = self.cfg.ppo
         values = r.values
         T, S = values.shape
-        rewards = r.rewards if self.reward_scaler is None else self.reward_scaler(r.rewards)
+        scaler = self.reward_scaler if group is None else group.reward_scaler
+        rewards = r.rewards if scaler is None else scaler(r.rewards)
         advantages = np.zeros((T, S), dtype=np.float32)
         running = np.zeros(S, dtype=np.float32)  # the advantage of step t + 1, discounted along its episode
         no_final = np.full(S, np.nan, dtype=np.float32)
@@ -894,9 +1016,13 @@ class Trainer:
                         g["lr"] = lr
                     ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
                     t0 = time.time()
-                    rollout = self._collect()
-                    t1 = time.time()
-                    adv, ret = self._gae(rollout)
+                    if self._groups:  # cfg.overlap: GAE per half, then joined
+                        rollout, adv, ret = self._collect_overlapped()
+                        t1 = time.time()
+                    else:
+                        rollout = self._collect()
+                        t1 = time.time()
+                        adv, ret = self._gae(rollout)
                     update_stats = self._update(rollout, adv, ret, ent)
                     t2 = time.time()
                     self.update += 1
@@ -909,8 +1035,8 @@ class Trainer:
                     info["time/total_s"] = time.time() - t_start
                     info["reward_mean"] = float(rollout.rewards.mean())
                     # faults survived since this run started (on_game_error="restart")
-                    info["game_errors"] = float(self.env.num_game_errors)
-                    info["worker_restarts"] = float(self.env.num_worker_restarts)
+                    info["game_errors"] = float(sum(env.num_game_errors for env in self.envs))
+                    info["worker_restarts"] = float(sum(env.num_worker_restarts for env in self.envs))
                     for name, vals in rollout.episode_metrics.items():
                         a = np.asarray(vals, dtype=np.float64)
                         info[f"{name}_count"] = float(a.size)
@@ -964,7 +1090,7 @@ class Trainer:
 
     def _close_quietly(self, prog: _Progress, metrics: _MetricsFile | None) -> None:
         """Close what the run opened; a failure here is logged, never lets the checkpoint go unsaved."""
-        for what, close in (("the progress line", prog.close), ("the games", self.env.close),
+        for what, close in (("the progress line", prog.close), *(("the games", env.close) for env in self.envs),
                             ("metrics.csv", metrics.close if metrics is not None else None),
                             ("TensorBoard", self.tb.close if self.tb is not None else None)):
             if close is None:

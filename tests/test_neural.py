@@ -572,6 +572,7 @@ def test_bad_calls(ckpt_dir):
     assert agent.act_batch([]) == []
 
 
+@pytest.mark.slow
 def test_inference_benchmark_runs():
     script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "inference.py")
     out = subprocess.run([sys.executable, script, "--quick"], capture_output=True, text=True, timeout=120)

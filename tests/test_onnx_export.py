@@ -35,6 +35,9 @@ ort = pytest.importorskip("onnxruntime")
 
 from gymloop.export import FORMAT, onnx_io, policy_to_onnx, to_onnx  # noqa: E402
 
+# one pytest-xdist worker runs this module (its module-scoped fixture is set up once)
+pytestmark = pytest.mark.xdist_group("onnx")
+
 ENN = Path(__file__).parent / "fixtures" / "enn"
 TOL = 1e-5
 

@@ -95,3 +95,16 @@ def many_actors(agent, seed):
     while True:
         acts = agent.act(gl.Obs(score=s).actors([Foe(i % 10) for i in range(200)]), Act)
         s += sum(a.value for a in acts)
+
+
+def segments_in_use() -> set[str]:
+    """Names of the shared-memory segments (``/dev/shm``) this process maps now, from
+    ``/proc/self/maps``. Tests compare these rather than all of ``/dev/shm``, which the tests of
+    another pytest-xdist worker change at the same time."""
+    names = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            i = line.find("/dev/shm/")
+            if i >= 0:
+                names.add(line[i + len("/dev/shm/"):].split(" (deleted)")[0].strip())
+    return names

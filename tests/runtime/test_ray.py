@@ -29,6 +29,9 @@ from gymloop.games.duel import duel
 from gymloop.games.snake import snake
 from gymloop.games.tactics import tactics
 
+# one pytest-xdist worker runs this module (its module-scoped fixture is set up once)
+pytestmark = pytest.mark.xdist_group("ray")
+
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(gl.__file__)))
 
@@ -314,6 +317,7 @@ os._exit(0)  # the connect thread may still wait inside ray.init
 """
 
 
+@pytest.mark.slow
 def test_a_server_that_is_not_ray_fails_within_the_connect_timeout_and_ray_client_names_its_extra():
     pytest.importorskip("ray")
     out = subprocess.run(
@@ -382,6 +386,20 @@ def test_an_actor_whose_games_cannot_be_set_up_reports_why():
 
 
 # ---------------------------------------------------------------------- faults
+def _kill(ray_session, handle, within: float = 20.0) -> None:
+    """Kill an actor and wait until it is dead: ``ray.kill`` only asks, and an actor that still
+    answers the next step would make a test of what follows its death pass or fail by chance."""
+    ray_session.kill(handle, no_restart=True)
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            ray_session.get(handle.where_is.remote(), timeout=2)
+        except Exception:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the actor still answers {within} s after ray.kill")
+
+
 @pytest.mark.slow
 def test_restarted_actors_get_the_seeds_of_restarted_workers(ray_session):
     """A dead actor replaced at a reset, then one replaced mid-run: the same seeds as the process backend."""
@@ -394,7 +412,7 @@ def test_restarted_actors_get_the_seeds_of_restarted_workers(ray_session):
 
             def kill():
                 if backend == "ray":
-                    ray_session.kill(be.actors[1].handle)
+                    _kill(ray_session, be.actors[1].handle)
                     be.actors[1].lost = be._lose(be.actors[1], None)
                 else:
                     os.kill(be.workers[-1].pid, signal.SIGKILL)  # the child running copies 2..3
@@ -428,7 +446,7 @@ def test_heartbeat_keys_are_deleted_on_close_and_replace(ray_session):
         names = [a.name for a in be.actors]
         for n in names:
             _internal_kv_put(be._beat_key(n), b"1", overwrite=True)
-        ray_session.kill(be.actors[0].handle)
+        _kill(ray_session, be.actors[0].handle)
         env.step(env.sample_actions())  # actor 0 replaced
         assert _internal_kv_get(be._beat_key(names[0])) is None
         assert _internal_kv_get(be._beat_key(names[1])) == b"1"
@@ -445,7 +463,7 @@ def test_a_killed_actor_is_a_worker_error_then_reset_starts_it_again(ray_session
     try:
         env.reset()
         actor = env._state.backend.actors[0]
-        ray_session.kill(actor.handle)
+        _kill(ray_session, actor.handle)
         with pytest.raises(gl.WorkerError, match=r"Ray actor 0 'gymloop-\w+-0' \(game copies 0..3, node [\d.]+, pid \d+\) died .*restart_workers=True") as e:
             env.step(env.sample_actions())
         assert e.value.worker == 0 and e.value.env_indices == range(0, 4)
@@ -461,7 +479,7 @@ def test_a_killed_actor_is_replaced_with_restart_workers(ray_session):
     env = gl.VecEnv(snake, 4, workers=1, backend="ray", restart_workers=True, step_timeout=5)
     try:
         env.reset()
-        ray_session.kill(env._state.backend.actors[0].handle)
+        _kill(ray_session, env._state.backend.actors[0].handle)
         b = env.step(env.sample_actions())
         assert b.truncated.all()  # its copies' open episodes ended
         assert env.num_worker_restarts == 1

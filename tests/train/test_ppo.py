@@ -27,6 +27,7 @@ def gae_rollout(values, rewards, terminated, truncated, last_values, final_value
                    truncated=truncated, last_values=last_values, episode_metrics={}, final_values=final_values)
 
 
+@pytest.mark.slow  # learning tests: a few seconds each
 @pytest.mark.parametrize(
     "game, threshold",
     # select: the best of 3-6 uniform values (often nearly tied); random picks it ~22% of the time,

@@ -38,6 +38,9 @@ import gymloop as gl
 from gymloop.games.snake import Body, Food, GreedyAgent, Head, Move, snake
 from gymloop.schema import schema_of
 
+# one pytest-xdist worker runs this module (its module-scoped fixture is set up once)
+pytestmark = pytest.mark.xdist_group("web")
+
 ROOT = Path(__file__).resolve().parents[2]
 WEB = ROOT / "examples" / "web"
 NODE = shutil.which("node")

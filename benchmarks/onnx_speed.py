@@ -23,51 +23,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import os
 import statistics
+import sys
 import tempfile
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-
-def _timings(variants: dict[str, Callable[[], Any]], calls: int, rounds: int = 5) -> dict[str, float]:
-    """Median µs of one call of each variant (individually timed calls, round-robin rounds after a warm-up)."""
-    per = max(1, calls // rounds)
-    for fn in variants.values():
-        for _ in range(min(per, 200)):
-            fn()
-    times: dict[str, list[int]] = {k: [] for k in variants}
-    clock = time.perf_counter_ns
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            out = times[name]
-            for _ in range(per):
-                t0 = clock()
-                fn()
-                out.append(clock() - t0)
-    return {k: statistics.median(v) / 1e3 for k, v in times.items()}
-
-
-class _Recorder:
-    """Plays like a random agent and keeps the observations it was shown."""
-
-    def __init__(self, seed: int) -> None:
-        import gymloop as gl
-
-        self.inner = gl.RandomAgent(seed)
-        self.seen: list[tuple] = []
-
-    def act(self, obs: Any, *types: Any) -> Any:
-        self.seen.append((copy.deepcopy(obs), types))  # the game mutates the lists it observed
-        return self.inner.act(obs, *types)
-
-    def game_over(self, obs: Any, truncated: bool = False) -> None:
-        pass
+# the timing loop and the recording agent of the numpy runtime's benchmark (this folder)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from inference import _Recorder, _timings  # noqa: E402
 
 
 def feeds_of(io: dict, policy: Any, prepared: tuple) -> dict[str, np.ndarray]:

@@ -346,10 +346,13 @@ class VecEnv:
                 ``on_game_error="restart"``: more faults than ``game_error_limit`` allows.
             WorkerError: a worker process died or did not answer (without ``restart_workers``).
         """
-        arrays = self._step_arrays(actions, "step")
-        st = self._state
+        arrays = self._step_arrays(actions, "step")  # (first: it refuses a closed VecEnv, whose backend is gone)
+        return self._stepped(self._state.backend.step, arrays)
+
+    def _stepped(self, run: Callable[..., Batch], *args: Any) -> Batch:
+        """``run(*args)`` (the backend's step or step_wait), its faults noted; the VecEnv fails with it."""
         try:
-            batch = st.backend.step(arrays)
+            batch = run(*args)
             if self._faults:
                 self._note_faults()
         except BaseException:
@@ -405,18 +408,7 @@ class VecEnv:
         if not self._pending:
             raise EnvStateError("step_wait() without a pending step_async(); call env.step_async(actions) first")
         self._pending = False
-        try:
-            batch = self._state.backend.step_wait()
-            if self._faults:
-                self._note_faults()
-        except BaseException:
-            self._failed = True
-            if self._faults:
-                self._note_faults_quietly()
-            raise
-        self._batch = batch
-        self._steps += 1
-        return batch
+        return self._stepped(self._state.backend.step_wait)
 
     def close(self) -> None:
         """Close every game (``GreenletExit`` at its ``act`` call), end workers, free shared memory.

@@ -196,7 +196,7 @@ def _join(parts: list[tuple[Rollout, np.ndarray, np.ndarray]]) -> tuple[Rollout,
         truncated=np.concatenate([r.truncated for r in rs]),
         last_values=np.concatenate([r.last_values for r in rs]),
         episode_metrics=metrics,
-        final_values=None if any(r.final_values is None for r in rs) else np.concatenate([r.final_values for r in rs if r.final_values is not None]),
+        final_values=np.concatenate([r.final_values for r in rs]),  # (every group's rollout has them)
     )
     return joined, np.concatenate([a for _, a, _ in parts]), np.concatenate([g for _, _, g in parts])
 

@@ -704,14 +704,11 @@ class Trainer:
             except (KeyError, ValueError, TypeError, AttributeError) as e:
                 raise CheckpointError(f"--resume: {opath} is not a gymloop optimizer state ({type(e).__name__}: {e}); delete it to "
                                       f"resume {path} with a fresh optimizer state") from None
-            fused = [g.get("fused") for g in self.optim.param_groups]
             try:
                 self.optim.load_state_dict(sd)
             except (KeyError, ValueError, TypeError) as e:
                 raise CheckpointError(f"--resume: {opath} does not fit the network of {path} ({e}); delete it to resume with a "
                                       "fresh optimizer state") from None
-            for g, f in zip(self.optim.param_groups, fused):  # a state saved before fused Adam says None
-                g["fused"] = f
             if "torch_rng" in tensors:
                 self.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"], dtype=np.uint8)))
             if "numpy_rng" in meta:

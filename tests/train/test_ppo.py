@@ -17,7 +17,6 @@ import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent  # noqa: E402
 from gymloop.nn import NetConfig  # noqa: E402
 from gymloop.train import TrainConfig  # noqa: E402
-from gymloop.train.optim import make_adam  # noqa: E402
 from gymloop.train.ppo import Rollout, Trainer, evaluate  # noqa: E402
 
 
@@ -451,32 +450,34 @@ def test_resume_checks_the_recorded_shape_against_the_fields_given_now(tmp_path)
         Trainer(tg.bandit, bigger, out_dir=out, game_name="bandit", resume=True)
 
 
-def test_resume_keeps_fused_adam(tmp_path):
+def test_resume_takes_an_optimizer_state_written_by_torch_optim_adam(tmp_path):
+    """Runs saved before gymloop had its own Adam wrote ``torch.optim.Adam``'s state: they resume."""
     out = str(tmp_path / "run")
-    cfg = TrainConfig(steps=2048, seed=0)
-    cfg.net = NetConfig(d_model=16, n_head=2)
-    Trainer(tg.bandit, cfg, out_dir=out, game_name="bandit").train()
-    # an optimizer state saved before fused Adam: its parameter groups say fused=None
-    import json
-
-    from gymloop.checkpoint import read_safetensors, write_safetensors
-
-    opath = os.path.join(out, "optimizer.safetensors")
-    tensors, meta = read_safetensors(opath, mmap=False)
-    state = json.loads(meta["optimizer"])
-    for g in state["param_groups"]:
-        g["fused"] = None
-    meta["optimizer"] = json.dumps(state)
-    write_safetensors(opath, {k: np.array(v) for k, v in tensors.items()}, meta)
-    t = Trainer(tg.bandit, TrainConfig(steps=4096, seed=0, net=NetConfig(d_model=16, n_head=2)), out_dir=out, game_name="bandit", resume=True)
-    t._setup()
-    want = make_adam([torch.nn.Parameter(torch.zeros(1))], 1e-3).param_groups[0].get("fused")
+    cfg = TrainConfig(steps=2048, seed=0, net=NetConfig(d_model=16, n_head=2))
+    t = Trainer(tg.bandit, cfg, out_dir=out, game_name="bandit")
+    t.train()
+    params = list(t.policy.parameters())
+    old = torch.optim.Adam(params, lr=1e-3, eps=1e-5, fused=True)  # what earlier versions trained with
+    for _ in range(3):
+        for p in params:
+            p.grad = torch.randn_like(p)
+        old.step()
+    t.optim = old
+    t.save()
+    want = {i: (st["exp_avg"].clone(), float(st["step"])) for i, st in old.state_dict()["state"].items()}
+    r = Trainer(tg.bandit, TrainConfig(steps=4096, seed=0, net=NetConfig(d_model=16, n_head=2)), out_dir=out, game_name="bandit",
+                resume=True)
+    r._setup()
     try:
-        assert all(g.get("fused") == want for g in t.optim.param_groups)
+        got = r.optim.state_dict()["state"]
+        assert set(got) == set(want)
+        for i, (m, step) in want.items():
+            assert float(got[i]["step"]) == step
+            assert torch.equal(got[i]["exp_avg"], m)
     finally:
-        t.env.close()
-        if t.tb is not None:
-            t.tb.close()
+        r.env.close()
+        if r.tb is not None:
+            r.tb.close()
 
 
 def test_a_config_error_names_the_automatic_values_it_came_from():

@@ -53,6 +53,9 @@ from ..spaces import ActionDesc, ObsSpace
 
 __all__ = ["EntityGymEnv", "from_entity_gym", "is_entity_gym_env"]
 
+#: up to this many actor (or actee) ids are looked up by searching each type's ids, more through a map of every id
+_FEW_IDS = 4
+
 
 def is_entity_gym_env(obj: Any) -> bool:
     """True for an ``entity_gym.env.Environment`` subclass (or a ``functools.partial`` of one)."""
@@ -211,17 +214,42 @@ class EntityGymEnv(Environment):
             self._to_index = to_index
         return self._to_index
 
-    def _ids_of_actors(self, name: str) -> list[Any]:
+    def _search(self, ids: Sequence[Any]) -> list[int] | None:
+        """Entity indices of ``ids``, found in each type's id list; ``None`` for anything but the plain case
+        (hidden entities, ids not in a list or tuple, an id missing or given twice): :meth:`_id_to_index` then
+        answers, or names the problem."""
+        out = []
+        for eid in ids:
+            at = -1
+            for _t, off, _n, keep, tids in self._rows:
+                if tids is None:
+                    continue
+                if keep is not None or not isinstance(tids, (list, tuple)):
+                    return None
+                if eid in tids:
+                    if at >= 0 or tids.count(eid) > 1:
+                        return None
+                    at = off + tids.index(eid)
+            if at < 0:
+                return None
+            out.append(at)
+        return out
+
+    def _ids_of_actors(self, name: str) -> Sequence[Any]:
         ids = self._actor_ids[name]
         if ids is None:
             to_id = self._index_to_id()
             ids = [to_id[j] for j in self._actor_index[name]]
-        return list(ids)
+        return ids
 
     def _indices(self, name: str, ids: Sequence[Any] | None, types: Sequence[str] | None, role: str) -> list[int]:
         """Entity indices of the actors (or actees) a mask names by id, by type, or all."""
         if ids is not None:
-            to_index = self._id_to_index()
+            if len(ids) <= _FEW_IDS:  # a few ids (often one actor): a search in each type's ids is cheaper than a map of all
+                found = self._search(ids)
+                if found is not None:
+                    return found
+            to_index = self._id_to_index()  # (also names what the search could not resolve)
             try:
                 return [to_index[eid] for eid in ids]
             except KeyError as e:
@@ -244,9 +272,10 @@ class EntityGymEnv(Environment):
         if not isinstance(o, eg.Observation):
             raise self._bad(f"reset/act returned {type(o).__name__}, expected an entity_gym Observation")
         feats = o.features
-        for t in (*feats, *o.ids):
-            if t not in self._feats:
-                raise self._bad(f"the observation has entity type {t!r}, which obs_space() does not declare {self._types}")
+        if not (self._feats.keys() >= feats.keys() and self._feats.keys() >= o.ids.keys()):
+            for t in (*feats, *o.ids):
+                if t not in self._feats:
+                    raise self._bad(f"the observation has entity type {t!r}, which obs_space() does not declare {self._types}")
         entities: dict[str, Any] = {}
         rows: list[tuple[str, int, int, Any, Any]] = []  # (type, offset, count, kept rows or None, ids)
         offset_of: dict[str, tuple[int, int]] = {}

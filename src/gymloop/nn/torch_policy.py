@@ -66,7 +66,20 @@ class InputNorm(nn.Module):
             self.count += n
 
     def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean, standard deviation) as float32; sd 0 → 1, identity before 2 samples."""
+        """(mean, standard deviation) as float32; sd 0 → 1, identity before 2 samples.
+
+        Computed again only when a statistic changed (:meth:`update`, ``load_state_dict`` or any
+        other in-place write bumps a buffer's version): every forward pass asks for them.
+        """
+        key = tuple((id(b), b._version) for b in (self.count, self.mean, self.squares_sum))
+        cached = self.__dict__.get("_stats")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        out = self._compute_stats()
+        self.__dict__["_stats"] = (key, out)
+        return out
+
+    def _compute_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         c = self.count.item()
         if c <= 1:
             return torch.zeros_like(self.mean, dtype=torch.float32), torch.ones_like(self.mean, dtype=torch.float32)

@@ -930,7 +930,7 @@ class Trainer:
                     raise _Diverged(f"the loss became {loss.item()}")
                 self.optim.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), p.max_grad_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.optim.params, p.max_grad_norm)
                 if not torch.isfinite(grad_norm):
                     raise _Diverged(f"the gradients became non-finite (norm {grad_norm.item()})")
                 self.optim.step()

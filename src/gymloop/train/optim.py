@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -46,7 +46,7 @@ class Adam:
 
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8) -> None:
-        self.params = list(params)
+        self.params: list[torch.Tensor] = list(params)
         if len({id(p) for p in self.params}) != len(self.params):
             raise ValueError("Adam: a parameter is given twice")
         if len({(p.dtype, p.device) for p in self.params}) > 1:
@@ -84,21 +84,21 @@ class Adam:
         if len(steps) == 1 and all(x is not None for x in grads):  # the usual case: one flat update
             n = steps.pop() + 1
             self._steps = [n] * len(self.params)
-            torch._foreach_copy_(self._grad_views, grads)
+            torch._foreach_copy_(self._grad_views, cast(list[torch.Tensor], grads))
             self._m.lerp_(self._g, 1 - b1)
             self._v.mul_(b2).addcmul_(self._g, self._g, value=1 - b2)
             torch.sqrt(self._v, out=self._u)
             self._u.div_(math.sqrt(1 - b2**n)).add_(eps)
             torch.div(self._m, self._u, out=self._u)
             self._u.mul_(-lr / (1 - b1**n))
-            torch._foreach_add_(self.params, self._update_views)
+            torch._foreach_add_(self.params, self._update_views, alpha=1.0)
             return
         idx = [i for i, x in enumerate(grads) if x is not None]  # some parameters without a gradient, or steps that differ
         if not idx:
             return
         for i in idx:
             self._steps[i] += 1
-        ps, gs = [self.params[i] for i in idx], [grads[i] for i in idx]
+        ps, gs = [self.params[i] for i in idx], [cast(torch.Tensor, grads[i]) for i in idx]
         ms, vs = [self._exp_avg[i] for i in idx], [self._exp_avg_sq[i] for i in idx]
         torch._foreach_lerp_(ms, gs, 1 - b1)
         torch._foreach_mul_(vs, b2)

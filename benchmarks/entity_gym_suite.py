@@ -2,8 +2,9 @@
 
 For each environment of ``entity_gym.examples.ENV_REGISTRY`` (all 13), each seed and each trainer,
 one training run in its own process (``OMP_NUM_THREADS=1``, one torch thread, environments in the
-trainer's process for both; ``torch._dynamo``, which both trainers' optimizers import, is imported
-before the clock starts) reports:
+trainer's process for both; ``torch._dynamo``, which enn-trainer's ``torch.optim.Adam`` imports when
+it is built (~1.8 CPU-s; gymloop's own Adam does not), is imported before the clock starts, so
+neither trainer is charged for it) reports:
 
 - **final**: the mean episode return over the last 20% of training steps (episodes that ended
   there, as each trainer logs them);
@@ -165,7 +166,7 @@ def run_enn(env_name: str, seed: int, steps: int) -> dict[str, Any]:
 def _one(args: argparse.Namespace) -> None:
     import logging
 
-    import torch._dynamo  # noqa: F401  # both trainers' optimizers import it on creation (~1 s): not training time
+    import torch._dynamo  # noqa: F401  # torch.optim (enn-trainer's optimizer) imports it on creation (~1.8 s): not counted
 
     logging.basicConfig(level=logging.WARNING)
     if args.one == "gymloop":

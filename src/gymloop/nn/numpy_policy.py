@@ -30,7 +30,7 @@ from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from ..spaces import ActionDesc
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
-from .inputs import Packed, pack
+from .inputs import FrameIndex, Packed, pack
 from .shapes import _check_shapes, _parse, _relpos_of, _shapes, check_weights, expected_shapes
 
 __all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
@@ -384,6 +384,10 @@ class NumpyPolicy:
         self.summary_actions = frozenset(n for n, a in acts.items() if head_of(a) == SUMMARY)
         self.relpos_cfg = rp
         self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
+        try:
+            self.frame = FrameIndex.of(cfg.resolve_frame(ents), ents)
+        except ConfigError as e:
+            raise CheckpointError(f"{path}: {e}") from None
 
         def g(k: str) -> np.ndarray:
             return np.ascontiguousarray(tensors[k], dtype=_F32)
@@ -451,7 +455,7 @@ class NumpyPolicy:
     # ------------------------------------------------------------------ inputs
     def pack(self, b: Any) -> Packed:
         """Pack a :class:`~gymloop.batch.Batch` for this network (entity types in its order)."""
-        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions)
+        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions, frame=self.frame)
 
     # ------------------------------------------------------------------ pieces
     def embed(self, t: int, x: np.ndarray | int) -> np.ndarray:

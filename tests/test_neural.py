@@ -123,6 +123,35 @@ def beacons(agent, seed):
         t = (t + 1) % 10
 
 
+@dataclass
+class Rover:
+    x_pos: float
+    y_pos: float
+    heading: float
+
+
+@dataclass
+class Rock:
+    x_pos: float
+    y_pos: float
+
+
+class Drive(Enum):
+    LEFT = 0
+    AHEAD = 1
+    RIGHT = 2
+
+
+@gl.game(entities=[Rover, Rock], actions=[Drive])
+def rovers(agent, seed):
+    """A vehicle with a heading among rocks: net.frame="auto" puts the rocks in the rover's frame."""
+    rng = random.Random(seed)
+    while True:
+        rover = Rover(rng.uniform(-50, 50), rng.uniform(-50, 50), rng.uniform(0, 6.28))
+        rocks = [Rock(rng.uniform(-50, 50), rng.uniform(-50, 50)) for _ in range(rng.randint(0, 4))]
+        agent.act(gl.Obs().entities(rocks).actors([rover]), Drive)
+
+
 GAMES = {
     "snake": (snake_mod.snake, 1),
     "tactics": (tactics_mod.tactics, 1),
@@ -130,6 +159,7 @@ GAMES = {
     "skirmish": (skirmish, 1),
     "tokens": (tokens, 1),
     "beacons": (beacons, 1),
+    "rovers": (rovers, 1),
 }
 
 
@@ -203,7 +233,13 @@ CONFIGS = {
     "skirmish": [None, NetConfig(readout=False), NetConfig(n_layer=3)],
     "tokens": [None, NetConfig(readout=False, n_layer=2)],
     "beacons": [None, NetConfig(readout=False)],
+    "rovers": [None, NetConfig(readout=False, n_layer=2)],  # net.frame auto (checked below)
 }
+
+
+def test_the_rover_game_uses_the_frame(ckpt_dir):
+    _, tpol = checkpoint(ckpt_dir, "rovers")
+    assert tpol.frame is not None and tpol.frame.reference == "Rover" and load(checkpoint(ckpt_dir, "rovers")[0]).policy.frame == tpol.frame
 
 
 @pytest.mark.parametrize("name", list(GAMES))

@@ -502,7 +502,7 @@ class _Runtime:
                     arrs[t][o : o + f.shape[0]] = f
             if ng:
                 globs[s] = g
-        p = pack_entities(dict(zip(self.names, arrs)), counts, globs, self.names, policy.position_idx)
+        p = pack_entities(dict(zip(self.names, arrs)), counts, globs, self.names, policy.position_idx, policy.frame)
         L = p.L
         actors: dict[str, list[np.ndarray]] = {n: [] for n in space}
         masks: dict[str, list[np.ndarray]] = {n: [] for n in space}

@@ -42,6 +42,11 @@ POSITIONAL = ObsSpace(
     entities={"Ally": ("x", "y", "hp"), "Enemy": ("y", "x", "kind.is_A", "kind.is_B"), "Wall": ("x", "y")},
     globals=("turn", "left"),
 )
+# one entity type with a heading: the egocentric frame (net.frame="auto") puts the others in its frame
+HEADED = ObsSpace(
+    entities={"Ally": ("x", "y", "heading", "hp"), "Enemy": ("y", "x", "kind.is_A", "kind.is_B"), "Wall": ("x", "y")},
+    globals=("turn",),
+)
 # a featureless entity type (no relpos, no globals)
 FEATURELESS = ObsSpace(entities={"Ally": ("x", "y", "hp"), "Enemy": ("hp",), "Token": ()})
 
@@ -58,8 +63,10 @@ CASES = [
     ("featureless", NetConfig(relpos=None)),
     ("featureless", NetConfig(relpos=None, readout=False, n_layer=2)),
     ("featureless", NetConfig(relpos=None, n_layer=3)),
+    ("headed", NetConfig()),  # frame and relpos (relpos on the raw positions)
+    ("headed", NetConfig(relpos=None, readout=False, n_layer=2)),
 ]
-SPACES = {"positional": POSITIONAL, "featureless": FEATURELESS}
+SPACES = {"positional": POSITIONAL, "featureless": FEATURELESS, "headed": HEADED}
 
 @pytest.fixture(autouse=True, scope="module")
 def one_torch_thread():

@@ -236,7 +236,7 @@ def read_checkpoint(path: str | os.PathLike, among: Mapping[str, Sequence[str]] 
     }
     spaces = Spaces(ObsSpace({k: tuple(v) for k, v in entities.items()}, tuple(glob)), action_space, error=CheckpointError, where=f"{sw}: ")
     cfg = NetConfig(d_model=net.d_model, n_layer=net.n_layer, n_head=net.n_head, d_qk=net.d_qk, relpos=net.relpos,
-                    norm_clip=5.0, mlp_ratio=4, readout=False)
+                    norm_clip=5.0, mlp_ratio=4, readout=False, frame=None)
     info = agent_document(spaces, cfg.to_dict(), arch="rogue-net", step=step, enn={
         "source": p, "config_version": version, "env": env, "global_actions": global_actions,
         "separate_value_network": separate_vf,

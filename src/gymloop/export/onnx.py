@@ -67,7 +67,7 @@ OPSET = 17
 _IR_VERSION = 8  # the IR version of opset 17: readable by older runtimes than onnx's default
 
 #: the ``net`` fields the exporter expresses; any other field must keep NetConfig's default
-_KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout", "summary_mean"})
+_KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout", "summary_mean", "frame"})
 _GATES = frozenset({"relu", "gelu", "sigmoid", "linear", None})
 _HEADS = frozenset({LINEAR, SUMMARY, POINTER})
 _LN_EPS = 1e-5
@@ -129,6 +129,11 @@ def _check_supported(policy: NumpyPolicy, where: str) -> None:
                 f"{where}: the network uses net.{k}={v!r}, which the ONNX exporter ({FORMAT}) cannot express; export it with "
                 f"a gymloop version that supports it, or train without it"
             )
+    if policy.frame is not None:
+        raise ExportError(
+            f"{where}: the network sees positions in entity type {policy.frame.reference!r}'s frame (net.frame), a "
+            "transformation of the inputs the ONNX exporter cannot express yet; train with net.frame=None to export"
+        )
     rp = policy.relpos
     if rp is not None and rp.gate_kind not in _GATES:
         raise ExportError(

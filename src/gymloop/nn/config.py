@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 from .._ranges import Range, check_fields, describe
 from ..errors import ConfigError
 
-__all__ = ["NetConfig", "RelposConfig"]
+__all__ = ["FrameConfig", "NetConfig", "RelposConfig"]
+
+#: position feature pairs that ``net.frame="auto"`` recognizes (in this order)
+POSITION_NAMES: tuple[tuple[str, str], ...] = (
+    ("x", "y"), ("x_pos", "y_pos"), ("pos_x", "pos_y"), ("pos.x", "pos.y"), ("position_x", "position_y"),
+)
+#: heading features (radians) that ``net.frame="auto"`` recognizes on the reference entity type
+HEADING_NAMES: tuple[str, ...] = ("direction", "heading", "angle", "orientation", "rotation", "yaw", "theta")
 
 
 @dataclass
@@ -41,6 +48,34 @@ class RelposConfig:
 
 
 @dataclass
+class FrameConfig:
+    """Positions seen from one entity: the other entities' positions in its frame (egocentric input).
+
+    Before the network (torch and numpy alike, in :func:`gymloop.nn.inputs.pack_entities`), the
+    position features of every other entity type that has them are replaced by their offset from
+    the first ``reference`` entity of the observation, rotated into its heading when
+    ``heading_feature`` is set (``forward, left = R(-heading) (p - p_ref)``); the reference keeps
+    its own features. An observation without a reference entity is left as it is.
+
+    Attributes:
+        reference: the entity type at the origin (e.g. the vehicle the agent drives).
+        position_features: the two position feature names (e.g. ``["x_pos", "y_pos"]``); the
+            reference type must have them.
+        heading_feature: the reference type's heading in radians, or ``None`` (translate only).
+    """
+
+    reference: str
+    position_features: list[str] = field(default_factory=lambda: ["x", "y"])
+    heading_feature: str | None = None
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` with the fix if a field is out of its range."""
+        check_fields(self, SPECS["FrameConfig"], "net.frame.")
+        if len(self.position_features) != 2:
+            raise ConfigError(f"net.frame.position_features must name 2 features (x, y), got {self.position_features!r}")
+
+
+@dataclass
 class NetConfig:
     """Entity transformer hyperparameters.
 
@@ -64,6 +99,12 @@ class NetConfig:
             entity-gym's Xor then stayed at 0.875 (the summary could not tell two equal bits from
             two different ones); with the mean both seeds reached 1.0 (docs/training.md).
             Checkpoints written before this option load with ``False``.
+        frame: egocentric positions (:class:`FrameConfig`). ``"auto"`` enables it when exactly
+            one entity type has a recognized position pair (:data:`POSITION_NAMES`) and a heading
+            (:data:`HEADING_NAMES`, radians) and another type has the same position pair: an agent
+            that moves the way it faces needs the world in its own frame, a rotation that one
+            attention layer and a small MLP do not learn from an angle (docs/training.md);
+            ``None`` disables it. Checkpoints written before this option load with ``None``.
     """
 
     d_model: int = 32
@@ -75,6 +116,7 @@ class NetConfig:
     mlp_ratio: int = 2
     readout: bool = True
     summary_mean: bool = True
+    frame: FrameConfig | str | None = "auto"
 
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if a field is out of its range (:data:`SPECS`) or
@@ -92,6 +134,39 @@ class NetConfig:
             self.relpos.check()
         elif self.relpos not in ("auto", None):
             raise ConfigError(f"net.relpos must be a RelposConfig, 'auto' or None, got {self.relpos!r}")
+        if isinstance(self.frame, FrameConfig):
+            self.frame.check()
+        elif self.frame not in ("auto", None):
+            raise ConfigError(f"net.frame must be a FrameConfig, 'auto' or None, got {self.frame!r}")
+
+    def resolve_frame(self, entity_features: dict[str, tuple[str, ...]]) -> FrameConfig | None:
+        """The egocentric frame for an observation space (``"auto"`` resolved; see :attr:`frame`).
+
+        Raises:
+            ConfigError: an explicit :class:`FrameConfig` names a type or feature the space lacks.
+        """
+        if self.frame is None:
+            return None
+        if self.frame == "auto":
+            for pair in POSITION_NAMES:
+                having = [t for t, f in entity_features.items() if pair[0] in f and pair[1] in f]
+                headed = [(t, h) for t in having for h in HEADING_NAMES if h in entity_features[t]]
+                refs = {t for t, _ in headed}
+                if len(refs) == 1 and len(having) > 1:
+                    t, h = headed[0]
+                    return FrameConfig(t, list(pair), h)
+            return None
+        if not isinstance(self.frame, FrameConfig):  # check() refuses anything else
+            raise ConfigError(f"net.frame must be a FrameConfig, 'auto' or None, got {self.frame!r}")
+        f = self.frame
+        feats = entity_features.get(f.reference)
+        if feats is None:
+            raise ConfigError(f"net.frame.reference={f.reference!r} is not an entity type of the game ({sorted(entity_features)})")
+        want = list(f.position_features) + ([f.heading_feature] if f.heading_feature else [])
+        missing = [n for n in want if n not in feats]
+        if missing:
+            raise ConfigError(f"net.frame: entity type {f.reference!r} lacks the features {missing} (it has {list(feats)})")
+        return f
 
     def resolve_relpos(self, entity_features: dict[str, tuple[str, ...]]) -> RelposConfig | None:
         """The relative-position settings for an observation space (``"auto"`` resolved)."""
@@ -114,6 +189,10 @@ class NetConfig:
         d["relpos"] = r if isinstance(r, str) or r is None else {
             "position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate,
         }
+        fr = self.frame
+        d["frame"] = fr if isinstance(fr, str) or fr is None else {
+            "reference": fr.reference, "position_features": list(fr.position_features), "heading_feature": fr.heading_feature,
+        }
         return d
 
     @classmethod
@@ -121,9 +200,13 @@ class NetConfig:
         d = dict(d)
         d.setdefault("readout", False)  # files written before the readout option used full blocks
         d.setdefault("summary_mean", False)  # files written before it: attention-only summary
+        d.setdefault("frame", None)  # files written before it: positions as the game gave them
         r = d.get("relpos")
         if isinstance(r, dict):
             d["relpos"] = RelposConfig(**r)
+        fr = d.get("frame")
+        if isinstance(fr, dict):
+            d["frame"] = FrameConfig(**fr)
         return cls(**d)
 
 
@@ -143,6 +226,12 @@ SPECS: dict[str, dict[str, Range]] = {
         "mlp_ratio": Range("int", lo=1, hi=MAX_MLP_RATIO),
         "readout": Range("bool"),
         "summary_mean": Range("bool"),
+        "frame": Range("any", text='"auto", None, or a FrameConfig (the `net.frame.` fields below)'),
+    },
+    "FrameConfig": {
+        "reference": Range("str", text="an entity type of the game with the position (and heading) features"),
+        "position_features": Range("str_list", note=": the two position feature names (x, y)"),
+        "heading_feature": Range("str", none="translate only", text="a feature of the reference type (radians), or None"),
     },
     "RelposConfig": {
         "position_features": Range("str_list", note=": feature names that every entity type has, one per extent"),

@@ -12,12 +12,58 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..batch import Batch
 
-__all__ = ["Packed", "pack", "pack_entities", "add_choices", "add_select"]
+__all__ = ["FrameIndex", "Packed", "pack", "pack_entities", "add_choices", "add_select"]
+
+
+@dataclass(frozen=True)
+class FrameIndex:
+    """The columns an egocentric frame (:class:`~gymloop.nn.config.FrameConfig`) works on.
+
+    Attributes:
+        reference: the entity type at the origin; ``ref_cols`` its position columns,
+            ``heading_col`` its heading column (radians) or ``None``.
+        cols: per other entity type with the position features, their columns.
+    """
+
+    reference: str
+    ref_cols: tuple[int, int]
+    heading_col: int | None
+    cols: dict[str, tuple[int, int]]
+
+    @classmethod
+    def of(cls, cfg: Any, entity_features: Mapping[str, Sequence[str]]) -> FrameIndex | None:
+        """The columns of a resolved ``FrameConfig`` (``None`` for ``None``) in an observation space."""
+        if cfg is None:
+            return None
+        px, py = cfg.position_features
+        ref = list(entity_features[cfg.reference])
+        cols = {t: (list(f).index(px), list(f).index(py)) for t, f in entity_features.items()
+                if t != cfg.reference and px in f and py in f}
+        return cls(cfg.reference, (ref.index(px), ref.index(py)),
+                   ref.index(cfg.heading_feature) if cfg.heading_feature else None, cols)
+
+    def origins(self, rows: Mapping[str, np.ndarray], counts: np.ndarray, t_ref: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per slot the origin ``(S, 2)`` and the heading's cosine and sine ``(S,)`` (identity where a
+        slot has no reference entity; its first reference entity otherwise)."""
+        S = counts.shape[0]
+        origin = np.zeros((S, 2), dtype=np.float32)
+        cos, sin = np.ones(S, dtype=np.float32), np.zeros(S, dtype=np.float32)
+        c = counts[:, t_ref]
+        has = c > 0
+        if has.any():
+            first = (np.cumsum(c) - c)[has]
+            r = rows[self.reference]
+            origin[has] = r[first][:, list(self.ref_cols)]
+            if self.heading_col is not None:
+                a = r[first, self.heading_col].astype(np.float64)
+                cos[has], sin[has] = np.cos(a), np.sin(a)
+        return origin, cos, sin
 
 
 @dataclass
@@ -61,6 +107,7 @@ def pack_entities(
     globals_: np.ndarray,
     entity_names: Sequence[str],
     position_idx: Mapping[str, list[int]] | None = None,
+    frame: FrameIndex | None = None,
 ) -> Packed:
     """The entity part of the network input: the one place the sequence layout is decided.
 
@@ -70,6 +117,8 @@ def pack_entities(
         globals_: ``(S, n_globals)`` float32 global features (appended to every entity's row).
         entity_names: entity types in network order.
         position_idx: per entity type, the column indices of the position features (relpos).
+        frame: the egocentric frame's columns: other entities' positions become offsets from the
+            slot's reference entity, rotated into its heading (relpos still sees the raw positions).
     """
     S = counts.shape[0]
     totals = counts.sum(axis=1) if counts.shape[1] else np.zeros(S, dtype=np.int64)
@@ -79,6 +128,10 @@ def pack_entities(
     feats, dest = {}, {}
     P = len(next(iter(position_idx.values()))) if position_idx else 0
     positions = np.zeros((S * L, P), dtype=np.float32) if position_idx else None
+    if frame is not None and frame.reference in entity_names:
+        origin, cos, sin = frame.origins(rows, counts, list(entity_names).index(frame.reference))
+    else:
+        frame = None
     for t, name in enumerate(entity_names):
         c = counts[:, t]
         n = int(c.sum())
@@ -87,9 +140,15 @@ def pack_entities(
         rank = np.arange(n) - (np.cumsum(c) - c)[slot]
         d = slot * L + starts[slot, t] + rank
         dest[name] = d
-        feats[name] = np.concatenate([r, g[slot]], axis=1) if g.shape[1] else r
         if positions is not None and position_idx and n:  # (positions is set only with position_idx)
             positions[d] = r[:, position_idx[name]]
+        if frame is not None and n and name in frame.cols:  # (origin, cos and sin are set with frame)
+            cx, cy = frame.cols[name]
+            dx, dy = r[:, cx] - origin[slot, 0], r[:, cy] - origin[slot, 1]
+            cs, sn = cos[slot], sin[slot]
+            r = r.copy()
+            r[:, cx], r[:, cy] = cs * dx + sn * dy, cs * dy - sn * dx
+        feats[name] = np.concatenate([r, g[slot]], axis=1) if g.shape[1] else r
     valid = np.arange(L)[None, :] < totals[:, None]
     return Packed(
         S=S, L=L, feats=feats, dest=dest, valid=valid, lengths=totals,
@@ -120,6 +179,7 @@ def pack(
     position_idx: dict[str, list[int]] | None = None,
     slot_offset: int = 0,
     summary_actions: Collection[str] = (),
+    frame: FrameIndex | None = None,
 ) -> Packed:
     """Pack a batch for the network (:func:`pack_entities`, then every action type).
 
@@ -130,10 +190,11 @@ def pack(
         slot_offset: subtracted from ``actor_slot`` (for batches whose slots do not start at 0).
         summary_actions: action types whose kind is not actor-bound (global decisions): their
             ``actors`` are slots, answered from a summary of the whole observation.
+        frame: the egocentric frame's columns (see :func:`pack_entities`).
     """
     S = b.num_slots
     C = np.stack([b.counts[n] for n in entity_names], axis=1) if entity_names else np.zeros((S, 0), dtype=np.int64)
-    p = pack_entities(b.entities, C, b.globals, entity_names, position_idx)
+    p = pack_entities(b.entities, C, b.globals, entity_names, position_idx, frame)
     L = p.L
     for name, sl in b.actor_slot.items():
         local = sl - slot_offset

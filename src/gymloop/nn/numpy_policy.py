@@ -30,7 +30,7 @@ from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from ..spaces import ActionDesc
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
-from .inputs import Packed, pack
+from .inputs import FrameIndex, Packed, pack
 from .shapes import _check_shapes, _parse, _relpos_of, _shapes, check_weights, expected_shapes
 
 __all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
@@ -384,6 +384,10 @@ class NumpyPolicy:
         self.summary_actions = frozenset(n for n, a in acts.items() if head_of(a) == SUMMARY)
         self.relpos_cfg = rp
         self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
+        try:
+            self.frame = FrameIndex.of(cfg.resolve_frame(ents), ents)
+        except ConfigError as e:
+            raise CheckpointError(f"{path}: {e}") from None
 
         def g(k: str) -> np.ndarray:
             return np.ascontiguousarray(tensors[k], dtype=_F32)
@@ -451,7 +455,7 @@ class NumpyPolicy:
     # ------------------------------------------------------------------ inputs
     def pack(self, b: Any) -> Packed:
         """Pack a :class:`~gymloop.batch.Batch` for this network (entity types in its order)."""
-        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions)
+        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions, frame=self.frame)
 
     # ------------------------------------------------------------------ pieces
     def embed(self, t: int, x: np.ndarray | int) -> np.ndarray:
@@ -684,6 +688,11 @@ class NumpyPolicy:
         """Embeddings ``(L, d)`` and positions ``(L, P)`` (or ``None``) of one observation's rows."""
         one = self._one
         ng = len(self.global_features)
+        raw_positions = None
+        if self.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
+            if one is not None and one.psel is not None and self.position_idx is not None:
+                raw_positions = np.concatenate([x[:, self.position_idx[self.entity_names[t]]] for t, x in parts])
+            parts = self._in_frame(parts)
         if one is None:  # a featureless type: embed type by type (no relpos then)
             for t, x in parts:
                 if not isinstance(x, int) and not np.isfinite(x).all():
@@ -704,7 +713,7 @@ class NumpyPolicy:
             s = e
         if not np.isfinite(Z).all():
             self._bad_features(parts)
-        positions = None if one.psel is None else Z @ one.psel
+        positions = raw_positions if raw_positions is not None or one.psel is None else Z @ one.psel
         F, d = one.F, one.d
         tab = one.table if len(parts) == len(self.embeds) else one.table.take([t for t, _ in parts], axis=0)
         tab = tab.repeat(counts, axis=0)
@@ -719,6 +728,30 @@ class NumpyPolicy:
         z *= tab[:, F + d : F + 2 * d]
         z += tab[:, F + 2 * d :]
         return z, positions
+
+    def _in_frame(self, parts: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        """One observation's rows with the other entities' positions in the reference's frame
+        (what :func:`~gymloop.nn.inputs.pack_entities` does to a batch, in the same float32 steps)."""
+        fr = self.frame
+        assert fr is not None  # called only with a frame
+        t_ref = self.entity_names.index(fr.reference)
+        ref = next((x for t, x in parts if t == t_ref and not isinstance(x, int) and x.shape[0]), None)
+        if ref is None:
+            return parts
+        ox, oy = ref[0, fr.ref_cols[0]], ref[0, fr.ref_cols[1]]
+        cs, sn = _F32(1.0), _F32(0.0)
+        if fr.heading_col is not None:
+            a = float(ref[0, fr.heading_col])
+            cs, sn = _F32(math.cos(a)), _F32(math.sin(a))
+        out = []
+        for t, x in parts:
+            cols = fr.cols.get(self.entity_names[t])
+            if cols is not None and not isinstance(x, int) and x.shape[0]:
+                dx, dy = x[:, cols[0]] - ox, x[:, cols[1]] - oy
+                x = x.copy()
+                x[:, cols[0]], x[:, cols[1]] = cs * dx + sn * dy, cs * dy - sn * dx
+            out.append((t, x))
+        return out
 
     def _bad_features(self, parts: list[tuple[int, Any]]) -> None:
         for t, x in parts:

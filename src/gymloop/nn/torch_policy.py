@@ -24,7 +24,7 @@ from ..checkpoint import agent_document
 from ..spaces import ActionDesc, ObsSpace, Spaces
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
-from .inputs import Packed, pack
+from .inputs import FrameIndex, Packed, pack
 
 __all__ = ["Policy", "InputNorm", "PolicyOutput"]
 
@@ -298,6 +298,7 @@ class Policy(nn.Module):
             else:
                 self.featureless[name] = nn.Parameter(torch.randn(1, d))
         rp = cfg.resolve_relpos({k: tuple(v) for k, v in obs_space.entities.items()})
+        self.frame = FrameIndex.of(cfg.resolve_frame({k: tuple(v) for k, v in obs_space.entities.items()}), obs_space.entities)
         self.relpos_cfg = rp
         self.relpos = Relpos(rp, d, d // cfg.n_head) if rp else None
         self.position_idx = (
@@ -342,7 +343,7 @@ class Policy(nn.Module):
 
     # ------------------------------------------------------------------ inputs
     def pack(self, b: Any) -> Packed:
-        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions)
+        return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions, frame=self.frame)
 
     def update_norms(self, p: Packed) -> None:
         """Fold the features of a batch into the running normalization statistics."""

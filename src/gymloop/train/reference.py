@@ -41,7 +41,7 @@ def config_reference() -> str:
         ConfigError: a field has no ``Attributes:`` entry in its class's docstring or no range in its
             module's ``RANGES``, or one of those names no field.
     """
-    from ..nn.config import NetConfig, RelposConfig
+    from ..nn.config import FrameConfig, NetConfig, RelposConfig
     from .bc import BCConfig  # imports torch
     from .config import PPOConfig
 
@@ -52,6 +52,9 @@ def config_reference() -> str:
         ("net.relpos.", RelposConfig,
          "`gymloop.train.RelposConfig`: the relative-position encoding when `net.relpos` is a `RelposConfig`. From Python only: "
          '`NetConfig(relpos=RelposConfig(extent=[5, 5]))`; on the command line `net.relpos` takes `auto` or `none`.'),
+        ("net.frame.", FrameConfig,
+         "`gymloop.train.FrameConfig`: the egocentric frame when `net.frame` is a `FrameConfig`. From Python only: "
+         '`NetConfig(frame=FrameConfig("Car", ["x", "y"], "heading"))`; on the command line `net.frame` takes `auto` or `none`.'),
         ("bc.", BCConfig, "`gymloop.train.bc.BCConfig`: behaviour cloning, with `gymloop train GAME --demos DIR` (the command line "
                           "passes `seed`, `ppo.gamma`, `threads` and `net` on as `bc.seed`, `bc.gamma`, `bc.threads` and `bc.net`)."),
     ]

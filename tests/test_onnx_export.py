@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +67,39 @@ def _games() -> dict:
         "tactics_full": (tactics, {"n_layer": 2, "readout": False}, 1),
         # the readout's summary by attention alone (checkpoints written before net.summary_mean)
         "global_attention_summary": (global_and_actor, {"n_layer": 2, "summary_mean": False}, 1),
+        # net.frame="auto": the rocks in the rover's heading frame (readout, and full blocks)
+        "rovers": (rovers, {}, 1),
+        "rovers_full": (rovers, {"n_layer": 2, "readout": False}, 1),
     }
+
+
+@dataclass
+class Rover:
+    x_pos: float
+    y_pos: float
+    heading: float
+
+
+@dataclass
+class Rock:
+    x_pos: float
+    y_pos: float
+
+
+class Drive(Enum):
+    LEFT = 0
+    AHEAD = 1
+    RIGHT = 2
+
+
+@gl.game(entities=[Rover, Rock], actions=[Drive])
+def rovers(agent, seed):
+    """A vehicle with a heading among rocks (``net.frame="auto"`` puts the rocks in its frame)."""
+    rng = random.Random(seed)
+    while True:
+        rover = Rover(rng.uniform(-50, 50), rng.uniform(-50, 50), rng.uniform(0, 6.28))
+        rocks = [Rock(rng.uniform(-50, 50), rng.uniform(-50, 50)) for _ in range(rng.randint(0, 4))]
+        agent.act(gl.Obs().entities(rocks).actors([rover]), Drive)
 
 
 GAME_CASES = list(_games())
@@ -189,7 +224,7 @@ def _reference_batch(policy: NumpyPolicy, ob: dict) -> tuple[dict[str, np.ndarra
     """Log-probabilities (as ``(rows, choices)``) and the value from the batch forward pass of one slot."""
     counts = np.array([ob["counts"]], dtype=np.int64)
     rows = {n: ob["feats"][n] for n in policy.entity_names}
-    p = pack_entities(rows, counts, ob["globals"][None, :], policy.entity_names, policy.position_idx)
+    p = pack_entities(rows, counts, ob["globals"][None, :], policy.entity_names, policy.position_idx, policy.frame)
     n_act = ob["actors"].size
     for name, a in policy.action_space.items():
         if head_of(a) == POINTER:
@@ -245,7 +280,7 @@ def test_parity_with_numpy_runtime(name: str, workdir: Path, counts: list[int], 
     _check(name, workdir, counts[: len(policy.entity_names)], seed)
 
 
-@pytest.mark.parametrize("name", ["snake", "tactics", "multisnake", "cherrypick", "xor", "global_and_actor"])
+@pytest.mark.parametrize("name", ["snake", "tactics", "multisnake", "cherrypick", "xor", "global_and_actor", "rovers"])
 def test_parity_one_entity_and_empty_types(name: str, workdir: Path) -> None:
     """Exactly one entity in all (the rest of the types empty), for each type in turn."""
     policy = _case(name, workdir)[0]

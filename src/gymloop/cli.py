@@ -279,6 +279,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
     since = f" (from step {result.first_step:,}: {done:,} in this run)" if result.first_step else ""
     print(f"trained {args.game}: {result.steps:,} steps{since} in {result.seconds:.0f} s ({done / max(result.seconds, 1e-9):,.0f} steps/s)"
           + (" (interrupted)" if result.interrupted else ""))
+    pol = trainer.policy
+    fr = pol.cfg.resolve_frame({k: tuple(v) for k, v in pol.obs_space.entities.items()}) if pol.cfg.frame == "auto" else None
+    if fr is not None:  # a change of the inputs chosen by feature names: said, never silent
+        heading = f", turned by its {fr.heading_feature!r}" if fr.heading_feature else ""
+        print(f"the network saw the other entities' positions from entity type {fr.reference}'s frame ({'/'.join(fr.position_features)}{heading}; "
+              "net.frame=auto, --set net.frame=none to turn it off)")
     if after is not None:
         _print_scores(before, after, "trained agent")
     extra = "bc.safetensors (the cloned agent), " if args.demos else ""

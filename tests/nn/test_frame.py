@@ -81,20 +81,33 @@ def test_the_frame_is_rotation_invariant():
     np.testing.assert_allclose(seen[2], seen[0], atol=1e-3)
 
 
-def test_a_network_with_a_frame_is_refused_by_the_onnx_exporter_and_one_without_is_not(tmp_path):
+def test_a_network_with_a_frame_exports_to_onnx_with_the_frame_in_the_graph(tmp_path):
+    """onnxruntime's probabilities equal the numpy runtime's with the frame, and differ from what the
+    same weights give without it (random-observation parity is in tests/test_onnx_export.py)."""
     pytest.importorskip("torch")
     pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
     from policy_helpers import random_policy, write_policy
 
-    from gymloop.errors import ExportError
     from gymloop.export import to_onnx
+    from gymloop.nn.numpy_policy import NumpyPolicy
     from gymloop.spaces import ActionDesc, ObsSpace
 
     obs = ObsSpace(entities={k: v for k, v in MINEFIELD.items()})
     acts = {"move": ActionDesc("move", "categorical", ("left", "forward", "right"))}
-    write_policy(tmp_path / "framed.safetensors", random_policy(obs, acts, NetConfig()))
-    with pytest.raises(ExportError, match=r"entity type 'Vehicle''s frame \(net.frame\).*net.frame=None"):
-        to_onnx(tmp_path / "framed.safetensors", tmp_path / "framed.onnx")
-    write_policy(tmp_path / "plain.safetensors", random_policy(obs, acts, NetConfig(frame=None)))
-    to_onnx(tmp_path / "plain.safetensors", tmp_path / "plain.onnx")
-    assert (tmp_path / "plain.onnx").stat().st_size > 0
+    write_policy(tmp_path / "framed.safetensors", random_policy(obs, acts, NetConfig(relpos=None)))
+    to_onnx(tmp_path / "framed.safetensors", tmp_path / "framed.onnx")
+    feeds = {"entities.Vehicle": np.array([[10.0, -20.0, 0.7, 3.0]], np.float32), "entities.Mine": np.array([[0.0, 0.0]], np.float32),
+             "entities.Target": np.array([[40.0, 5.0]], np.float32), "actors": np.array([0]), "mask.move": np.ones((1, 3), bool)}
+    got = ort.InferenceSession(str(tmp_path / "framed.onnx")).run(["probs.move"], feeds)[0]
+    pol = NumpyPolicy.from_file(tmp_path / "framed.safetensors")
+    parts = [(NAMES.index(t), feeds[f"entities.{t}"]) for t in NAMES]
+
+    def probs() -> np.ndarray:
+        (lg,) = pol.logits_one(parts, None, np.array([0]), [("move", np.ones((1, 3), bool), None)])
+        e = np.exp(lg - lg.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    np.testing.assert_allclose(got, probs(), atol=1e-5)
+    pol.frame = None  # the same weights, positions as given
+    assert not np.allclose(got, probs(), atol=1e-3)

@@ -129,11 +129,6 @@ def _check_supported(policy: NumpyPolicy, where: str) -> None:
                 f"{where}: the network uses net.{k}={v!r}, which the ONNX exporter ({FORMAT}) cannot express; export it with "
                 f"a gymloop version that supports it, or train without it"
             )
-    if policy.frame is not None:
-        raise ExportError(
-            f"{where}: the network sees positions in entity type {policy.frame.reference!r}'s frame (net.frame), a "
-            "transformation of the inputs the ONNX exporter cannot express yet; train with net.frame=None to export"
-        )
     rp = policy.relpos
     if rp is not None and rp.gate_kind not in _GATES:
         raise ExportError(
@@ -231,6 +226,42 @@ class _Builder:
         ws = (w.astype(np.float64) / sd64[:, None]).astype(_F32)
         z = g.op("Relu", g.lin(z, ws, b, "embed"))
         return g.op("LayerNormalization", z, g.const(lw, "ln_w"), g.const(lb, "ln_b"), axis=-1, epsilon=_LN_EPS)
+
+    def frame_inputs(self) -> dict[str, str]:
+        """The entity inputs the egocentric frame (``net.frame``) changes, in the reference's frame.
+
+        As :func:`~gymloop.nn.inputs.pack_entities`: the first reference entity is the origin, the
+        others' position columns become ``(cos h * dx + sin h * dy, cos h * dy - sin h * dx)``;
+        without a reference entity (a zero row stands in for it) nothing changes.
+        """
+        p, g = self.p, self.g
+        fr = p.frame
+        assert fr is not None  # called only with a frame
+        nf = len(p.entity_features[fr.reference])
+        first = g.op("Gather", g.op("Concat", f"entities.{fr.reference}", g.const(np.zeros((1, nf), _F32), "no_reference"), axis=0),
+                     g.i64(0), axis=0)  # (1, F): the first reference entity, or zeros (origin 0, heading 0)
+        ox = g.op("Gather", first, g.i64(fr.ref_cols[0]), axis=1)  # (1, 1)
+        oy = g.op("Gather", first, g.i64(fr.ref_cols[1]), axis=1)
+        turn = None
+        if fr.heading_col is not None:
+            a = g.op("Gather", first, g.i64(fr.heading_col), axis=1)
+            turn = (g.op("Cos", a), g.op("Sin", a))
+        out = {}
+        for name, (cx, cy) in fr.cols.items():
+            x = f"entities.{name}"
+            n = len(p.entity_features[name])
+            dx = g.op("Sub", g.op("Gather", x, g.i64(cx), axis=1), ox)  # (n, 1)
+            dy = g.op("Sub", g.op("Gather", x, g.i64(cy), axis=1), oy)
+            if turn is not None:
+                c, s = turn
+                dx, dy = (g.op("Add", g.op("Mul", c, dx), g.op("Mul", s, dy)),
+                          g.op("Sub", g.op("Mul", c, dy), g.op("Mul", s, dx)))
+            keep, ex, ey = np.ones((1, n), _F32), np.zeros((1, n), _F32), np.zeros((1, n), _F32)
+            keep[0, [cx, cy]] = 0.0
+            ex[0, cx] = ey[0, cy] = 1.0
+            kept = g.op("Mul", x, g.const(keep, "frame_keep"))
+            out[name] = g.op("Add", kept, g.op("Add", g.op("Mul", dx, g.const(ex, "frame_x")), g.op("Mul", dy, g.const(ey, "frame_y"))))
+        return out
 
     def rel_index(self, pq: str, pk: str) -> str:
         """Relative-position table index of queries ``pq`` ``(..., 1, P)`` minus keys ``pk`` ``(1, L, P)``."""
@@ -365,10 +396,11 @@ def policy_to_onnx(policy: NumpyPolicy, where: str | None = None, source: str | 
     inputs = []
     glob = "globals" if ng else None
     embs, poss = [], []
+    framed = b.frame_inputs() if p.frame is not None else {}  # the embeddings see the frame's positions, relpos the raw ones
     for t, e in enumerate(io["entities"]):
         nm = e["input"]
         inputs.append(h.make_tensor_value_info(nm, TP.FLOAT, [f"n_{e['name']}", len(e["features"])]))
-        embs.append(b.embed(t, nm, glob))
+        embs.append(b.embed(t, framed.get(e["name"], nm), glob))
         if p.relpos is not None and p.position_idx is not None:
             poss.append(g.op("Gather", nm, g.i64(*p.position_idx[e["name"]]), axis=1))
     if ng:

@@ -21,6 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from policy_helpers import game_policy, write_policy
+from train_games import rovers
 
 import gymloop as gl  # noqa: E402
 from gymloop.games import duel as duel_mod  # noqa: E402
@@ -121,35 +122,6 @@ def beacons(agent, seed):
         obs = gl.Obs().entities([Token() for _ in range(rng.randint(0, 3))]).actors(markers).globals(Clock(t, 9 - t))
         agent.act(obs, Flip)
         t = (t + 1) % 10
-
-
-@dataclass
-class Rover:
-    x_pos: float
-    y_pos: float
-    heading: float
-
-
-@dataclass
-class Rock:
-    x_pos: float
-    y_pos: float
-
-
-class Drive(Enum):
-    LEFT = 0
-    AHEAD = 1
-    RIGHT = 2
-
-
-@gl.game(entities=[Rover, Rock], actions=[Drive])
-def rovers(agent, seed):
-    """A vehicle with a heading among rocks: net.frame="auto" puts the rocks in the rover's frame."""
-    rng = random.Random(seed)
-    while True:
-        rover = Rover(rng.uniform(-50, 50), rng.uniform(-50, 50), rng.uniform(0, 6.28))
-        rocks = [Rock(rng.uniform(-50, 50), rng.uniform(-50, 50)) for _ in range(rng.randint(0, 4))]
-        agent.act(gl.Obs().entities(rocks).actors([rover]), Drive)
 
 
 GAMES = {

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +44,7 @@ TOL = 1e-5
 
 # ---------------------------------------------------------------------- checkpoints
 def _games() -> dict:
-    from train_games import global_and_actor
+    from train_games import global_and_actor, rovers
 
     from gymloop.games.duel import duel
     from gymloop.games.snake import snake
@@ -71,35 +68,6 @@ def _games() -> dict:
         "rovers": (rovers, {}, 1),
         "rovers_full": (rovers, {"n_layer": 2, "readout": False}, 1),
     }
-
-
-@dataclass
-class Rover:
-    x_pos: float
-    y_pos: float
-    heading: float
-
-
-@dataclass
-class Rock:
-    x_pos: float
-    y_pos: float
-
-
-class Drive(Enum):
-    LEFT = 0
-    AHEAD = 1
-    RIGHT = 2
-
-
-@gl.game(entities=[Rover, Rock], actions=[Drive])
-def rovers(agent, seed):
-    """A vehicle with a heading among rocks (``net.frame="auto"`` puts the rocks in its frame)."""
-    rng = random.Random(seed)
-    while True:
-        rover = Rover(rng.uniform(-50, 50), rng.uniform(-50, 50), rng.uniform(0, 6.28))
-        rocks = [Rock(rng.uniform(-50, 50), rng.uniform(-50, 50)) for _ in range(rng.randint(0, 4))]
-        agent.act(gl.Obs().entities(rocks).actors([rover]), Drive)
 
 
 GAME_CASES = list(_games())

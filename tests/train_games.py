@@ -157,3 +157,32 @@ def tiny(steps: int, **kw) -> TrainConfig:
 def final_return(result, last: int = 1) -> float:
     """Mean episode return over the last ``last`` updates (each is one rollout of noisy episodes)."""
     return float(np.mean([h["episode_return_mean"] for h in result.history[-last:]]))
+
+
+@dataclass
+class Rover:
+    x_pos: float
+    y_pos: float
+    heading: float
+
+
+@dataclass
+class Rock:
+    x_pos: float
+    y_pos: float
+
+
+class Drive(Enum):
+    LEFT = 0
+    AHEAD = 1
+    RIGHT = 2
+
+
+@gl.game(entities=[Rover, Rock], actions=[Drive])
+def rovers(agent, seed):
+    """A vehicle with a heading among rocks: net.frame="auto" puts the rocks in the rover's frame."""
+    rng = random.Random(seed)
+    while True:
+        rover = Rover(rng.uniform(-50, 50), rng.uniform(-50, 50), rng.uniform(0, 6.28))
+        rocks = [Rock(rng.uniform(-50, 50), rng.uniform(-50, 50)) for _ in range(rng.randint(0, 4))]
+        agent.act(gl.Obs().entities(rocks).actors([rover]), Drive)

@@ -185,6 +185,7 @@ def test_seed_restarts_every_copy_from_that_root_seed_and_reset_continues():
     same.close()
 
 
+@pytest.mark.slow  # two short PPO runs: ~2.5 s
 def test_ppo_seed_makes_training_reproducible():
     def params(seed: int) -> list[np.ndarray]:
         env = GymloopSB3VecEnv(snake, 2, max_entities=100)

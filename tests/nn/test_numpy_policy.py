@@ -127,6 +127,7 @@ def assert_parity(out, nout, acts=ACTS) -> None:
 
 
 # ---------------------------------------------------------------------- parity
+@pytest.mark.slow  # 300 drawn batches: ~2.5 s (the fast tier keeps the large-batch parity test below)
 @settings(max_examples=300)
 @given(batch_specs())
 def test_numpy_forward_equals_torch(spec):

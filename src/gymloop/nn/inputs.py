@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..batch import Batch
+
+if TYPE_CHECKING:
+    from .config import FrameConfig
 
 __all__ = ["FrameIndex", "Packed", "pack", "pack_entities", "add_choices", "add_select"]
 
@@ -37,7 +40,7 @@ class FrameIndex:
     cols: dict[str, tuple[int, int]]
 
     @classmethod
-    def of(cls, cfg: Any, entity_features: Mapping[str, Sequence[str]]) -> FrameIndex | None:
+    def of(cls, cfg: FrameConfig | None, entity_features: Mapping[str, Sequence[str]]) -> FrameIndex | None:
         """The columns of a resolved ``FrameConfig`` (``None`` for ``None``) in an observation space."""
         if cfg is None:
             return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,6 +67,19 @@ class FrameIndex:
                 a = r[first, self.heading_col].astype(np.float64)
                 cos[has], sin[has] = np.cos(a), np.sin(a)
         return origin, cos, sin
+
+    def place(self, name: str, r: np.ndarray, ox: Any, oy: Any, cs: Any, sn: Any) -> np.ndarray:
+        """Rows ``r`` of entity type ``name`` with their positions as offsets from ``(ox, oy)`` turned by the
+        heading whose cosine and sine are ``cs`` and ``sn`` (scalars, or one per row): a copy, or ``r`` itself
+        for a type without the position features."""
+        cols = self.cols.get(name)
+        if cols is None or not r.shape[0]:
+            return r
+        cx, cy = cols
+        dx, dy = r[:, cx] - ox, r[:, cy] - oy
+        r = r.copy()
+        r[:, cx], r[:, cy] = cs * dx + sn * dy, cs * dy - sn * dx
+        return r
 
 
 @dataclass
@@ -146,11 +159,7 @@ def pack_entities(
         if positions is not None and position_idx and n:  # (positions is set only with position_idx)
             positions[d] = r[:, position_idx[name]]
         if frame is not None and n and name in frame.cols:  # (origin, cos and sin are set with frame)
-            cx, cy = frame.cols[name]
-            dx, dy = r[:, cx] - origin[slot, 0], r[:, cy] - origin[slot, 1]
-            cs, sn = cos[slot], sin[slot]
-            r = r.copy()
-            r[:, cx], r[:, cy] = cs * dx + sn * dy, cs * dy - sn * dx
+            r = frame.place(name, r, origin[slot, 0], origin[slot, 1], cos[slot], sin[slot])
         feats[name] = np.concatenate([r, g[slot]], axis=1) if g.shape[1] else r
     valid = np.arange(L)[None, :] < totals[:, None]
     return Packed(

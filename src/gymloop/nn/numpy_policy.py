@@ -743,15 +743,7 @@ class NumpyPolicy:
         if fr.heading_col is not None:
             a = float(ref[0, fr.heading_col])
             cs, sn = _F32(math.cos(a)), _F32(math.sin(a))
-        out = []
-        for t, x in parts:
-            cols = fr.cols.get(self.entity_names[t])
-            if cols is not None and not isinstance(x, int) and x.shape[0]:
-                dx, dy = x[:, cols[0]] - ox, x[:, cols[1]] - oy
-                x = x.copy()
-                x[:, cols[0]], x[:, cols[1]] = cs * dx + sn * dy, cs * dy - sn * dx
-            out.append((t, x))
-        return out
+        return [(t, x if isinstance(x, int) else fr.place(self.entity_names[t], x, ox, oy, cs, sn)) for t, x in parts]
 
     def _bad_features(self, parts: list[tuple[int, Any]]) -> None:
         for t, x in parts:

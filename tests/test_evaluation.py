@@ -17,7 +17,7 @@ from train_games import Arm, tiny
 
 import gymloop as gl
 from gymloop.cli import main
-from gymloop.evaluation import LENGTH, RETURN, SCORE, Estimate, compare, evaluate_episodes
+from gymloop.evaluation import LENGTH, RETURN, SCORE, Estimate, _episodes, compare, evaluate_episodes
 from gymloop.games.duel import duel
 from gymloop.games.snake import snake
 from gymloop.games.snake_envs import SnakeEnv
@@ -88,6 +88,30 @@ def test_estimate_is_the_normal_approximation():
     assert Estimate.of([7.0, 7.0]).ci95 == 0.0
 
 
+
+def test_estimate_over_games_counts_each_game_once():
+    naive = Estimate.of([1.0, 2.0, 3.0, 6.0])
+    twice = Estimate.of([1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 6.0, 6.0], games=[7, 7, 3, 3, 9, 9, 1, 1])  # two seats alike: no more information
+    assert twice.mean == naive.mean and twice.n == 8 and twice.ci95 == pytest.approx(naive.ci95)
+    assert Estimate.of([1.0, 2.0, 3.0, 6.0], games=[0, 1, 2, 3]).ci95 == pytest.approx(naive.ci95)  # one value per game: as before
+    zero_sum = Estimate.of([1.0, -1.0, -3.0, 3.0, 2.0, -2.0], games=[0, 0, 1, 1, 2, 2])
+    assert zero_sum.mean == 0.0 and zero_sum.ci95 == pytest.approx(0.0)  # the seats' mean is 0 in every game
+    assert Estimate.of([1.0, -1.0, 5.0], games=[4, 4, 4]) == Estimate(5.0 / 3, None, 3)  # one game: no interval
+    with pytest.raises(ValueError, match="2 game numbers for 3 values"):
+        Estimate.of([1.0, 2.0, 3.0], games=[0, 1])
+
+
+def test_seats_of_one_game_share_its_number():
+    per, games = _episodes(duel, None, episodes=10, num_envs=64, seed=0, greedy=False, agents_per_game=2, max_steps=1_000_000, scores=False)
+    assert len(per[RETURN]) == len(games[RETURN]) == 10
+    ids, counts = np.unique(games[RETURN], return_counts=True)
+    assert sorted(counts.tolist()) == [2] * 5  # 5 copies x 2 seats, one episode each: 5 games of two seats
+    won, draw, of_game = np.asarray(per["won"]), np.asarray(per["draw"]), np.asarray(games["won"])
+    assert games["draw"] == games["won"] == games[RETURN]
+    for g in ids:  # one duel's two seats: at most one wins, and a draw is a draw for both
+        assert won[of_game == g].sum() <= 1 and len(set(draw[of_game == g].tolist())) == 1
+
+
 # ---------------------------------------------------------------------- gymloop eval
 def test_eval_table_random_and_trained_side_by_side(snake_run, capsys):
     assert main(["eval", "snake", "--agent", snake_run, "--episodes", "60"]) == 0
@@ -129,7 +153,7 @@ def test_eval_of_a_two_seat_game(tmp_path, capsys):
     random_checkpoint(path, duel, agents_per_game=2, d_model=16, n_head=2)
     assert main(["eval", "duel", "--agent", path, "--episodes", "6", "--json"]) == 0  # --agents defaults to duel's 2
     doc = json.loads(capsys.readouterr().out)
-    assert doc["agents_per_game"] == 2
+    assert doc["agents_per_game"] == 2 and "cluster-robust" in doc["interval"]
     assert {"won", "draw", "length"} <= set(doc["metrics"]) and doc["agents"]["agent"]["won"]["n"] == 6
 
 

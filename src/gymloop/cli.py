@@ -460,7 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="the random agent and an agent checkpoint side by side: mean ± 95%% interval of each metric",
                         description="Plays the same games (the same seeds) with a random agent and with the agent checkpoint, and prints "
                                     "per metric the mean over episodes ± the half-width of its 95% confidence interval, by the normal "
-                                    "approximation: 1.96 × sample standard deviation / √n, n the episodes that reported it. Metrics: "
+                                    "approximation: 1.96 × sample standard deviation / √n, n the episodes that reported it (with several seats per "
+                                    "game, a seat's episodes are not independent of the others' in that game: the interval is then the "
+                                    "cluster-robust one, each game one cluster). Metrics: "
                                     "the return (sum of rewards), the game's final score (when it differs from the return), the episode "
                                     "length in decisions, and every metric the game reports itself.")
     ev.add_argument("game", help=game_help)

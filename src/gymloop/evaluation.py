@@ -94,6 +94,15 @@ def evaluate_episodes(
         ConfigError: ``episodes`` or ``num_envs`` is below 1.
         CheckpointError: ``policy`` is a numpy policy of other spaces than the game's.
     """
+    return _episodes(game, policy, episodes, num_envs, seed, greedy, agents_per_game, max_steps, scores)[0]
+
+
+def _episodes(
+    game: Callable[..., Any], policy: NumpyPolicy | Chooser | None, episodes: int, num_envs: int, seed: int, greedy: bool,
+    agents_per_game: int, max_steps: int, scores: bool,
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """:func:`evaluate_episodes`, and per metric the game each value comes from: the seats of one
+    game copy's ``k``-th episode share a number (their values are not independent)."""
     if episodes < 1 or num_envs < 1:
         raise ConfigError(f"evaluate needs episodes >= 1 and num_envs >= 1, got {episodes} and {num_envs}")
     if not isinstance(agents_per_game, int) or isinstance(agents_per_game, bool) or agents_per_game < 1:
@@ -106,6 +115,8 @@ def evaluate_episodes(
     quota[: episodes % slots] += 1
     counted = np.zeros(slots, dtype=np.int64)
     values: dict[str, list[float]] = {}
+    games: dict[str, list[int]] = {}
+    copy_of_slot = np.arange(slots) // agents_per_game
     try:
         b = env.reset()
         choose = _chooser(policy, env.spaces, seed, greedy)
@@ -118,13 +129,16 @@ def evaluate_episodes(
                 continue
             ended = ~np.isnan(ends)
             take = ended & (counted < quota)
+            game_ids = (counted * num_envs + copy_of_slot)[take]  # the k-th episode of copy c: seats of one game share it
             for name, arr in b.metrics.items():
                 vals = arr[take]
-                values.setdefault(name, []).extend(vals[~np.isnan(vals)].tolist())
+                have = ~np.isnan(vals)
+                values.setdefault(name, []).extend(vals[have].tolist())
+                games.setdefault(name, []).extend(game_ids[have].tolist())
             counted += ended
     finally:
         env.close()
-    return {k: v for k, v in values.items() if v}
+    return {k: v for k, v in values.items() if v}, {k: games[k] for k, v in values.items() if v}
 
 
 def _chooser(policy: NumpyPolicy | Chooser | None, spaces: Spaces, seed: int, greedy: bool) -> Chooser | None:
@@ -210,7 +224,10 @@ class Estimate:
     """The mean of a metric over ``n`` episodes and its 95% confidence interval's half-width.
 
     ``ci95`` is ``1.96 * s / sqrt(n)`` with ``s`` the sample standard deviation (the normal
-    approximation); ``None`` below two episodes, as is ``mean`` without any.
+    approximation); ``None`` below two episodes, as is ``mean`` without any. When several seats
+    play one game their episodes are not independent (in a zero-sum game their returns cancel):
+    :meth:`of` then takes each value's game and the interval is the cluster-robust one, games
+    as the independent units (the same as above when every game has one value).
     """
 
     mean: float | None
@@ -218,13 +235,32 @@ class Estimate:
     n: int
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Estimate:
+    def of(cls, values: Sequence[float], games: Sequence[int] | None = None) -> Estimate:
+        """The estimate of ``values``; ``games``: the game each value comes from (values of one game
+        are correlated, values of different games independent), ``None``: each its own.
+
+        Example:
+            >>> round(Estimate.of([1.0, 2.0, 3.0]).ci95, 6)  # two seats that always score alike are one game's worth
+            1.131607
+            >>> round(Estimate.of([1.0, 1.0, 2.0, 2.0, 3.0, 3.0], games=[0, 0, 1, 1, 2, 2]).ci95, 6)
+            1.131607
+        """
         a = np.asarray(values, dtype=np.float64)
         n = int(a.size)
         if n == 0:
             return cls(None, None, 0)
-        ci = 1.96 * float(a.std(ddof=1)) / math.sqrt(n) if n > 1 else None
-        return cls(float(a.mean()), ci, n)
+        mean = float(a.mean())
+        if games is None:
+            return cls(mean, 1.96 * float(a.std(ddof=1)) / math.sqrt(n) if n > 1 else None, n)
+        g = np.asarray(games)
+        if g.shape != a.shape:
+            raise ValueError(f"Estimate.of: {g.size} game numbers for {n} values; give one per value")
+        _, cluster = np.unique(g, return_inverse=True)
+        k = int(cluster.max()) + 1
+        if k < 2:
+            return cls(mean, None, n)
+        sums = np.bincount(cluster.reshape(-1), weights=a - mean, minlength=k)  # per game, its values' deviations
+        return cls(mean, 1.96 * math.sqrt(k / (k - 1) * float((sums**2).sum())) / n, n)
 
     def to_json(self) -> dict[str, Any]:
         return {"mean": self.mean, "ci95": self.ci95, "n": self.n}
@@ -273,7 +309,7 @@ class Comparison:
             "episodes": self.episodes,
             "seed": self.seed,
             "agents_per_game": self.agents_per_game,
-            "interval": "ci95 = 1.96 * sample std / sqrt(n) (normal approximation)",
+            "interval": _interval_text(self.agents_per_game),
             "metrics": list(self.metrics),
             "agents": {
                 who: {m: est.get(m, empty).to_json() for m in self.metrics} for who, est in (("random", self.random), ("agent", self.agent))
@@ -295,7 +331,7 @@ class Comparison:
         lines = [
             f"{self.game}: the random agent and the checkpoint {self.agent_path}, {self.episodes} episodes each on the same games "
             f"(seed {self.seed}{seats})",
-            "mean ± 95% interval (1.96 × sample std / √n)",
+            f"mean ± 95% interval ({_interval_text(self.agents_per_game, unicode=True)})",
         ]
         lines += [f"  {r[0]:<{w[0]}}   {r[1]:>{w[1]}}   {r[2]:>{w[2]}}" for r in rows]
         own = [m for m in self.metrics if m not in _LABELS]
@@ -309,6 +345,14 @@ class Comparison:
 
     def json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2)
+
+
+def _interval_text(agents_per_game: int, unicode: bool = False) -> str:
+    """How ``ci95`` is computed, for the table and the JSON."""
+    if agents_per_game == 1:
+        return "1.96 × sample std / √n" if unicode else "ci95 = 1.96 * sample std / sqrt(n) (normal approximation)"
+    return ("1.96 × cluster-robust std error, each game's seats one cluster" if unicode
+            else "ci95 = 1.96 * cluster-robust standard error, the seats of one game one cluster (normal approximation)")
 
 
 def compare(
@@ -347,8 +391,9 @@ def compare(
         )
     policy = load(agent_path).policy
     kw: dict[str, Any] = dict(episodes=episodes, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game, scores=True)
-    trained = evaluate_episodes(game, policy, **kw)  # first: a checkpoint of another game fails before any random play
-    random = evaluate_episodes(game, None, **kw)
+    kw.update(greedy=False, max_steps=1_000_000)
+    trained, trained_games = _episodes(game, policy, **kw)  # first: a checkpoint of another game fails before any random play
+    random, random_games = _episodes(game, None, **kw)
     names: list[str] = []
     for per in (random, trained):
         names += [k for k in per if k not in names]
@@ -364,6 +409,6 @@ def compare(
         seed=seed,
         agents_per_game=agents_per_game,
         metrics=metrics,
-        random={k: Estimate.of(v) for k, v in random.items()},
-        agent={k: Estimate.of(v) for k, v in trained.items()},
+        random={k: Estimate.of(v, random_games[k] if agents_per_game > 1 else None) for k, v in random.items()},
+        agent={k: Estimate.of(v, trained_games[k] if agents_per_game > 1 else None) for k, v in trained.items()},
     )

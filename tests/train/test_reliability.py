@@ -270,6 +270,19 @@ def test_resume_drops_metric_rows_written_after_the_checkpoint(tmp_path, monkeyp
     r = Trainer(tg.bandit, tiny(6 * PER_UPDATE), out_dir=out, resume=True).train()
     assert r.first_step == 3 * PER_UPDATE
     assert metric_steps(out) == [k * PER_UPDATE for k in range(1, 7)]  # each step once
+    # TensorBoard too: the last run's file starts with a session start after the checkpoint's step, which drops the
+    # killed run's updates 4 and 5 from its file (TensorBoard's own reader does the same, tested where it is installed)
+    from gymloop.train.tensorboard import read_folder
+
+    tb = read_folder(os.path.join(out, "tb"))
+    assert tb["update"] == [(k * PER_UPDATE, float(k)) for k in range(1, 7)]
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        return
+    acc = EventAccumulator(os.path.join(out, "tb"))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("update")] == [(k * PER_UPDATE, float(k)) for k in range(1, 7)]
 
 
 # ---------------------------------------------------------------------- agent and optimizer: one unit

@@ -656,7 +656,8 @@ class Trainer:
         self.tb: EventWriter | None = None
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
-            self.tb = EventWriter(os.path.join(self.out_dir, "tb"))
+            # a resumed run: TensorBoard drops what the stopped run logged after the checkpoint's step
+            self.tb = EventWriter(os.path.join(self.out_dir, "tb"), purge_step=self.step + 1 if self.resume else None)
 
     def _reward_scalers(self) -> list[RewardScaler | None]:
         """The reward scaler of each VecEnv (two with ``cfg.overlap``; ``None`` without ``ppo.scale_rewards``)."""

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["EventWriter", "read_scalars"]
+__all__ = ["EventWriter", "read_folder", "read_scalars"]
 
 
 def _make_table() -> list[int]:
@@ -70,27 +70,44 @@ def _field_bytes(num: int, payload: bytes) -> bytes:
     return _varint((num << 3) | 2) + _varint(len(payload)) + payload
 
 
-def _event(step: int, wall: float, *, file_version: str | None = None, summary: bytes | None = None) -> bytes:
+#: ``SessionLog.START``: TensorBoard drops the events of earlier files at this event's step and after
+_SESSION_START = b"\x08\x01"
+
+
+def _event(step: int, wall: float, *, file_version: str | None = None, summary: bytes | None = None, session_log: bytes | None = None) -> bytes:
     out = b"\x09" + struct.pack("<d", wall) + b"\x10" + _varint(step)
     if file_version is not None:
         out += _field_bytes(3, file_version.encode())
     if summary is not None:
         out += _field_bytes(5, summary)
+    if session_log is not None:
+        out += _field_bytes(7, session_log)
     return out
 
 
 class EventWriter:
-    """Writes scalar summaries to ``DIR/events.out.tfevents.<time>.<host>.<pid>.<n>``."""
+    """Writes scalar summaries to ``DIR/events.out.tfevents.<time>.<host>.<pid>.<n>``.
+
+    Args:
+        logdir: the folder (made if missing).
+        purge_step: for a run resumed from a checkpoint of this step: the new file starts with a
+            session-start event there, and TensorBoard drops what the earlier files of the folder
+            recorded from this step on (written after the checkpoint by the run that stopped), so
+            each step is shown once (as ``torch.utils.tensorboard.SummaryWriter(purge_step=...)``).
+    """
 
     _count = 0
 
-    def __init__(self, logdir: str) -> None:
+    def __init__(self, logdir: str, purge_step: int | None = None) -> None:
         os.makedirs(logdir, exist_ok=True)
         EventWriter._count += 1
         name = f"events.out.tfevents.{time.time():.6f}.{socket.gethostname()}.{os.getpid()}.{EventWriter._count}"
         self.path = os.path.join(logdir, name)
         self._f = open(self.path, "ab")
-        self._write(_event(0, time.time(), file_version="brain.Event:2"))
+        self._write(_event(0 if purge_step is None else purge_step, time.time(), file_version="brain.Event:2"))
+        if purge_step is not None:
+            self._write(_event(purge_step, time.time(), session_log=_SESSION_START))
+            self._f.flush()
 
     def _write(self, data: bytes) -> None:
         header = struct.pack("<Q", len(data))
@@ -146,9 +163,13 @@ def _fields(b: bytes) -> Iterator[tuple[int, Any]]:
         yield num, v
 
 
-def read_scalars(path: str) -> dict[str, list[tuple[int, float]]]:
-    """Read back the scalars of an event file, checking every CRC."""
-    out: dict[str, list[tuple[int, float]]] = {}
+def read_scalars(path: str, out: dict[str, list[tuple[int, float]]] | None = None) -> dict[str, list[tuple[int, float]]]:
+    """Read back the scalars of an event file, checking every CRC.
+
+    ``out``: scalars read from the earlier files of the folder, which a session-start event in
+    this one trims from its step on (as TensorBoard does); see :func:`read_folder`.
+    """
+    out = {} if out is None else out
     with open(path, "rb") as f:
         data = f.read()
     i = 0
@@ -165,6 +186,9 @@ def read_scalars(path: str) -> dict[str, list[tuple[int, float]]]:
         for num, v in _fields(payload):
             if num == 2:
                 step = v
+            elif num == 7 and dict(_fields(v)).get(1) == 1:  # SessionLog START: a restart from this step
+                for tag in out:
+                    out[tag] = [(s, x) for s, x in out[tag] if s < step]
             elif num == 5:
                 for _, val in _fields(v):
                     tag, sv = None, None
@@ -175,4 +199,13 @@ def read_scalars(path: str) -> dict[str, list[tuple[int, float]]]:
                             sv = struct.unpack("<f", fv)[0]
                     if tag is not None and sv is not None:
                         out.setdefault(tag, []).append((step, sv))
+    return out
+
+
+def read_folder(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """The scalars of every event file of ``logdir``, in TensorBoard's order (by file name), with
+    the steps a resumed run rewrote shown once (its values)."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for name in sorted(n for n in os.listdir(logdir) if "tfevents" in n):
+        read_scalars(os.path.join(logdir, name), out)
     return out

@@ -484,6 +484,8 @@ def observations(draw):
     as_array = draw(st.booleans())
     features = {"Unit": units if as_array else units.tolist(), "Coin": np.zeros((n["Coin"], 0), np.float32) if as_array else [[]] * n["Coin"]}
     seen = [(t, i) for t in ids if with_ids[t] for i in range(n[t]) if visible.get(t, [True] * n[t])[i]]
+    if draw(st.booleans()):  # visibility as boolean arrays (entity-gym's annotation) rather than lists
+        visible = {t: np.asarray(v, dtype=bool) for t, v in visible.items()}
     return features, {t: v for t, v in ids.items() if with_ids[t]}, visible, seen
 
 
@@ -504,7 +506,7 @@ def test_ids_round_trip_actors_and_actees(case, data):
     env.env.act = lambda a: (log.append(a), act(a))[1]
     e = env.reset(0)
     # rows: the visible entities of each type, in order
-    kept = {t: [i for i in range(len(features[t])) if visible.get(t, [True] * len(features[t]))[i]] for t in ("Unit", "Coin")}
+    kept = {t: [i for i in range(len(features[t])) if list(visible.get(t, [True] * len(features[t])))[i]] for t in ("Unit", "Coin")}
     for t in kept:
         assert len(e.entities[t]) == len(kept[t])
     assert np.array_equal(np.asarray(e.entities["Unit"]).reshape(-1, 2), np.asarray(features["Unit"], np.float32).reshape(-1, 2)[kept["Unit"]])

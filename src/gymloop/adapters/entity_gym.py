@@ -306,12 +306,19 @@ class EntityGymEnv(Environment):
             keep = None
             vis = visible.get(t) if visible else None
             if vis is not None:
-                v = np.asarray(vis, dtype=bool).reshape(-1)
-                if v.size != n:
-                    raise self._bad(f"entity type {t!r}: visible has {v.size} entries for {n} entities")
-                if not v.all():
-                    keep = np.flatnonzero(v)
-                    raw = np.asarray(raw, dtype=np.float32).reshape(n, nf)[keep]
+                if isinstance(vis, (list, tuple)):  # (a short list: plain Python is several times faster than numpy here)
+                    if len(vis) != n:
+                        raise self._bad(f"entity type {t!r}: visible has {len(vis)} entries for {n} entities")
+                    if not all(vis):
+                        keep = [i for i, x in enumerate(vis) if x]
+                else:
+                    v = np.asarray(vis, dtype=bool).reshape(-1)
+                    if v.size != n:
+                        raise self._bad(f"entity type {t!r}: visible has {v.size} entries for {n} entities")
+                    if not v.all():
+                        keep = np.flatnonzero(v).tolist()
+                if keep is not None:
+                    raw = np.asarray(raw, dtype=np.float32).reshape(n, nf)[keep] if keep else np.zeros((0, nf), dtype=np.float32)
                     n = len(keep)
             entities[t] = raw
             rows.append((t, offset, n, keep, ids))

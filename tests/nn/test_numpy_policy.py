@@ -162,6 +162,33 @@ def test_parity_on_a_large_batch_uses_the_vectorized_erf():
     assert_parity(torch_out(pol, pol.pack(b)), npol.forward(npol.pack(b)))
 
 
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_attention_as_matrix_products_equals_the_broadcast_path(i, monkeypatch):
+    """Large batches take the matrix-product path of the attention (``BROADCAST_MAX``); its outputs
+    and gradients are the broadcast path's (parity with numpy above runs the broadcast path)."""
+    import gymloop.nn.torch_policy as tp
+
+    pol, _ = policies(i)
+    p = pol.pack(synthetic_batch(np.random.default_rng(i), SPACES[CASES[i][0]], ACTS, 24))
+
+    def run():
+        pol.zero_grad(set_to_none=True)
+        out = pol(p, greedy=True)
+        loss = out.value.square().sum() + sum(torch.nan_to_num(v, neginf=0.0).square().sum() for v in out.logits.values())
+        loss.backward()
+        return out, {n: q.grad.clone() for n, q in pol.named_parameters() if q.grad is not None}
+
+    out, grads = run()
+    monkeypatch.setattr(tp, "BROADCAST_MAX", 0)
+    out_mm, grads_mm = run()
+    torch.testing.assert_close(out_mm.value, out.value, rtol=0, atol=1e-5)
+    for name in ACTS:
+        torch.testing.assert_close(out_mm.logits[name], out.logits[name], rtol=0, atol=1e-4)
+    assert grads.keys() == grads_mm.keys() and grads
+    scale = max(float(g.abs().max()) for g in grads.values())  # (some gradients are exactly 0 in theory, e.g. key biases)
+    for n in grads:
+        torch.testing.assert_close(grads_mm[n], grads[n], rtol=0, atol=1e-5 * scale, msg=n)
+
 def test_every_case_runs_and_slots_without_entities_have_a_value():
     for i in range(len(CASES)):
         pol, npol = policies(i)

@@ -26,6 +26,30 @@ from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import FrameIndex, Packed, pack
 
+#: An attention product whose broadcast intermediate has at most this many elements (2 MB) is
+#: computed as an elementwise product and a sum. Written as a batched matrix product, attention
+#: over a few entities with heads of 16 is thousands of tiny matrices, which run 2-5x slower on a
+#: CPU (forward and backward, alone); in a whole training step the gain fades as the intermediate
+#: outgrows the caches (about even at 512 observations of 33 entities), so larger ones use the
+#: matrix product.
+BROADCAST_MAX = 1 << 19
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``q @ k^T`` per observation and head: ``(S, H, Q, d)``, ``(S, H, L, d)`` -> ``(S, H, Q, L)``."""
+    S, H, Q, d = q.shape
+    if S * H * Q * k.shape[2] * d <= BROADCAST_MAX:
+        return (q.unsqueeze(3) * k.unsqueeze(2)).sum(-1)
+    return q @ k.transpose(-2, -1)
+
+
+def _mix(att: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``att @ v`` per observation and head: ``(S, H, Q, L)``, ``(S, H | 1, L, d)`` -> ``(S, H, Q, d)``."""
+    S, H, Q, L = att.shape
+    if S * H * Q * L * v.shape[-1] <= BROADCAST_MAX:
+        return (att.unsqueeze(-1) * v.unsqueeze(2)).sum(3)
+    return att @ v
+
 __all__ = ["Policy", "InputNorm", "PolicyOutput"]
 
 
@@ -164,12 +188,12 @@ class Block(_BlockParams):
         q = self.query(h).view(S, L, H, C // H).transpose(1, 2)
         k = self.key(h).view(S, L, H, C // H).transpose(1, 2)
         v = self.value(h).view(S, L, H, C // H).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+        att = _scores(q, k) * (1.0 / math.sqrt(C // H))
         if rk is not None:
             att = att + torch.einsum("bhsd,bstd->bhst", q, rk) * (1.0 / math.sqrt(rk.shape[-1]))
         att = att.masked_fill(pad, -1e9)
         att = F.softmax(att, dim=-1)
-        y = att @ v
+        y = _mix(att, v)
         if rv is not None:
             vals = rv
             relpos = self.relpos
@@ -210,9 +234,10 @@ class Readout(_BlockParams):
         # value query: one per observation
         vq = self.value_query.view(1, C)
         q0 = self.query(self.ln1(vq)).view(H, dh)
-        att0 = torch.einsum("hd,slhd->shl", q0, k) * scale
-        att0 = att0.masked_fill(pad.unsqueeze(1), -1e9).softmax(-1)
-        y0 = torch.einsum("shl,slhd->shd", att0, v).reshape(S, C)
+        # one query shared by every observation: elementwise products (see BROADCAST_MAX), entities on dim 1
+        att0 = (k * q0).sum(-1) * scale  # (S, L, H)
+        att0 = att0.masked_fill(pad.unsqueeze(-1), -1e9).softmax(1)
+        y0 = (att0.unsqueeze(-1) * v).sum(1).reshape(S, C)
         if self.summary_mean:  # plus the mean of the values: attention alone can harden onto one entity
             keep = (~pad).to(v.dtype).view(S, L, 1)
             y0 = y0 + (v.reshape(S, L, C) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
@@ -229,7 +254,7 @@ class Readout(_BlockParams):
         xq = x.reshape(S * L, C)[rows]
         hq = h.reshape(S * L, C)[rows]
         q = x.new_zeros((S * Q, C)).index_copy(0, dest, self.query(hq)).view(S, Q, H, dh)
-        att = torch.einsum("sqhd,slhd->shql", q, k) * scale
+        att = _scores(q.transpose(1, 2), k.transpose(1, 2)) * scale  # (S, H, Q, L)
         relpos = self.relpos
         rv = idx = None
         if relpos is not None and positions is not None:
@@ -243,15 +268,15 @@ class Readout(_BlockParams):
             if relpos.value_gate is not None:
                 rv = relpos.values(idx) * relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
         att = att.masked_fill(pad.view(S, 1, 1, L), -1e9).softmax(-1)
-        y = torch.einsum("shql,slhd->sqhd", att, v)
+        y = _mix(att, v.transpose(1, 2))  # (S, H, Q, dh)
         if rv is not None:
-            y = y + torch.einsum("shql,sqld->sqhd", att, rv)
+            y = y + torch.einsum("shql,sqld->shqd", att, rv)
         elif idx is not None and relpos is not None:  # (idx is set only with relpos)
             # ungated relative values: bin the attention by relative position, then one matmul
             bins = att.new_zeros((S, H, Q, relpos.values.num_embeddings))
             bins = bins.scatter_add(3, idx.unsqueeze(1).expand(S, H, Q, L), att)
-            y = y + torch.einsum("shqp,pd->sqhd", bins, relpos.values.weight)
-        y = y.reshape(S * Q, C)[dest]
+            y = y + bins @ relpos.values.weight
+        y = y.transpose(1, 2).reshape(S * Q, C)[dest]
         return self._finish(xq, y), value_emb
 
 

@@ -43,6 +43,22 @@ def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q @ k.transpose(-2, -1)
 
 
+def _scores_rel(q: torch.Tensor, rk: torch.Tensor) -> torch.Tensor:
+    """Queries against per-query keys (relative positions): ``(S, H, Q, d)``, ``(S, Q, L, d)`` -> ``(S, H, Q, L)``."""
+    S, H, Q, d = q.shape
+    if S * H * Q * rk.shape[2] * d <= BROADCAST_MAX:
+        return (q.unsqueeze(3) * rk.unsqueeze(1)).sum(-1)
+    return torch.einsum("shqd,sqld->shql", q, rk)
+
+
+def _mix_rel(att: torch.Tensor, rv: torch.Tensor) -> torch.Tensor:
+    """Attention over per-query values: ``(S, H, Q, L)``, ``(S, Q, L, d)`` -> ``(S, H, Q, d)``."""
+    S, H, Q, L = att.shape
+    if S * H * Q * L * rv.shape[-1] <= BROADCAST_MAX:
+        return (att.unsqueeze(-1) * rv.unsqueeze(1)).sum(3)
+    return torch.einsum("shql,sqld->shqd", att, rv)
+
+
 def _mix(att: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """``att @ v`` per observation and head: ``(S, H, Q, L)``, ``(S, H | 1, L, d)`` -> ``(S, H, Q, d)``."""
     S, H, Q, L = att.shape
@@ -190,7 +206,7 @@ class Block(_BlockParams):
         v = self.value(h).view(S, L, H, C // H).transpose(1, 2)
         att = _scores(q, k) * (1.0 / math.sqrt(C // H))
         if rk is not None:
-            att = att + torch.einsum("bhsd,bstd->bhst", q, rk) * (1.0 / math.sqrt(rk.shape[-1]))
+            att = att + _scores_rel(q, rk) * (1.0 / math.sqrt(rk.shape[-1]))
         att = att.masked_fill(pad, -1e9)
         att = F.softmax(att, dim=-1)
         y = _mix(att, v)
@@ -200,7 +216,7 @@ class Block(_BlockParams):
             assert relpos is not None  # rk and rv come from it
             if relpos.value_gate is not None:
                 vals = rv * relpos.gate(h).unsqueeze(1)
-            y = y + torch.einsum("bhst,bstd->bhsd", att, vals)
+            y = y + _mix_rel(att, vals)
         return self._finish(x, y.transpose(1, 2).reshape(S, L, C))
 
 
@@ -270,7 +286,7 @@ class Readout(_BlockParams):
         att = att.masked_fill(pad.view(S, 1, 1, L), -1e9).softmax(-1)
         y = _mix(att, v.transpose(1, 2))  # (S, H, Q, dh)
         if rv is not None:
-            y = y + torch.einsum("shql,sqld->shqd", att, rv)
+            y = y + _mix_rel(att, rv)
         elif idx is not None and relpos is not None:  # (idx is set only with relpos)
             # ungated relative values: bin the attention by relative position, then one matmul
             bins = att.new_zeros((S, H, Q, relpos.values.num_embeddings))

@@ -408,8 +408,8 @@ class Policy(nn.Module):
                 parts.append(self.featureless[name].expand(dest.size, d))
             order.append(dest)
         flat = torch.zeros(p.S * p.L, d)
-        if parts:
-            flat = flat.index_copy(0, torch.from_numpy(np.concatenate(order)), torch.cat(parts))
+        if parts:  # (in place: the zeros are not needed twice; autograd takes the gradient of the parts through it)
+            flat.index_copy_(0, torch.from_numpy(np.concatenate(order)), torch.cat(parts))
         x = flat.view(p.S, p.L, d)
         pad = torch.from_numpy(~p.valid).view(p.S, 1, 1, p.L)
         rk = rv = None

@@ -32,6 +32,8 @@ MAX_ROLLOUT = 2**30
 MAX_SEED = 2**63 - 1
 #: the most PyTorch threads a configuration may ask for.
 MAX_THREADS = 1024
+#: the values of ``PPOConfig.adv_norm``.
+ADV_NORMS = ("minibatch", "rollout", "running", "max", "none")
 
 
 @dataclass
@@ -49,7 +51,20 @@ class PPOConfig:
         ent_coef: entropy bonus weight.
         anneal_entropy: decay the entropy bonus linearly to 0 over training.
         max_grad_norm: gradient norm clipping.
-        norm_adv: normalize advantages per minibatch.
+        adv_norm: how advantages are normalized before the policy loss: centred on the minibatch's
+            mean and divided by its standard deviation (``"minibatch"``, the usual PPO choice); by
+            the whole rollout's mean and standard deviation (``"rollout"``); centred per minibatch
+            and divided by a running standard deviation, an exponential average (``adv_decay``) of
+            the rollouts' advantage variances (``"running"``); the same divided by the larger of the
+            minibatch's and the running one (``"max"``: a minibatch of small advantages, e.g. no
+            success in a sparse-reward game, is not stretched to unit scale); or left as they are
+            (``"none"``). For a sparse reward with episodes that end early with nothing, try
+            ``"max"`` with ``scale_rewards`` (docs/training.md, Minefield).
+        adv_decay: with ``adv_norm`` ``"running"`` or ``"max"``: the weight of the past in the
+            running variance, per rollout (bias-corrected, so the first rollout counts fully).
+        norm_adv: the older switch: ``None`` (default) leaves it to ``adv_norm``; ``False`` is
+            ``adv_norm="none"``; ``True`` normalizes as ``adv_norm`` says (an error with
+            ``adv_norm="none"``).
         epochs: passes over each rollout; ``None``: chosen from the budget (see
             :meth:`TrainConfig.resolved`).
         minibatch_size: slot-steps per minibatch (must divide the rollout, ``num_envs *
@@ -74,7 +89,9 @@ class PPOConfig:
     ent_coef: float = 0.01
     anneal_entropy: bool = True
     max_grad_norm: float = 2.0
-    norm_adv: bool = True
+    adv_norm: str = "minibatch"
+    adv_decay: float = 0.9
+    norm_adv: bool | None = None
     epochs: int | None = None
     minibatch_size: int | None = None
     chunk_size: int = 512
@@ -84,6 +101,23 @@ class PPOConfig:
         """Raise :class:`ConfigError` naming the field, its value, its range and the fix for a field
         out of its range (:data:`SPECS`); :meth:`TrainConfig.check` checks how they fit the rollout."""
         check_fields(self, SPECS["PPOConfig"], "ppo.")
+        self.adv_mode()
+
+    def adv_mode(self) -> str:
+        """The advantage normalization in effect: ``adv_norm``, with the older ``norm_adv`` switch
+        folded in; :class:`ConfigError` when the two disagree."""
+        default = PPOConfig.adv_norm
+        if self.norm_adv is False and self.adv_norm not in ("none", default):
+            raise ConfigError(
+                f"ppo.norm_adv=False turns advantage normalization off, but ppo.adv_norm={self.adv_norm!r} asks for it; "
+                f"set only ppo.adv_norm ('none' to turn it off), and leave ppo.norm_adv out"
+            )
+        if self.norm_adv is True and self.adv_norm == "none":
+            raise ConfigError(
+                "ppo.norm_adv=True asks for normalized advantages, but ppo.adv_norm='none' turns it off; "
+                "set only ppo.adv_norm, and leave ppo.norm_adv out"
+            )
+        return "none" if self.norm_adv is False else self.adv_norm
 
 
 @dataclass
@@ -356,7 +390,9 @@ SPECS: dict[str, dict[str, Range]] = {
         "ent_coef": Range("float", lo=0),
         "anneal_entropy": Range("bool"),
         "max_grad_norm": Range("float", lo=0, lo_open=True),
-        "norm_adv": Range("bool"),
+        "adv_norm": Range("choice", choices=ADV_NORMS),
+        "adv_decay": Range("float", lo=0, hi=1, hi_open=True, note=" (0.9: about the last 10 rollouts)"),
+        "norm_adv": Range("bool", none="as adv_norm says"),
         "epochs": Range("int", lo=1, none="automatic"),
         "minibatch_size": Range("int", lo=1, none="automatic",
                                 note="; a divisor of the rollout (num_envs * agents_per_game * rollout_steps)"),

@@ -35,7 +35,7 @@ from ..evaluation import evaluate_episodes
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
 from ..runtime.backend import default_backend
 from ..vector import VecEnv
-from .config import TrainConfig
+from .config import ADV_NORMS, TrainConfig
 from .optim import make_adam
 from .tensorboard import EventWriter
 
@@ -320,6 +320,60 @@ class RewardScaler:
         self.count, self.mean, self.var = float(d["count"]), float(d["mean"]), float(d["var"])
 
 
+class AdvantageNormalizer:
+    """Advantage normalization of one run (``PPOConfig.adv_norm``; see its docstring for the modes).
+
+    :meth:`observe` takes each rollout's advantages once, before its update (the whole rollout's
+    mean and variance; the running variance, an exponential average with bias correction);
+    calling the normalizer on a minibatch's advantages returns them normalized (a new array).
+    """
+
+    def __init__(self, mode: str, decay: float = 0.9) -> None:
+        self.mode, self.decay = mode, decay
+        self.rollout_mean, self.rollout_std = 0.0, 1.0
+        self.var_ema, self.weight = 0.0, 0.0  # the running variance is var_ema / weight
+
+    def observe(self, adv: np.ndarray) -> None:
+        """Fold one rollout's advantages (any shape) into the statistics."""
+        if adv.size == 0:
+            return
+        a = adv.astype(np.float64, copy=False)
+        mean, var = float(a.mean()), float(a.var())
+        self.rollout_mean, self.rollout_std = mean, math.sqrt(var)
+        self.var_ema = self.decay * self.var_ema + (1 - self.decay) * var
+        self.weight = self.decay * self.weight + (1 - self.decay)
+
+    @property
+    def running_std(self) -> float:
+        """The running standard deviation of the advantages (0 before the first rollout)."""
+        return math.sqrt(self.var_ema / self.weight) if self.weight > 0 else 0.0
+
+    def __call__(self, adv: np.ndarray) -> np.ndarray:
+        mode = self.mode
+        if mode == "none":
+            return adv
+        if mode == "rollout":
+            return ((adv - self.rollout_mean) / (self.rollout_std + 1e-8)).astype(adv.dtype, copy=False)
+        if adv.size <= 1:  # one slot-step: nothing to centre on
+            return adv
+        if mode == "minibatch":  # written as it always was, so the default runs are bit for bit as before
+            return (adv - adv.mean()) / (adv.std() + 1e-8)
+        centred = adv - adv.mean()
+        if mode == "running":
+            scale = self.running_std
+        elif mode == "max":
+            scale = max(float(adv.std()), self.running_std)
+        else:
+            raise ConfigError(f"ppo.adv_norm={mode!r} is not one of the choices: {', '.join(map(repr, ADV_NORMS))}")
+        return (centred / (scale + 1e-8)).astype(adv.dtype, copy=False)
+
+    def state(self) -> dict[str, Any]:
+        return {"var_ema": self.var_ema, "weight": self.weight}
+
+    def load(self, d: dict[str, Any]) -> None:
+        self.var_ema, self.weight = float(d["var_ema"]), float(d["weight"])
+
+
 class _Diverged(TrainingError):
     """Raised inside an update or a rollout when the numbers stop being finite (or PyTorch fails on
     them); :meth:`Trainer.train` restores the last completed update, saves it and raises a
@@ -425,6 +479,7 @@ class _Snapshot:
         self.gen_state: torch.Tensor | None = None
         self.rng_state: dict[str, Any] = {}
         self.scalers: list[dict[str, Any] | None] = []  # per VecEnv (two with cfg.overlap)
+        self.adv_norm: dict[str, Any] = {}  # the running advantage statistics
         self.step = 0
         self.update = 0
 
@@ -452,6 +507,7 @@ class _Snapshot:
         self.gen_state = t.gen.get_state()
         self.rng_state = copy.deepcopy(dict(t.rng.bit_generator.state))
         self.scalers = [None if sc is None else sc.state() for sc in t._reward_scalers()]
+        self.adv_norm = t.adv_norm.state()
         self.step, self.update = t.step, t.update
 
     def restore(self, t: Trainer) -> None:
@@ -468,6 +524,8 @@ class _Snapshot:
         for sc, saved in zip(t._reward_scalers(), self.scalers):
             if sc is not None and saved is not None:
                 sc.load(saved)
+        if self.adv_norm:
+            t.adv_norm.load(self.adv_norm)
         t.step, t.update = self.step, self.update
 
 
@@ -583,6 +641,7 @@ class Trainer:
             raise ConfigError("resume needs out_dir: the folder holding agent.safetensors")
         self.reward_scaler: RewardScaler | None = None  # made by _setup when ppo.scale_rewards
         self._resumed_scaler: dict[str, Any] | None = None  # its state in the resumed run's optimizer file
+        self._resumed_adv_norm: dict[str, Any] | None = None  # the running advantage statistics there
 
     # ------------------------------------------------------------------ set-up
     def _setup(self) -> None:
@@ -651,6 +710,9 @@ class Trainer:
                 groups = self._resumed_scaler.get("groups")
                 scaler.load(groups[i] if isinstance(groups, list) and len(groups) == len(scalers) else self._resumed_scaler)
         self.reward_scaler = scalers[0]
+        self.adv_norm = AdvantageNormalizer(cfg.ppo.adv_mode(), cfg.ppo.adv_decay)
+        if self._resumed_adv_norm is not None:
+            self.adv_norm.load(self._resumed_adv_norm)
         if cfg.overlap:
             self._groups = [_Group(env, b, scaler) for env, b, scaler in zip(self.envs, batches, scalers)]
         self.tb: EventWriter | None = None
@@ -716,6 +778,8 @@ class Trainer:
                 self.rng.bit_generator.state = json.loads(meta["numpy_rng"])
             if "reward_scaler" in meta:
                 self._resumed_scaler = json.loads(meta["reward_scaler"])
+            if "adv_norm" in meta:
+                self._resumed_adv_norm = json.loads(meta["adv_norm"])
         log.info("resumed from %s at step %d", path, self.step)
 
     # ------------------------------------------------------------------ checkpoints
@@ -752,6 +816,7 @@ class Trainer:
             if self._groups:  # each half's own state too
                 state["groups"] = [g.reward_scaler.state() for g in self._groups if g.reward_scaler is not None]
             meta["reward_scaler"] = json.dumps(state)
+        meta["adv_norm"] = json.dumps(self.adv_norm.state())
         write_safetensors(os.path.join(d, OPTIM_FILE), tensors, meta)  # first: see the docstring
         write_agent(path, agent_tensors, info)
         self._last_save = time.monotonic()
@@ -881,6 +946,7 @@ class Trainer:
         actions = {k: np.concatenate([step[k] for step in r.actions]) for k in names}
         old_logprobs = {k: np.concatenate([step[k] for step in r.logprobs]) for k in names}
         flat_adv, flat_ret, flat_old_value = adv.reshape(-1), ret.reshape(-1), r.values.reshape(-1)
+        self.adv_norm.observe(flat_adv)
         num_slots = obs.num_slots
         mb_size = self.minibatch_size
         stats: dict[str, list[float]] = {"loss/policy": [], "loss/value": [], "loss/entropy": [], "loss/approx_kl": [], "loss/clipfrac": []}
@@ -890,9 +956,7 @@ class Trainer:
             for i in range(0, num_slots, mb_size):
                 slots = np.sort(perm[i : i + mb_size])
                 mb, mb_sel = take(obs, slots)
-                mb_adv = flat_adv[slots]
-                if p.norm_adv and mb_adv.size > 1:
-                    mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8)
+                mb_adv = self.adv_norm(flat_adv[slots])
                 # per actor (all chunks' actors, per action type): new and old log-probabilities,
                 # its slot's advantage and the policy's entropy; per slot: new and old values, returns
                 new_lp_parts, old_lp_parts, adv_parts, entropy_parts = [], [], [], []

@@ -26,6 +26,8 @@ from .config import NetConfig, RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import FrameIndex, Packed, pack
 
+__all__ = ["Policy", "InputNorm", "PolicyOutput"]
+
 #: An attention product whose broadcast intermediate has at most this many elements (2 MB) is
 #: computed as an elementwise product and a sum. Written as a batched matrix product, attention
 #: over a few entities with heads of 16 is thousands of tiny matrices, which run 2-5x slower on a
@@ -65,8 +67,6 @@ def _mix(att: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     if S * H * Q * L * v.shape[-1] <= BROADCAST_MAX:
         return (att.unsqueeze(-1) * v.unsqueeze(2)).sum(3)
     return att @ v
-
-__all__ = ["Policy", "InputNorm", "PolicyOutput"]
 
 
 class InputNorm(nn.Module):

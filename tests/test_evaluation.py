@@ -102,7 +102,7 @@ def test_estimate_over_games_counts_each_game_once():
 
 
 def test_seats_of_one_game_share_its_number():
-    per, games = _episodes(duel, None, episodes=10, num_envs=64, seed=0, greedy=False, agents_per_game=2, max_steps=1_000_000, scores=False)
+    per, games = _episodes(duel, None, episodes=10, num_envs=64, seed=0, agents_per_game=2)
     assert len(per[RETURN]) == len(games[RETURN]) == 10
     ids, counts = np.unique(games[RETURN], return_counts=True)
     assert sorted(counts.tolist()) == [2] * 5  # 5 copies x 2 seats, one episode each: 5 games of two seats

@@ -98,8 +98,8 @@ def evaluate_episodes(
 
 
 def _episodes(
-    game: Callable[..., Any], policy: NumpyPolicy | Chooser | None, episodes: int, num_envs: int, seed: int, greedy: bool,
-    agents_per_game: int, max_steps: int, scores: bool,
+    game: Callable[..., Any], policy: NumpyPolicy | Chooser | None, episodes: int, num_envs: int, seed: int, greedy: bool = False,
+    agents_per_game: int = 1, max_steps: int = 1_000_000, scores: bool = False,
 ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
     """:func:`evaluate_episodes`, and per metric the game each value comes from: the seats of one
     game copy's ``k``-th episode share a number (their values are not independent)."""
@@ -391,7 +391,6 @@ def compare(
         )
     policy = load(agent_path).policy
     kw: dict[str, Any] = dict(episodes=episodes, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game, scores=True)
-    kw.update(greedy=False, max_steps=1_000_000)
     trained, trained_games = _episodes(game, policy, **kw)  # first: a checkpoint of another game fails before any random play
     random, random_games = _episodes(game, None, **kw)
     names: list[str] = []

@@ -106,6 +106,7 @@ def _curve(**ppo) -> list[tuple[float, float]]:
     return [(h["episode_return_mean"], h["loss/policy"]) for h in gl.train.train(tg.bandit, cfg).history]
 
 
+@pytest.mark.slow  # three short trainings (~1 s)
 def test_norm_adv_spellings_train_exactly_as_their_adv_norm():
     assert _curve(norm_adv=True, adv_norm="minibatch") == _curve(adv_norm="minibatch")
     assert _curve(norm_adv=False) == _curve(adv_norm="none")

@@ -51,15 +51,15 @@ class PPOConfig:
         ent_coef: entropy bonus weight.
         anneal_entropy: decay the entropy bonus linearly to 0 over training.
         max_grad_norm: gradient norm clipping.
-        adv_norm: how advantages are normalized before the policy loss: centred on the minibatch's
-            mean and divided by its standard deviation (``"minibatch"``, the usual PPO choice); by
-            the whole rollout's mean and standard deviation (``"rollout"``); centred per minibatch
-            and divided by a running standard deviation, an exponential average (``adv_decay``) of
-            the rollouts' advantage variances (``"running"``); the same divided by the larger of the
-            minibatch's and the running one (``"max"``: a minibatch of small advantages, e.g. no
-            success in a sparse-reward game, is not stretched to unit scale); or left as they are
-            (``"none"``). For a sparse reward with episodes that end early with nothing, try
-            ``"max"`` with ``scale_rewards`` (docs/training.md, Minefield).
+        adv_norm: how advantages are normalized before the policy loss. Each minibatch's
+            advantages are centred on its mean and divided by: the larger of the minibatch's
+            standard deviation and a running one, an exponential average (``adv_decay``) of the
+            rollouts' advantage variances (``"max"``, the default: a minibatch of small
+            advantages, e.g. no success in a sparse-reward game, is not stretched to unit scale);
+            the minibatch's own (``"minibatch"``, the usual PPO choice); the running one alone
+            (``"running"``); or the whole rollout's mean and standard deviation are used
+            (``"rollout"``); or they are left as they are (``"none"``). docs/training.md says
+            why ``"max"`` (entity-gym's Minefield).
         adv_decay: with ``adv_norm`` ``"running"`` or ``"max"``: the weight of the past in the
             running variance, per rollout (bias-corrected, so the first rollout counts fully).
         norm_adv: the older switch: ``None`` (default) leaves it to ``adv_norm``; ``False`` is
@@ -72,9 +72,8 @@ class PPOConfig:
             :meth:`TrainConfig.resolved`).
         scale_rewards: divide rewards by a running estimate of the standard deviation of the
             discounted return before computing values and advantages (the reported returns stay
-            the game's own). Off by default: on entity-gym's examples it learned less at 49K
-            steps than unscaled rewards (docs/training.md); worth trying for a game whose rewards
-            are very large or very small.
+            the game's own), so the value function learns in the same units whatever the game
+            pays (docs/training.md); ``False`` trains on the game's own rewards.
         chunk_size: a minibatch is run through the network in chunks of at most this many
             slot-steps, grouped by entity count to keep padding small.
     """
@@ -89,13 +88,13 @@ class PPOConfig:
     ent_coef: float = 0.01
     anneal_entropy: bool = True
     max_grad_norm: float = 2.0
-    adv_norm: str = "minibatch"
+    adv_norm: str = "max"
     adv_decay: float = 0.9
     norm_adv: bool | None = None
     epochs: int | None = None
     minibatch_size: int | None = None
     chunk_size: int = 512
-    scale_rewards: bool = False
+    scale_rewards: bool = True
 
     def check(self) -> None:
         """Raise :class:`ConfigError` naming the field, its value, its range and the fix for a field

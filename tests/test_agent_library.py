@@ -109,6 +109,7 @@ def snake_head(x, y):
     return Head(x, y)
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_hundreds_of_agents_open_fast_and_load_one(tmp_path, agents_dir):
     src = agents_dir / "easy.safetensors"
     pack_library(tmp_path / "npcs.safetensors", {f"npc{i:03d}": src for i in range(300)})

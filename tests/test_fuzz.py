@@ -245,9 +245,11 @@ class _Scripted:
 @settings(max_examples=40)
 @given(place=st.sampled_from(["feature", "score", "metric"]), v=odd)
 @example(place="feature", v=2**128 - 2**104 + 1)  # just beyond float32's largest value, it rounds to it: in range
+@example(place="score", v=3.402823466385289e38)  # the float after float32's largest value: out of range
 def test_run_with_a_scripted_agent_validates_too(place, v):
     out = _outcome(lambda: gl.run(_odd_game(place, v, 0), _Scripted(), max_steps=3, check=False))
-    assert out == ("ok" if _is_number(v, _F32 if place == "feature" else _F64) else "InvalidObservationError"), f"{place}={v!r}"
+    # as for the other drivers: features and scores (whose changes are float32 rewards) in float32's range, metrics float64's
+    assert out == ("ok" if _is_number(v, _F64 if place == "metric" else _F32) else "InvalidObservationError"), f"{place}={v!r}"
 
 
 # ---------------------------------------------------------------------- VecEnv.step arguments

@@ -312,6 +312,7 @@ def test_global_decision_has_one_mask_row(workdir: Path) -> None:
     assert shapes["mask.Guess"] == [1, 3]
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_no_torch_needed_and_deterministic(workdir: Path) -> None:
     """Exporting needs no torch (a fresh interpreter exports without importing it), and exporting
     twice gives the same bytes (no timestamps, no randomness)."""

@@ -661,6 +661,7 @@ def test_cli_run_records_traces(tmp_path, capsys):
     assert "no scripted agent for game 'tactics'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 @torch_needed
 def test_cli_train_from_demos(tmp_path, capsys):
     from gymloop.checkpoint import read_agent

@@ -203,6 +203,7 @@ def test_ppo_seed_makes_training_reproducible():
 # ====================================================================== masks
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_maskable_ppo_gets_the_masks_and_never_plays_a_masked_out_action():
     env = GymloopSB3VecEnv(tactics, 4, illegal_actions="raise", **TACTICS)
     env.reset()
@@ -217,6 +218,7 @@ def test_maskable_ppo_gets_the_masks_and_never_plays_a_masked_out_action():
     env.close()
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_plain_ppo_ignoring_the_masks_is_caught_with_illegal_actions_raise():
     env = GymloopSB3VecEnv(tactics, 4, illegal_actions="raise", **TACTICS)
     model = PPO("MultiInputPolicy", env, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
@@ -264,6 +266,7 @@ def test_sb3_trains_a_gymloop_env_through_its_own_dummy_vec_env(algo):
     model.get_env().close()
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_sb3_chooser_scores_a_model_on_gymloops_evaluation_episodes():
     env = GymloopSB3VecEnv(tactics, 2, illegal_actions="raise", **TACTICS)
     model = MaskablePPO("MultiInputPolicy", env, n_steps=16, batch_size=32, n_epochs=1, seed=0, device="cpu", policy_kwargs={"net_arch": [8]})

@@ -193,6 +193,7 @@ def test_tactics_vecenv_sample_actions():
     assert len(seen) == 8 * 300  # every answer the training agents gave was checked in the game
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_tactics_focus_fire_beats_random():
     scripted = gl.run(tactics, FocusFire(), seed=5, max_episodes=150)
     rand = gl.run(tactics, gl.RandomAgent(seed=5), seed=5, max_episodes=150)

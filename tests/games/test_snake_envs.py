@@ -293,6 +293,7 @@ def test_gym_vector_envs_run_the_gym_snake() -> None:
 
 
 # ------------------------------------------------------------------- the benchmark
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_run_benchmarks_quick() -> None:
     rows = run_benchmarks(quick=True)
     assert [r["key"] for r in rows] == list(VARIANTS)

@@ -228,6 +228,7 @@ def test_expected_shapes_are_the_state_dict_shapes():
         assert expected_shapes(info) == {k: tuple(v.shape) for k, v in pol.state_dict().items()}
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_sampling_is_seeded_and_follows_the_probabilities():
     _, npol = policies(0)
     b = synthetic_batch(np.random.default_rng(3), POSITIONAL, ACTS, 1, {"Ally": [2], "Enemy": [3], "Wall": [1]}, {a: [[0]] for a in ACTS})

@@ -42,6 +42,7 @@ def test_tiny_config_learns_trivial_game(game, threshold):
     assert final_return(result, last=4) >= threshold, [h.get("episode_return_mean") for h in result.history]
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_same_seed_same_learning_curve():
     a = gl.train.train(tg.bandit, tiny(4096))
     b = gl.train.train(tg.bandit, tiny(4096))
@@ -51,6 +52,7 @@ def test_same_seed_same_learning_curve():
     assert key(a) != key(c)
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_checkpoint_files_metrics_and_resume(tmp_path):
     out = str(tmp_path / "run")
     cfg = tiny(2048)
@@ -147,6 +149,7 @@ def test_evaluate_random_and_trained():
     assert 0.15 < r["episode_return"] < 0.35
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_self_play_shared_policy_and_frozen_opponent(tmp_path):
     from gymloop.games.duel import duel
 
@@ -399,6 +402,7 @@ def test_progress_line_says_return_and_the_games_own_metrics(capsys):
     assert "return   2.50  ep.len   30.0  game: length=3.50" in line and "score" not in line and "reward" not in line
 
 
+@pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_cli_train_draws_the_random_agents_level(tmp_path, monkeypatch):
     from gymloop.cli import main
     from gymloop.train import ppo

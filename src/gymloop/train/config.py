@@ -57,9 +57,9 @@ class PPOConfig:
             rollouts' advantage variances (``"max"``, the default: a minibatch of small
             advantages, e.g. no success in a sparse-reward game, is not stretched to unit scale);
             the minibatch's own (``"minibatch"``, the usual PPO choice); the running one alone
-            (``"running"``); or the whole rollout's mean and standard deviation are used
-            (``"rollout"``); or they are left as they are (``"none"``). docs/training.md says
-            why ``"max"`` (entity-gym's Minefield).
+            (``"running"``). ``"rollout"`` centres and divides by the whole rollout's mean and
+            standard deviation instead, and ``"none"`` leaves them as they are. docs/training.md
+            says why ``"max"`` (entity-gym's Minefield).
         adv_decay: with ``adv_norm`` ``"running"`` or ``"max"``: the weight of the past in the
             running variance, per rollout (bias-corrected, so the first rollout counts fully).
         norm_adv: the older switch: ``None`` (default) leaves it to ``adv_norm``; ``False`` is

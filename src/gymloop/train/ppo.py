@@ -356,7 +356,7 @@ class AdvantageNormalizer:
             return ((adv - self.rollout_mean) / (self.rollout_std + 1e-8)).astype(adv.dtype, copy=False)
         if adv.size <= 1:  # one slot-step: nothing to centre on
             return adv
-        if mode == "minibatch":  # written as it always was, so its runs are bit for bit as before "max" became the default
+        if mode == "minibatch":  # written as it always was: its runs are bit for bit those of earlier versions
             return (adv - adv.mean()) / (adv.std() + 1e-8)
         centred = adv - adv.mean()
         if mode == "running":

@@ -177,6 +177,55 @@ def test_a_copys_episodes_depend_only_on_its_seed(name):
     assert alone and alone == episodes(3)
 
 
+def test_a_class_with_filter_methods_is_called_through_them_with_its_space_built_once():
+    """Count overrides reset_filter/act_filter (its reset/act call obs_space() each time to reach them):
+    the adapter calls them as entity-gym's vector environments do, with the space it got at construction."""
+    calls = {"obs_space": 0, "reset_filter": 0, "act_filter": 0}
+
+    class Counted(Count):
+        def obs_space(self):
+            calls["obs_space"] += 1
+            return super().obs_space()
+
+        def reset_filter(self, obs_space):
+            calls["reset_filter"] += 1
+            return super().reset_filter(obs_space)
+
+        def act_filter(self, action, obs_filter):
+            calls["act_filter"] += 1
+            return super().act_filter(action, obs_filter)
+
+    with gl.VecEnv(from_entity_gym(Counted), num_envs=4, seed=0) as env:
+        env.reset()
+        for _ in range(5):
+            env.step(env.sample_actions())
+    built = calls["obs_space"]
+    assert calls["reset_filter"] == 4 * 6 and calls["act_filter"] == 4 * 5  # Count: one step per episode
+    assert built <= 4 * 2  # at construction (and discovery), never per call
+
+
+def test_the_last_observation_of_an_episode_gives_its_reward_and_metrics():
+    """An episode's last observation (done) is not converted: its entities are never used (entity-gym has
+    no truncation), so only its reward, its end and its metrics count, and the next copy starts from reset."""
+
+    def observe(t):
+        if t == 2:  # the last observation breaks the spaces: nothing reads its entities
+            return eg.Observation(features={"Ghost": [[1.0]]}, ids={}, actions={}, done=True, reward=2.5, global_features=[0.0],
+                                  metrics={"coins": 3.0})
+        o = good_obs()
+        o.reward = 0.5 * t
+        return o
+
+    with gl.VecEnv(from_entity_gym(broken(observe)), num_envs=1, seed=0) as env:
+        env.reset()
+        b1 = env.step(env.sample_actions())
+        b2 = env.step(env.sample_actions())
+    assert not b1.terminated[0] and b1.reward[0] == 0.5
+    assert b2.terminated[0] and b2.reward[0] == 2.5
+    assert b2.metrics["coins"][0] == 3.0 and b2.metrics["episode_return"][0] == 3.0 and b2.metrics["episode_length"][0] == 2
+    assert b2.counts["Unit"][0] == 2  # the next episode's first observation
+
+
 def test_select_entity_actees_map_back_to_entity_ids_pick_matching_balls():
     made: list = []
     log: list = []
@@ -314,8 +363,8 @@ def test_types_without_ids_the_actor_is_the_player_not_a_lava_tile():
         player = env._last.features["Player"]
         assert np.asarray(e.entities["Player"]).tolist() == np.asarray(player, dtype=np.float32).tolist()
     log: list = []
-    act = env.env.act
-    env.env.act = lambda a: (log.append(a["move"]), act(a))[1]
+    act = env.env.act_filter  # (FloorIsLava overrides it; entity-gym's vector environments and the adapter call it)
+    env.env.act_filter = lambda a, space: (log.append(a["move"]), act(a, space))[1]
     env.act({"move": np.array([3])})
     assert list(log[0].actors) == [0] and list(log[0].indices) == [3]  # the Player's id goes back
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gymloop as gl
+from gymloop.runtime.executor import derive_seed, seed_base, seed_of_run
 
 
 def make(mask_move=None, mask_pick=None, pick_actors=(0,)):
@@ -176,3 +177,10 @@ def test_featureless_rows_any_counts_any_form(copies, truncate_at):
             if ended:
                 assert b.final.counts["Marker"].tolist() == expected(counts, truncate_at)
                 assert b.final.entities["Marker"].shape == (sum(expected(counts, truncate_at)), 0)
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 2**20))
+def test_a_copys_seeds_from_its_base_are_derive_seed(seed, env, restart, generation):
+    # the executor computes a copy's seed base once per generation and each restart's seed from it
+    assert seed_of_run(seed_base(seed, env, generation), restart) == derive_seed(seed, env, restart, generation)
+    assert 0 <= derive_seed(seed, env, restart, generation) < 2**32

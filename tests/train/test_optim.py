@@ -49,6 +49,40 @@ def test_updates_equal_torch_optim_adam_also_when_a_parameter_skips_steps(lr):
     assert [float(sa[i]["step"]) for i in range(5)] == [float(sb[i]["step"]) for i in range(5)] == [12, 9, 12, 9, 11]
 
 
+@pytest.mark.parametrize("max_norm", [0.5, 100.0])
+def test_step_with_max_grad_norm_equals_clip_grad_norm_then_torch_adam(max_norm):
+    """Clipped on the flat gradient (one norm, one scaling), also on the path where a parameter skips a step."""
+    ours, theirs = _params(), _params()
+    a = Adam(ours, lr=0.05)
+    b = torch.optim.Adam(theirs, lr=0.05)
+    for step in range(8):
+        grads = _grads(step, {2} if step == 3 else set())
+        for ps in (ours, theirs):
+            for p, gr in zip(ps, grads):
+                p.grad = None if gr is None else gr.clone() * 3
+        norm = a.step(max_grad_norm=max_norm)
+        want = torch.nn.utils.clip_grad_norm_(theirs, max_norm)
+        b.step()
+        torch.testing.assert_close(norm, want, rtol=1e-5, atol=1e-6)
+    for p, q in zip(ours, theirs):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_gradient_norm_is_returned_and_nothing_is_updated(bad):
+    params = _params()
+    a = Adam(params, lr=0.1)
+    before = [p.detach().clone() for p in params]
+    for p, gr in zip(params, _grads(0)):
+        p.grad = gr
+    params[1].grad[0] = bad
+    norm = a.step(max_grad_norm=1.0)
+    assert norm is not None and not torch.isfinite(norm)
+    assert all(torch.equal(p, q) for p, q in zip(params, before))
+    assert a.state_dict()["state"] == {}  # no step counted
+    assert a.step() is None  # without max_grad_norm: no norm
+
+
 def test_state_dict_round_trips_through_torch_optim_adam_both_ways():
     ours, theirs = _params(), _params()
     a = Adam(ours, lr=1e-2, eps=1e-5)

@@ -14,8 +14,14 @@ generators and take no seed. :class:`EntityGymEnv` seeds both before each of the
 calls from the copy's episode seed (``reset(seed)``) and the call's number in the episode, so a
 copy's episodes depend on its seed only (not on the other copies stepped before it, nor on how
 copies are split among worker processes) and a fault is reproduced by the seed its
-:class:`~gymloop.errors.GameError` names. Seeding costs about 6 µs a call; saving and restoring
+:class:`~gymloop.errors.GameError` names. Seeding costs about 7 µs a call; saving and restoring
 the generators' states instead would cost about 80 µs.
+
+A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``
+build ``obs_space()`` anew to call them) is called through them with the space it declared, as
+entity-gym's own vector environments call it. The last observation of an episode (``done``) gives
+its reward, end and metrics; its entities are not read (entity-gym has no truncation, so nothing
+evaluates them), nor checked against the spaces.
 
 Installing entity-gym 0.1.10 on Python 3.11 needs ``pip install --ignore-requires-python
 --prefer-binary entity-gym==0.1.10 "numpy<2"`` (its metadata says < 3.11; ragged-buffer needs
@@ -113,6 +119,12 @@ class EntityGymEnv(Environment):
             raise SchemaError(f"{make!r} made {self.env!r}, not an entity_gym.env.Environment")
         self.name = type(self.env).__name__
         space = self.env.obs_space()
+        # entity-gym's own vector environments call reset_filter/act_filter with the space; a class that
+        # overrides them (most examples) has its reset/act call obs_space() again each time to do the same
+        cls = type(self.env)
+        plain_reset, plain_act = cls.reset_filter is eg.Environment.reset_filter, cls.act_filter is eg.Environment.act_filter
+        self._reset = functools.partial(_reset, self.env) if plain_reset else functools.partial(_reset_filter, self.env, space)
+        self._act = functools.partial(_act, self.env) if plain_act else functools.partial(_act_filter, self.env, space)
         self._types = list(space.entities)
         self._feats = {t: tuple(e.features) for t, e in space.entities.items()}
         self._globals = tuple(space.global_features)
@@ -135,6 +147,7 @@ class EntityGymEnv(Environment):
         # per action: "global", "categorical" or "select" (plain strings: compared on every step)
         self._kind = {name: "global" if not d.kind.actor_bound else "select" if d.kind.selects_entities else "categorical"
                       for name, d in self._actions.items()}
+        self._nf = [(t, len(f)) for t, f in self._feats.items()]
         self._last: Any = None
         self._rows: list[tuple[str, int, int, Any, Any]] = []
         self._offset: dict[str, tuple[int, int]] = {}
@@ -153,22 +166,29 @@ class EntityGymEnv(Environment):
 
     def reset(self, seed: int) -> EnvObservation:
         self._seed, self._calls = seed, 0
-        return self._convert(self._call(self.env.reset))
+        return self._convert(self._call(self._reset))
 
     def act(self, actions: Mapping[str, np.ndarray]) -> EnvObservation:
         eg_actions: dict[str, Any] = {}
         for name in self._last.actions:
             kind = self._kind[name]
-            arr = np.asarray(actions.get(name, ()), dtype=np.int64).reshape(-1)
-            if kind == "global":
+            arr = actions.get(name)
+            if type(arr) is not np.ndarray or arr.dtype != np.int64 or arr.ndim != 1:
+                arr = np.asarray(() if arr is None else arr, dtype=np.int64).reshape(-1)
+            if kind == "categorical":
+                eg_actions[name] = eg.CategoricalAction(actors=self._ids_of_actors(name), indices=arr, index_to_label=self._labels[name])
+            elif kind == "global":
                 i = int(arr[0])
                 eg_actions[name] = eg.GlobalCategoricalAction(index=i, label=self._labels[name][i])
-            elif kind == "categorical":
-                eg_actions[name] = eg.CategoricalAction(actors=self._ids_of_actors(name), indices=arr, index_to_label=self._labels[name])
             else:
                 to_id = self._index_to_id()
-                eg_actions[name] = eg.SelectEntityAction(actors=self._ids_of_actors(name), actees=[to_id[c] for c in arr])
-        return self._convert(self._call(self.env.act, eg_actions))
+                eg_actions[name] = eg.SelectEntityAction(actors=self._ids_of_actors(name), actees=[to_id[c] for c in arr.tolist()])
+        o = self._call(self._act, eg_actions)
+        if type(o) is eg.Observation and o.done:
+            # the episode's last observation: only its reward, end and metrics are used (entity-gym has no
+            # truncation, whose last observation would be evaluated), so its entities are not converted
+            return EnvObservation(entities={}, actors={}, masks={}, reward=float(o.reward), terminated=True, metrics=o.metrics)
+        return self._convert(o)
 
     def close(self) -> None:
         self.env.close()
@@ -267,6 +287,20 @@ class EntityGymEnv(Environment):
             return out
         return list(range(self._total))
 
+    def _bad_rows(self, t: str, raw: Any, ids: Any, nf: int) -> None:
+        """Raise the error naming the first row of type ``t`` that is not ``nf`` numbers."""
+        if isinstance(raw, np.ndarray):  # (a subclass of ndarray)
+            if raw.ndim == 2 and raw.shape[1] == nf:
+                return
+            raise self._bad(f"entity type {t!r}, {_who(ids, 0)}: features of shape {raw.shape}, expected (n, {nf}): "
+                            f"features {list(self._feats[t])} as obs_space() declares")
+        for i, r in enumerate(raw):
+            k = len(r) if hasattr(r, "__len__") else None
+            if k != nf:
+                got = f"{k} features" if k is not None else f"{r!r}, not a row of numbers"
+                raise self._bad(f"entity type {t!r}, {_who(ids, i)}: {got}, expected {nf}: features {list(self._feats[t])} "
+                                "as obs_space() declares")
+
     def _convert(self, o: Any) -> EnvObservation:
         """An entity-gym ``Observation`` as an :class:`EnvObservation` (ids become indices)."""
         if not isinstance(o, eg.Observation):
@@ -281,26 +315,29 @@ class EntityGymEnv(Environment):
         offset_of: dict[str, tuple[int, int]] = {}
         offset = 0
         visible = o.visible
-        for t in self._types:
+        all_ids = o.ids
+        for t, nf in self._nf:
             raw = feats.get(t)
             if raw is None:
                 continue
-            nf = len(self._feats[t])
-            ids = o.ids.get(t)
-            if isinstance(raw, np.ndarray):
-                if raw.ndim == 1 and raw.size == 0:
-                    raw = raw.reshape(0, nf)
-                if raw.ndim != 2 or raw.shape[1] != nf:
-                    raise self._bad(f"entity type {t!r}, {_who(ids, 0)}: features of shape {raw.shape}, expected (n, {nf}): "
-                                    f"features {list(self._feats[t])} as obs_space() declares")
+            ids = all_ids.get(t)
+            if type(raw) is np.ndarray:
+                shape = raw.shape
+                if len(shape) != 2 or shape[1] != nf:
+                    if raw.ndim == 1 and raw.size == 0:
+                        raw = raw.reshape(0, nf)
+                    else:
+                        raise self._bad(f"entity type {t!r}, {_who(ids, 0)}: features of shape {raw.shape}, expected (n, {nf}): "
+                                        f"features {list(self._feats[t])} as obs_space() declares")
+                n = shape[0] if len(shape) == 2 else 0
             else:
-                for i, r in enumerate(raw):
-                    k = len(r) if hasattr(r, "__len__") else None
-                    if k != nf:
-                        got = f"{k} features" if k is not None else f"{r!r}, not a row of numbers"
-                        raise self._bad(f"entity type {t!r}, {_who(ids, i)}: {got}, expected {nf}: features {list(self._feats[t])} "
-                                        "as obs_space() declares")
-            n = len(raw)
+                n = len(raw)
+                try:
+                    ok = all(len(r) == nf for r in raw)
+                except TypeError:
+                    ok = False
+                if not ok:
+                    self._bad_rows(t, raw, ids, nf)
             if ids is not None and len(ids) != n:
                 raise self._bad(f"entity type {t!r} has {n} rows of features but {len(ids)} ids {_short(ids)}; give one id per row")
             keep = None
@@ -367,6 +404,23 @@ class EntityGymEnv(Environment):
             entities=entities, actors=actors, masks=masks, reward=float(o.reward), terminated=bool(o.done),
             globals=o.global_features if self._globals else None, metrics=o.metrics,
         )
+
+
+# (the environment's methods are looked up at each call, not bound once: a test or a wrapper may replace them)
+def _reset(env: Any) -> Any:
+    return env.reset()
+
+
+def _reset_filter(env: Any, space: Any) -> Any:
+    return env.reset_filter(space)
+
+
+def _act(env: Any, actions: Any) -> Any:
+    return env.act(actions)
+
+
+def _act_filter(env: Any, space: Any, actions: Any) -> Any:
+    return env.act_filter(actions, space)
 
 
 def _mix(seed: int, k: int) -> int:

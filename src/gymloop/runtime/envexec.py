@@ -16,6 +16,7 @@ with a fresh seed, its episode ends as truncated, and the error goes to :attr:`E
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,7 +29,7 @@ from ..spaces import ActionDesc, ObsSpace, Spaces
 from . import alarm as _alarm_mod
 from . import executor as _executor_mod
 from .alarm import StepAlarm, StepTimeout
-from .executor import CLOSE_TIMEOUT_S, MAX_START_FAILURES, derive_seed, game_error
+from .executor import CLOSE_TIMEOUT_S, MAX_START_FAILURES, game_error, seed_base, seed_of_run
 
 log = logging.getLogger("gymloop.executor")
 
@@ -113,7 +114,7 @@ class EnvExecutor:
         self.envs[i] = self.factory()
 
     def _reset_env(self, i: int) -> Any:
-        seed = derive_seed(self.seed, self.env_lo + i, self.restarts[i], self.generation)
+        seed = seed_of_run(self._seed_bases[i], self.restarts[i])
         self.restarts[i] += 1
         self.seeds[i] = seed
         return self.envs[i].reset(seed)
@@ -173,6 +174,7 @@ class EnvExecutor:
         if not self.envs:
             self.envs = [None] * self.n
         self.generation += 1
+        self._seed_bases = [seed_base(self.seed, self.env_lo + i, self.generation) for i in range(self.n)]
         self.restarts = [self.restart_base] * self.n
         self.restart_base = 0
         self.ep_ret = [0.0] * self.n
@@ -434,11 +436,13 @@ class EnvExecutor:
 
     def _mask(self, i: int, name: str, mm: Any, shape: tuple[int, ...]) -> np.ndarray:
         """Environment copy ``i``'s mask of action type ``name`` as booleans of ``shape``."""
+        if type(mm) is np.ndarray and mm.dtype == np.bool_ and mm.shape == shape:
+            return mm
         try:
             a = np.asarray(mm, dtype=bool)
         except (TypeError, ValueError):
             a = None
-        if a is None or a.size != int(np.prod(shape)):
+        if a is None or a.size != math.prod(shape):
             got = "not an array of booleans" if a is None else f"{a.size} entries (shape {a.shape})"
             raise InvalidObservationError(
                 f"environment copy {self.env_lo + i}: the mask of action type {name!r} has {got}, expected {shape} "

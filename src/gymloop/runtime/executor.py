@@ -65,7 +65,17 @@ def derive_seed(seed: int, env: int, restart: int, generation: int = 0) -> int:
 
     It depends on nothing else (not on the worker layout), so any ``workers`` gives the same games.
     """
-    return _mix(_mix(_mix(_mix(seed & _M64) ^ env) ^ generation) ^ restart) & 0xFFFFFFFF
+    return seed_of_run(seed_base(seed, env, generation), restart)
+
+
+def seed_base(seed: int, env: int, generation: int = 0) -> int:
+    """The part of :func:`derive_seed` that a copy's restarts share (computed once per generation)."""
+    return _mix(_mix(_mix(seed & _M64) ^ env) ^ generation)
+
+
+def seed_of_run(base: int, restart: int) -> int:
+    """:func:`derive_seed` from its :func:`seed_base`: ``seed_of_run(seed_base(s, e, g), r) == derive_seed(s, e, r, g)``."""
+    return _mix(base ^ restart) & 0xFFFFFFFF
 
 
 def game_error(

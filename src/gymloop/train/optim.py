@@ -75,16 +75,32 @@ class Adam:
                 p.grad.detach_().zero_()
 
     @torch.no_grad()
-    def step(self) -> None:
-        """One Adam update of every parameter that has a gradient."""
+    def step(self, max_grad_norm: float | None = None) -> torch.Tensor | None:
+        """One Adam update of every parameter that has a gradient.
+
+        Args:
+            max_grad_norm: first scale the gradients so that their joint L2 norm is at most this, as
+                ``torch.nn.utils.clip_grad_norm_`` does (the update uses the scaled gradients; the
+                parameters' ``grad`` are left as they are when every parameter has one).
+
+        Returns:
+            With ``max_grad_norm``: the gradients' joint norm before scaling. When it is not finite,
+            nothing is updated (the caller decides what a diverged step means). Without: ``None``.
+        """
         g = self.param_groups[0]
         lr, (b1, b2), eps = float(g["lr"]), g["betas"], float(g["eps"])
         grads = [p.grad for p in self.params]
         steps = set(self._steps)
+        norm = None
         if len(steps) == 1 and all(x is not None for x in grads):  # the usual case: one flat update
+            torch._foreach_copy_(self._grad_views, cast(list[torch.Tensor], grads))
+            if max_grad_norm is not None:  # one norm and one scaling of the flat gradient
+                norm = torch.linalg.vector_norm(self._g)
+                if not torch.isfinite(norm):
+                    return norm
+                self._g.mul_(torch.clamp(max_grad_norm / (norm + 1e-6), max=1.0))
             n = steps.pop() + 1
             self._steps = [n] * len(self.params)
-            torch._foreach_copy_(self._grad_views, cast(list[torch.Tensor], grads))
             self._m.lerp_(self._g, 1 - b1)
             self._v.mul_(b2).addcmul_(self._g, self._g, value=1 - b2)
             torch.sqrt(self._v, out=self._u)
@@ -92,10 +108,14 @@ class Adam:
             torch.div(self._m, self._u, out=self._u)
             self._u.mul_(-lr / (1 - b1**n))
             torch._foreach_add_(self.params, self._update_views, alpha=1.0)
-            return
+            return norm
+        if max_grad_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
+            if not torch.isfinite(norm):
+                return norm
         idx = [i for i, x in enumerate(grads) if x is not None]  # some parameters without a gradient, or steps that differ
         if not idx:
-            return
+            return norm
         for i in idx:
             self._steps[i] += 1
         ps, gs = [self.params[i] for i in idx], [cast(torch.Tensor, grads[i]) for i in idx]
@@ -107,6 +127,7 @@ class Adam:
         torch._foreach_div_(denom, [math.sqrt(1 - b2 ** self._steps[i]) for i in idx])
         torch._foreach_add_(denom, eps)
         torch._foreach_addcdiv_(ps, ms, denom, [-lr / (1 - b1 ** self._steps[i]) for i in idx])
+        return norm
 
     def state_dict(self) -> dict[str, Any]:
         """The moments and step counts in ``torch.optim.Adam``'s layout (tensors not copied)."""

@@ -995,10 +995,9 @@ class Trainer:
                     raise _Diverged(f"the loss became {loss.item()}")
                 self.optim.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.optim.params, p.max_grad_norm)
-                if not torch.isfinite(grad_norm):
+                grad_norm = self.optim.step(max_grad_norm=p.max_grad_norm)  # (clipped; no update when not finite)
+                if grad_norm is not None and not torch.isfinite(grad_norm):
                     raise _Diverged(f"the gradients became non-finite (norm {grad_norm.item()})")
-                self.optim.step()
                 stats["loss/policy"].append(pg_loss.item())
                 stats["loss/value"].append(v_loss.item())
                 stats["loss/entropy"].append(entropy.item())

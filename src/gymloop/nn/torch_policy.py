@@ -197,7 +197,7 @@ class _BlockParams(nn.Module):
 
 
 class Block(_BlockParams):
-    def forward(self, x: torch.Tensor, pad: torch.Tensor, rk: Any, rv: Any) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, pad: torch.Tensor | None, rk: Any, rv: Any) -> torch.Tensor:
         S, L, C = x.shape
         H = self.n_head
         h = self.ln1(x)
@@ -207,7 +207,8 @@ class Block(_BlockParams):
         att = _scores(q, k) * (1.0 / math.sqrt(C // H))
         if rk is not None:
             att = att + _scores_rel(q, rk) * (1.0 / math.sqrt(rk.shape[-1]))
-        att = att.masked_fill(pad, -1e9)
+        if pad is not None:
+            att = att.masked_fill(pad, -1e9)
         att = F.softmax(att, dim=-1)
         y = _mix(att, v)
         if rv is not None:
@@ -233,11 +234,11 @@ class Readout(_BlockParams):
         self.value_query = nn.Parameter(torch.zeros(d))
         self.summary_mean = summary_mean
 
-    def forward(self, x: torch.Tensor, pad: torch.Tensor, rows: torch.Tensor, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, pad: torch.Tensor | None, rows: torch.Tensor, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Final embeddings of the given flat ``rows`` and of each observation's value query.
 
         Args:
-            x: ``(S, L, d)`` embeddings; pad: ``(S, L)`` True at padding; rows: ``(n,)`` flat indices
+            x: ``(S, L, d)`` embeddings; pad: ``(S, L)`` True at padding (``None``: no padding); rows: ``(n,)`` flat indices
             into ``S * L``; positions: ``(S, L, P)`` raw positions or ``None``.
         """
         S, L, C = x.shape
@@ -252,11 +253,16 @@ class Readout(_BlockParams):
         q0 = self.query(self.ln1(vq)).view(H, dh)
         # one query shared by every observation: elementwise products (see BROADCAST_MAX), entities on dim 1
         att0 = (k * q0).sum(-1) * scale  # (S, L, H)
-        att0 = att0.masked_fill(pad.unsqueeze(-1), -1e9).softmax(1)
+        if pad is not None:
+            att0 = att0.masked_fill(pad.unsqueeze(-1), -1e9)
+        att0 = att0.softmax(1)
         y0 = (att0.unsqueeze(-1) * v).sum(1).reshape(S, C)
         if self.summary_mean:  # plus the mean of the values: attention alone can harden onto one entity
-            keep = (~pad).to(v.dtype).view(S, L, 1)
-            y0 = y0 + (v.reshape(S, L, C) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+            if pad is None:
+                y0 = y0 + v.reshape(S, L, C).mean(1)
+            else:
+                keep = (~pad).to(v.dtype).view(S, L, 1)
+                y0 = y0 + (v.reshape(S, L, C) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
         value_emb = self._finish(vq.expand(S, C), y0)
         n = rows.shape[0]
         if n == 0:
@@ -283,7 +289,9 @@ class Readout(_BlockParams):
             att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * (1.0 / math.sqrt(dh))
             if relpos.value_gate is not None:
                 rv = relpos.values(idx) * relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
-        att = att.masked_fill(pad.view(S, 1, 1, L), -1e9).softmax(-1)
+        if pad is not None:
+            att = att.masked_fill(pad.view(S, 1, 1, L), -1e9)
+        att = att.softmax(-1)
         y = _mix(att, v.transpose(1, 2))  # (S, H, Q, dh)
         if rv is not None:
             y = y + _mix_rel(att, rv)
@@ -411,7 +419,7 @@ class Policy(nn.Module):
         if parts:  # (in place: the zeros are not needed twice; autograd takes the gradient of the parts through it)
             flat.index_copy_(0, torch.from_numpy(np.concatenate(order)), torch.cat(parts))
         x = flat.view(p.S, p.L, d)
-        pad = torch.from_numpy(~p.valid).view(p.S, 1, 1, p.L)
+        pad = None if p.valid.all() else torch.from_numpy(~p.valid).view(p.S, 1, 1, p.L)
         rk = rv = None
         if self.blocks and self.relpos is not None and p.positions is not None:
             idx = self.relpos.indices(torch.from_numpy(p.positions))
@@ -434,7 +442,7 @@ class Policy(nn.Module):
             sizes = [r.size for r in rows]
             uniq, inv = np.unique(np.concatenate(rows) if rows else np.zeros(0, np.int64), return_inverse=True)
             pos = torch.from_numpy(p.positions) if p.positions is not None else None
-            emb, vemb = self.readout(x, torch.from_numpy(~p.valid), torch.from_numpy(uniq), pos)
+            emb, vemb = self.readout(x, None if p.valid.all() else torch.from_numpy(~p.valid), torch.from_numpy(uniq), pos)
             value = self.value_head(vemb).squeeze(-1)
             o = 0
             for n, k in zip(names, sizes):
@@ -457,8 +465,10 @@ class Policy(nn.Module):
                 out.logits[name] = logp
             else:
                 logits = self.heads[name](actor_emb[name])
-                mask = torch.from_numpy(p.masks[name])
-                logits = logits.masked_fill(~mask, float("-inf"))
+                m = p.masks[name]
+                masked = None if m.all() else ~torch.from_numpy(m)  # (no choice masked: no masking ops)
+                if masked is not None:
+                    logits = logits.masked_fill(masked, float("-inf"))
                 logp = torch.log_softmax(logits, -1)
                 if given is None:
                     if greedy:
@@ -469,7 +479,7 @@ class Policy(nn.Module):
                         given = torch.zeros(0, dtype=torch.long)
                 lp = logp.gather(1, given.view(-1, 1)).squeeze(1) if logits.shape[0] else torch.zeros(0)
                 pr = logp.exp()
-                ent = -(pr * logp.masked_fill(~mask, 0.0)).sum(-1)
+                ent = -(pr * (logp if masked is None else logp.masked_fill(masked, 0.0))).sum(-1)
                 out.logits[name] = logp
             out.actions[name] = given
             out.logprob[name] = lp

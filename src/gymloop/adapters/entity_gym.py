@@ -14,7 +14,8 @@ generators and take no seed. :class:`EntityGymEnv` seeds both before each of the
 calls from the copy's episode seed (``reset(seed)``) and the call's number in the episode, so a
 copy's episodes depend on its seed only (not on the other copies stepped before it, nor on how
 copies are split among worker processes) and a fault is reproduced by the seed its
-:class:`~gymloop.errors.GameError` names. Seeding costs about 7 µs a call; saving and restoring
+:class:`~gymloop.errors.GameError` names. Seeding costs about 7 µs a call, plus the
+first draw after it (both generators refill their state): 10-20 µs in all; saving and restoring
 the generators' states instead would cost about 80 µs.
 
 A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``

@@ -82,6 +82,7 @@ class EnvExecutor:
         self.envs: list[Any] = []
         self.restarts = [0] * num
         self.generation = -1
+        self._seed_bases: list[int] = []  # per copy, for the current generation (start() sets them)
         self.seeds = [0] * num
         self.obs: list[Any] = [None] * num
         self.spaces: Spaces | None = spaces

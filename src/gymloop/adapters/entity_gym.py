@@ -290,11 +290,6 @@ class EntityGymEnv(Environment):
 
     def _bad_rows(self, t: str, raw: Any, ids: Any, nf: int) -> None:
         """Raise the error naming the first row of type ``t`` that is not ``nf`` numbers."""
-        if isinstance(raw, np.ndarray):  # (a subclass of ndarray)
-            if raw.ndim == 2 and raw.shape[1] == nf:
-                return
-            raise self._bad(f"entity type {t!r}, {_who(ids, 0)}: features of shape {raw.shape}, expected (n, {nf}): "
-                            f"features {list(self._feats[t])} as obs_space() declares")
         for i, r in enumerate(raw):
             k = len(r) if hasattr(r, "__len__") else None
             if k != nf:
@@ -322,7 +317,7 @@ class EntityGymEnv(Environment):
             if raw is None:
                 continue
             ids = all_ids.get(t)
-            if type(raw) is np.ndarray:
+            if isinstance(raw, np.ndarray):
                 shape = raw.shape
                 if len(shape) != 2 or shape[1] != nf:
                     if raw.ndim == 1 and raw.size == 0:

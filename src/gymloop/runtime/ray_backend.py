@@ -75,6 +75,8 @@ OPTION_DEFAULTS: dict[str, Any] = {
 }
 #: close(): seconds the actors get to close their games before they are killed
 CLOSE_WAIT_S = 0.8
+#: close(): seconds it then waits for Ray to report the killed actors dead (``ray.kill`` only asks)
+KILL_WAIT_S = 10.0
 INSTALL_HINT = "pip install 'gymloop[ray]'"
 
 
@@ -356,6 +358,37 @@ class ShardActor:
         gc.collect()  # the games' long-lived objects need no more collection passes (as in a worker process)
         gc.freeze()
         return _flatten(b)
+
+
+def _await_deaths(ray: Any, actors: list[_Actor], timeout: float) -> None:
+    """Return once every one of ``actors`` (killed) is dead, or after ``timeout`` seconds.
+
+    ``ray.kill`` only asks for the kill: until it lands an actor still answers calls and holds its
+    CPUs. A call on a dead actor fails (``RayActorError``), so each actor is called until its call
+    fails; one that answers is called again a little later.
+    """
+    deadline = time.monotonic() + timeout
+    pending: dict[Any, _Actor] = {}
+    for a in actors:
+        try:
+            pending[a.handle.where_is.remote()] = a
+        except Exception:  # its handle cannot submit: nothing of it is left to wait for
+            pass
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log.warning("%d Ray actor(s) %s were still alive %.0f s after ray.kill", len(pending),
+                        sorted(a.name for a in pending.values()), timeout)
+            return
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+        for ref in ready:
+            a = pending.pop(ref)
+            try:
+                ray.get(ref)
+            except Exception:  # RayActorError: dead, as asked
+                continue
+            time.sleep(0.01)  # it answered: the kill has not landed yet
+            pending[a.handle.where_is.remote()] = a
 
 
 def _node_ip() -> str:
@@ -728,12 +761,15 @@ class RayBackend(Backend):
                         pass
             if refs:
                 ray.wait(refs, num_returns=len(refs), timeout=CLOSE_WAIT_S)
+            killed = []
             for a in actors:
                 try:
                     ray.kill(a.handle, no_restart=True)
+                    killed.append(a)
                 except Exception:
                     pass
                 self._forget_beats(a)
+            _await_deaths(ray, killed, KILL_WAIT_S)
         except Exception:  # pragma: no cover - close never raises
             log.exception("closing the Ray actors failed")
         if self._holds:

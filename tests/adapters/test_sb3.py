@@ -257,6 +257,7 @@ def test_sb3_check_env_accepts_every_bundled_single_agent_game(bundled):
     env.close()
 
 
+@pytest.mark.slow  # (a few seconds of SB3 training each)
 @pytest.mark.parametrize("algo", [PPO, MaskablePPO], ids=["PPO", "MaskablePPO"])
 def test_sb3_trains_a_gymloop_env_through_its_own_dummy_vec_env(algo):
     env = GymloopEnv(tactics, illegal_actions="raise" if algo is MaskablePPO else "replace", **TACTICS)
@@ -289,6 +290,7 @@ def test_a_multi_agent_game_is_refused_with_the_adapter_to_use():
         GymloopSB3VecEnv(duel, 2, max_entities=100)
 
 
+@pytest.mark.slow  # (it trains until the limit is crossed)
 def test_more_entities_than_max_entities_stop_learn_naming_the_limit_and_the_fix():
     # snake gets a second food 8 ticks after the first unless it eats it; one food row is too few
     env = GymloopSB3VecEnv(snake, 4, max_entities={"Head": 1, "Body": 100, "Food": 1})

@@ -97,7 +97,7 @@ def test_estimate_over_games_counts_each_game_once():
     zero_sum = Estimate.of([1.0, -1.0, -3.0, 3.0, 2.0, -2.0], games=[0, 0, 1, 1, 2, 2])
     assert zero_sum.mean == 0.0 and zero_sum.ci95 == pytest.approx(0.0)  # the seats' mean is 0 in every game
     assert Estimate.of([1.0, -1.0, 5.0], games=[4, 4, 4]) == Estimate(5.0 / 3, None, 3)  # one game: no interval
-    with pytest.raises(ValueError, match="2 game numbers for 3 values"):
+    with pytest.raises(gl.ConfigError, match="2 game numbers for 3 values"):
         Estimate.of([1.0, 2.0, 3.0], games=[0, 1])
 
 

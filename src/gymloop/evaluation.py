@@ -254,7 +254,7 @@ class Estimate:
             return cls(mean, 1.96 * float(a.std(ddof=1)) / math.sqrt(n) if n > 1 else None, n)
         g = np.asarray(games)
         if g.shape != a.shape:
-            raise ValueError(f"Estimate.of: {g.size} game numbers for {n} values; give one per value")
+            raise ConfigError(f"Estimate.of: {g.size} game numbers for {n} values; give one per value")
         _, cluster = np.unique(g, return_inverse=True)
         k = int(cluster.max()) + 1
         if k < 2:

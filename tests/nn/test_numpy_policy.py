@@ -190,6 +190,35 @@ def test_attention_as_matrix_products_equals_the_broadcast_path(i, monkeypatch):
     for n in grads:
         torch.testing.assert_close(grads_mm[n], grads[n], rtol=0, atol=1e-5 * scale, msg=n)
 
+# the cases with a readout and relative positions: the defaults and the ungated values in the fast tier
+@pytest.mark.parametrize("i", [i if i in (0, 5) else pytest.param(i, marks=pytest.mark.slow) for i in (0, 2, 3, 5, 12)])
+def test_the_readouts_two_ways_to_relative_position_keys_agree(i, monkeypatch):
+    """The readout gathers each query's relative-position keys or takes products with all of them and
+    picks (``RELPOS_GATHER_RATIO``): the same outputs and gradients either way."""
+    import gymloop.nn.torch_policy as tp
+
+    pol, _ = policies(i)
+    p = pol.pack(synthetic_batch(np.random.default_rng(i), SPACES[CASES[i][0]], ACTS, 24))
+
+    def run(ratio):
+        monkeypatch.setattr(tp, "RELPOS_GATHER_RATIO", ratio)
+        pol.zero_grad(set_to_none=True)
+        out = pol(p, greedy=True)
+        loss = out.value.square().sum() + sum(torch.nan_to_num(v, neginf=0.0).square().sum() for v in out.logits.values())
+        loss.backward()
+        return out, {n: q.grad.clone() for n, q in pol.named_parameters() if q.grad is not None}
+
+    out, grads = run(10**9)  # (L * ratio >= P: the products with every key)
+    out_g, grads_g = run(0)  # (never: each query's keys gathered)
+    torch.testing.assert_close(out_g.value, out.value, rtol=0, atol=1e-5)
+    for name in ACTS:
+        torch.testing.assert_close(out_g.logits[name], out.logits[name], rtol=0, atol=1e-4)
+    assert grads.keys() == grads_g.keys() and grads
+    scale = max(float(g.abs().max()) for g in grads.values())
+    for n in grads:
+        torch.testing.assert_close(grads_g[n], grads[n], rtol=0, atol=1e-5 * scale, msg=n)
+
+
 def test_every_case_runs_and_slots_without_entities_have_a_value():
     for i in range(len(CASES)):
         pol, npol = policies(i)

@@ -36,6 +36,13 @@ __all__ = ["Policy", "InputNorm", "PolicyOutput"]
 #: matrix product.
 BROADCAST_MAX = 1 << 19
 
+#: The readout's relative-position keys, with ``L`` entities and ``P`` relative positions: each
+#: query gathers its ``L`` keys when ``L * RELPOS_GATHER_RATIO < P``, else it takes the products
+#: with all ``P`` keys (one matrix product) and picks its ``L``. Forward and backward, one readout
+#: of 512 observations with the default 441 positions: the gather is 15-25% faster at 3 to 6
+#: entities, even at 10 to 33, 13-18% slower at 40 to 60.
+RELPOS_GATHER_RATIO = 32
+
 
 def _scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """``q @ k^T`` per observation and head: ``(S, H, Q, d)``, ``(S, H, L, d)`` -> ``(S, H, Q, L)``."""
@@ -283,10 +290,14 @@ class Readout(_BlockParams):
             pq = x.new_zeros((S * Q, positions.shape[-1])).index_copy(0, dest, positions.reshape(S * L, -1)[rows])
             rel = pq.view(S, Q, 1, -1) - positions.unsqueeze(1)  # (S, Q, L, P): query minus key
             idx = relpos.rel_index(rel)  # (S, Q, L)
-            # q . keys[idx] computed as (q @ keys^T)[idx]: dense products instead of an
-            # (S, Q, L, d_head) gather whose backward is a slow scatter
-            qk = torch.einsum("sqhd,pd->shqp", q, relpos.keys.weight)
-            att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * (1.0 / math.sqrt(dh))
+            if L * RELPOS_GATHER_RATIO < relpos.keys.num_embeddings:
+                # few entities against many relative positions: each query's L keys, gathered
+                att = att + _scores_rel(q.transpose(1, 2), relpos.keys(idx)) * (1.0 / math.sqrt(dh))
+            else:
+                # q . keys[idx] computed as (q @ keys^T)[idx]: dense products instead of an
+                # (S, Q, L, d_head) gather whose backward is a slow scatter
+                qk = torch.einsum("sqhd,pd->shqp", q, relpos.keys.weight)
+                att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * (1.0 / math.sqrt(dh))
             if relpos.value_gate is not None:
                 rv = relpos.values(idx) * relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
         if pad is not None:

@@ -63,6 +63,51 @@ def _trajectory(game, steps=6, n=6, seed=3, **kw):
     return out
 
 
+class _DyingActors:
+    """``ray.wait``/``ray.get`` over fake refs: an actor answers ``where_is`` ``answers`` times, then is dead."""
+
+    class Dead(Exception):
+        pass
+
+    def __init__(self, answers):
+        self.answers = dict(answers)
+        self.calls = {name: 0 for name in answers}
+
+    def handle(self, name):
+        fake = self
+
+        class Method:
+            def remote(self):
+                fake.calls[name] += 1
+                return (name, fake.calls[name])
+
+        return type("Handle", (), {"where_is": Method()})()
+
+    def wait(self, refs, num_returns, timeout):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        name, call = ref
+        if call > self.answers[name]:
+            raise self.Dead(name)
+        return ("host", 1)
+
+
+def test_close_waits_until_the_killed_actors_are_dead_and_names_any_still_alive(caplog):
+    from gymloop.runtime.ray_backend import _Actor, _await_deaths
+
+    fake = _DyingActors({"a": 0, "b": 3, "c": 10**9})
+    actors = [_Actor(i, 0, 1, 1, fake.handle(n), n) for i, n in enumerate("abc")]
+    t = time.monotonic()
+    with caplog.at_level("WARNING", logger="gymloop.ray"):
+        _await_deaths(fake, actors[:2], timeout=5.0)  # a: dead at once; b: answers three calls first
+    assert fake.calls["a"] == 1 and fake.calls["b"] == 4 and not caplog.records
+    with caplog.at_level("WARNING", logger="gymloop.ray"):
+        _await_deaths(fake, actors[2:], timeout=0.2)  # c never dies: a warning names it when the time is up
+    assert 0.2 <= time.monotonic() - t < 5
+    assert "1 Ray actor(s) ['c'] were still alive" in caplog.text
+
+
 # ---------------------------------------------------------------------- the same batches as the process backend
 @pytest.mark.slow
 @pytest.mark.parametrize("game, apg", [(tactics, 1), (duel, 2)], ids=["tactics-several-action-types", "duel-multi-agent"])

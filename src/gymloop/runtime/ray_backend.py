@@ -377,8 +377,8 @@ def _await_deaths(ray: Any, actors: list[_Actor], timeout: float) -> None:
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
-            log.warning("%d Ray actor(s) %s were still alive %.0f s after ray.kill", len(pending),
-                        sorted(a.name for a in pending.values()), timeout)
+            names = sorted(a.name for a in pending.values())
+            log.warning("%d Ray actor(s) %s were still alive %.0f s after ray.kill", len(names), names, timeout)
             return
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
         for ref in ready:
@@ -388,7 +388,10 @@ def _await_deaths(ray: Any, actors: list[_Actor], timeout: float) -> None:
             except Exception:  # RayActorError: dead, as asked
                 continue
             time.sleep(0.01)  # it answered: the kill has not landed yet
-            pending[a.handle.where_is.remote()] = a
+            try:
+                pending[a.handle.where_is.remote()] = a
+            except Exception:  # its handle cannot submit any more: gone
+                pass
 
 
 def _node_ip() -> str:

@@ -594,6 +594,28 @@ def test_behaviour_cloning_is_deterministic_for_a_seed(tmp_path):
 
 
 @torch_needed
+def test_behaviour_cloning_stops_at_a_non_finite_gradient_keeping_finite_weights(monkeypatch):
+    import torch
+
+    import gymloop.train.bc as bc
+    from gymloop.nn import NetConfig
+
+    made = []
+
+    class Overflowing(bc.Policy):  # a finite loss whose gradient overflows (one weight's gradient times inf)
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+            next(self.parameters()).register_hook(lambda g: g * float("inf"))
+
+    monkeypatch.setattr(bc, "Policy", Overflowing)
+    traces = [gl.record_trace(tactics, gl.RandomAgent(seed=s), seed=s, max_steps=40) for s in range(2)]
+    with pytest.raises(gl.TrainingError, match=r"the gradient's norm became (inf|nan) in epoch 1 \(the loss was .*lower bc.lr"):
+        bc.train_bc(traces, bc.BCConfig(epochs=2, minibatch_size=16, net=NetConfig(d_model=16, relpos=None)))
+    assert all(torch.isfinite(q).all() for q in made[0].parameters())  # no update was made with it
+
+
+@torch_needed
 @pytest.mark.parametrize(
     "field, value, match",
     [("epochs", 0, "bc.epochs must be a positive int, got 0"), ("lr", float("nan"), "bc.lr and bc.max_grad_norm must be positive"),

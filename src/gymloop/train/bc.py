@@ -193,7 +193,7 @@ def train_bc(
     Raises:
         ConfigError: a bad configuration, or no trace / no decision to learn from.
         TraceError: a trace file is invalid, or two traces disagree on a type.
-        TrainingError: the loss became NaN or infinite.
+        TrainingError: the loss or its gradient became NaN or infinite.
     """
     cfg = cfg or BCConfig()
     cfg.check()
@@ -255,8 +255,12 @@ def train_bc(
                 raise TrainingError(f"behaviour cloning: the loss became {loss.item()} in epoch {epoch + 1}; lower bc.lr")
             optim.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
-            optim.step()
+            norm = optim.step(max_grad_norm=cfg.max_grad_norm)  # (clips, then updates; nothing when not finite)
+            if norm is not None and not torch.isfinite(norm):
+                raise TrainingError(
+                    f"behaviour cloning: the gradient's norm became {norm.item()} in epoch {epoch + 1} (the loss was "
+                    f"{loss.item():.4g}); the weights are the last finite ones; lower bc.lr or bc.max_grad_norm"
+                )
             step += 1
             k = int(sum(x.numel() for x in lps))
             n_choices += k

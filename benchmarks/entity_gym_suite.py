@@ -64,7 +64,7 @@ def _final(points: list[tuple[float, float, float]], steps: int) -> float:
     return num / den if den else float("nan")
 
 
-def run_gymloop(env_name: str, seed: int, steps: int, overrides: list[str]) -> dict[str, Any]:
+def run_gymloop(env_name: str, seed: int, steps: int, overrides: list[str], isolate_random: bool = True) -> dict[str, Any]:
     from entity_gym.examples import ENV_REGISTRY
 
     from gymloop.adapters.entity_gym import from_entity_gym
@@ -72,7 +72,7 @@ def run_gymloop(env_name: str, seed: int, steps: int, overrides: list[str]) -> d
     from gymloop.train import TrainConfig
     from gymloop.train.ppo import Trainer, evaluate
 
-    game = from_entity_gym(ENV_REGISTRY[env_name])
+    game = from_entity_gym(ENV_REGISTRY[env_name], isolate_random=isolate_random)
     cfg = TrainConfig(steps=steps, seed=seed)
     _parse_overrides(cfg, overrides)
     trainer = Trainer(game, cfg)
@@ -170,16 +170,18 @@ def _one(args: argparse.Namespace) -> None:
 
     logging.basicConfig(level=logging.WARNING)
     if args.one == "gymloop":
-        r = run_gymloop(args.env_name, args.seed, args.steps, args.set or [])
+        r = run_gymloop(args.env_name, args.seed, args.steps, args.set or [], isolate_random=not args.shared_random)
     else:
         r = run_enn(args.env_name, args.seed, args.steps)
     print("RESULT " + json.dumps(r))
 
 
-def _launch(trainer: str, env: str, seed: int, steps: int, sets: list[str]) -> dict[str, Any]:
+def _launch(trainer: str, env: str, seed: int, steps: int, sets: list[str], shared_random: bool = False) -> dict[str, Any]:
     cmd = [sys.executable, os.path.abspath(__file__), "--one", trainer, "--env-name", env, "--seed", str(seed), "--steps", str(steps)]
     for s in sets:
         cmd += ["--set", s]
+    if shared_random:
+        cmd.append("--shared-random")
     e = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, env=e)
@@ -224,6 +226,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     ap.add_argument("--set", action="append", help="gymloop config override KEY=VALUE (experiments)")
     ap.add_argument("--out", default=None, help="write every run's result to this JSON file")
+    ap.add_argument("--shared-random", action="store_true",
+                    help="gymloop's games draw from the global generators as they are (isolate_random=False), as enn-trainer's do")
     ap.add_argument("--one", choices=["gymloop", "enn"], help=argparse.SUPPRESS)
     ap.add_argument("--env-name", help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
@@ -235,7 +239,7 @@ def main() -> None:
     t0 = time.time()
     results = []
     with ThreadPoolExecutor(args.jobs) as ex:
-        for r in ex.map(lambda j: _launch(j[0], j[1], j[2], args.steps, args.set or []), jobs):
+        for r in ex.map(lambda j: _launch(j[0], j[1], j[2], args.steps, args.set or [], args.shared_random), jobs):
             results.append(r)
             if "error" in r:
                 state = "error: " + r["error"].strip().splitlines()[-1]
@@ -246,7 +250,8 @@ def main() -> None:
     print(table(results, args.trainers, args.envs))
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"steps": args.steps, "seeds": args.seeds, "sets": args.set or [], "results": results}, f, indent=1)
+            json.dump({"steps": args.steps, "seeds": args.seeds, "sets": args.set or [], "shared_random": args.shared_random,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

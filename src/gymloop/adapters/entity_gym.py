@@ -15,8 +15,9 @@ calls from the copy's episode seed (``reset(seed)``) and the call's number in th
 copy's episodes depend on its seed only (not on the other copies stepped before it, nor on how
 copies are split among worker processes) and a fault is reproduced by the seed its
 :class:`~gymloop.errors.GameError` names. Seeding costs about 7 µs a call, plus the
-first draw after it (both generators refill their state): 10-20 µs in all; saving and restoring
-the generators' states instead would cost about 80 µs.
+first draw after it (both generators refill their state): 10-20 µs in all, about a third of a
+training run of a one-step game such as Xor (``isolate_random=False`` leaves the generators alone);
+saving and restoring the generators' states through their APIs instead would cost about 80 µs.
 
 A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``
 build ``obs_space()`` anew to call them) is called through them with the space it declared, as

@@ -292,12 +292,12 @@ class Readout(_BlockParams):
             idx = relpos.rel_index(rel)  # (S, Q, L)
             if L * RELPOS_GATHER_RATIO < relpos.keys.num_embeddings:
                 # few entities against many relative positions: each query's L keys, gathered
-                att = att + _scores_rel(q.transpose(1, 2), relpos.keys(idx)) * (1.0 / math.sqrt(dh))
+                att = att + _scores_rel(q.transpose(1, 2), relpos.keys(idx)) * scale
             else:
                 # q . keys[idx] computed as (q @ keys^T)[idx]: dense products instead of an
                 # (S, Q, L, d_head) gather whose backward is a slow scatter
                 qk = torch.einsum("sqhd,pd->shqp", q, relpos.keys.weight)
-                att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * (1.0 / math.sqrt(dh))
+                att = att + qk.gather(3, idx.unsqueeze(1).expand(S, H, Q, L)) * scale
             if relpos.value_gate is not None:
                 rv = relpos.values(idx) * relpos.gate(h).unsqueeze(1)  # (S, Q, L, dh)
         if pad is not None:

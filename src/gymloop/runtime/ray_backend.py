@@ -369,11 +369,15 @@ def _await_deaths(ray: Any, actors: list[_Actor], timeout: float) -> None:
     """
     deadline = time.monotonic() + timeout
     pending: dict[Any, _Actor] = {}
-    for a in actors:
+
+    def call(a: _Actor) -> None:
         try:
             pending[a.handle.where_is.remote()] = a
         except Exception:  # its handle cannot submit: nothing of it is left to wait for
             pass
+
+    for a in actors:
+        call(a)
     while pending:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -388,10 +392,7 @@ def _await_deaths(ray: Any, actors: list[_Actor], timeout: float) -> None:
             except Exception:  # RayActorError: dead, as asked
                 continue
             time.sleep(0.01)  # it answered: the kill has not landed yet
-            try:
-                pending[a.handle.where_is.remote()] = a
-            except Exception:  # its handle cannot submit any more: gone
-                pass
+            call(a)
 
 
 def _node_ip() -> str:

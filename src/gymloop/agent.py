@@ -18,6 +18,8 @@ The protocol is two methods. A scripted agent is a small class:
 
 from __future__ import annotations
 
+import functools
+
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -317,6 +319,14 @@ def run(
     for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
         if v is not None and (not isinstance(v, int) or v < 0):
             raise ConfigError(f"{name} must be a non-negative int or None, got {v!r}")
+    from .env import Environment
+
+    target = game.func if isinstance(game, functools.partial) else game
+    if isinstance(target, type) and issubclass(target, Environment):  # (a class, or a partial of one, as gl.VecEnv takes)
+        raise ConfigError(
+            f"gl.run plays a game loop, game(agent, seed); {getattr(game, '__name__', game)!r} makes a gl.Environment. "
+            "Step it with gl.VecEnv(factory, num_envs=1, seed=...), or make one and call its reset(seed) and act(actions)"
+        )
     multi = isinstance(agent, (list, tuple))
     check_agents(game, len(agent) if multi else 1, "run")
     from .runtime.builder import ObsValidator  # (the builder imports this module)

@@ -266,8 +266,8 @@ class VecEnv:
                 times.append(now)
                 last = f
                 log.warning(
-                    "game copy %d failed and was restarted with a fresh seed (on_game_error='restart'); replay the failure "
-                    "with gl.run(game, agent, seed=%d): %s", f.env_index, f.seed, str(f).split("\n", 1)[0],
+                    "%s copy %d failed and was restarted with a fresh seed (on_game_error='restart'); %s: %s",
+                    "environment" if self._is_env else "game", f.env_index, self._replay(f.seed), str(f).split("\n", 1)[0],
                 )
         if last is None or self._max_faults is None:
             return
@@ -279,10 +279,16 @@ class VecEnv:
             raise GameError(
                 f"{count} game faults within {GAME_ERROR_WINDOW_S:g} s, more than game_error_limit="
                 f"{self.game_error_limit:g} of the {self.num_envs} copies allows ({self._max_faults}): the game fails too "
-                f"often to go on. Fix it (the last: game copy {last.env_index}, replay with gl.run(game, agent, "
-                f"seed={last.seed}): {str(last).split(chr(10), 1)[0]}), or raise game_error_limit (None: no limit)",
+                f"often to go on. Fix it (the last: {'environment' if self._is_env else 'game'} copy {last.env_index}, "
+                f"{self._replay(last.seed)}: {str(last).split(chr(10), 1)[0]}), or raise game_error_limit (None: no limit)",
                 env_index=last.env_index, seed=last.seed, original_traceback=last.original_traceback,
             )
+
+    def _replay(self, seed: int) -> str:
+        """How to replay a copy's failure from its seed, for a message."""
+        if self._is_env:  # an Environment (an adapter's, say) is made again and reset with the seed
+            return f"replay the failure by making the environment and calling its reset({seed})"
+        return f"replay the failure with gl.run(game, agent, seed={seed})"
 
     def reset(self) -> Batch:
         """Start (or restart) every game copy; returns the first batch.

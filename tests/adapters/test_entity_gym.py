@@ -426,7 +426,7 @@ def good_obs(features=None, ids=None, actions=None, **kw):
             "move": eg.CategoricalActionMask(actor_ids=["u1"]),
             "pick": eg.SelectEntityActionMask(actor_ids=["u2"], actee_types=["Coin"]),
         },
-        done=False, reward=0.0, **{"global_features": [0.5], **kw},
+        **{"global_features": [0.5], "done": False, "reward": 0.0, **kw},
     )
 
 
@@ -466,6 +466,23 @@ BAD = {
                      r"entity-gym environment Broken: the observation has 2 global features, expected 1: \['g'\]"),
     "not-an-observation": (lambda: {"Unit": [[0.0, 1.0]]},
                            r"entity-gym environment Broken: reset/act returned dict, expected an entity_gym Observation"),
+    "mask-class": (lambda: good_obs(actions={"move": eg.SelectEntityActionMask(actor_ids=["u1"]),
+                                             "pick": eg.SelectEntityActionMask(actor_ids=["u2"])}),
+                   r"entity-gym environment Broken: action 'move' is a CategoricalActionSpace: its mask must be a "
+                   r"CategoricalActionMask, got SelectEntityActionMask"),
+    "mask-none": (lambda: good_obs(actions={"move": None}), r"action 'move' is a CategoricalActionSpace: .* got NoneType"),
+    "actee-without-id": (lambda: good_obs(ids={"Unit": ["u1", "u2"]}),
+                         r"entity-gym environment Broken: action 'pick' may select entities of type 'Coin', which have no ids"),
+    "repeated-actor-id": (lambda: good_obs(actions={"move": eg.CategoricalActionMask(actor_ids=["u1", "u1"])}),
+                          r"entity-gym environment Broken: action 'move' names actor id 'u1' twice"),
+    "ids-without-features": (lambda: good_obs(features={"Unit": [[0.0, 1.0], [2.0, 3.0]]}),
+                             r"entity-gym environment Broken: entity type 'Coin' has ids \['c1', 'c2'\] but no features"),
+    "visible-unknown-type": (lambda: good_obs(visible={"Ghost": [True]}),
+                             r"entity-gym environment Broken: visible names entity type 'Ghost', which obs_space\(\) does not declare"),
+    "features-not-dict": (lambda: good_obs(features=[[0.0, 1.0]]),
+                          r"entity-gym environment Broken: Observation.features is list, expected a dict"),
+    "global-scalar": (lambda: good_obs(global_features=0.5),
+                      r"entity-gym environment Broken: global_features is 0.5, expected a list of 1 numbers \['g'\]"),
 }
 
 
@@ -477,6 +494,59 @@ def test_an_environment_that_breaks_its_own_spaces_gets_a_named_error(case):
             env.reset()
     assert isinstance(info.value, gl.GameError) and isinstance(info.value.__cause__, gl.InvalidObservationError)
     assert info.value.env_index == 0
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(reward=float("nan")), r"environment copy 0 raised InvalidObservationError: the reward is nan; rewards must be finite"),
+        (dict(reward=None), r"the reward is None \(NoneType\); a reward must be a real number"),
+        (dict(reward="1.5"), r"the reward is '1.5' \(str\); a reward must be a real number"),
+        (dict(done="False"), r"entity-gym environment Broken: done is 'False' \(str\); it must be True or False"),
+        (dict(done=True, metrics={"score": "high"}), r"metric 'score' is 'high' \(str\); metrics must be numbers"),
+    ],
+    ids=["nan-reward", "none-reward", "str-reward", "str-done", "str-metric"],
+)
+def test_a_bad_reward_end_or_metric_is_named_with_the_copys_seed(kw, match):
+    env = gl.VecEnv(from_entity_gym(broken(lambda t: good_obs() if t < 2 else good_obs(**kw))), num_envs=2, seed=0)
+    with env:
+        env.reset()
+        env.step(env.sample_actions())
+        with pytest.raises(gl.GameError, match=match) as info:
+            env.step(env.sample_actions())
+    assert info.value.env_index == 0 and isinstance(info.value.__cause__, gl.InvalidObservationError)
+
+
+def test_a_duplicate_id_is_named_when_actors_are_given_by_type():
+    # the actors' ids reach act() (the action names them by id): two entities with one id would be ambiguous
+    obs = good_obs(ids={"Unit": ["u1", "u1"], "Coin": ["c1", "c2"]}, actions={"move": eg.CategoricalActionMask(actor_types=["Unit"])})
+    with gl.VecEnv(from_entity_gym(broken(lambda t: obs)), num_envs=2, seed=0) as env:
+        env.reset()
+        with pytest.raises(gl.GameError, match=r"entity-gym environment Broken: entity type 'Unit': id 'u1' is given to two entities"):
+            env.step(env.sample_actions())
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        # 3 actors, 2 labels, the mask given transposed: reshaped, actor 0 could take the label it may not
+        (lambda: good_obs(features={"Unit": [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]], "Coin": np.zeros((2, 0))},
+                          ids={"Unit": ["u1", "u2", "u3"], "Coin": ["c1", "c2"]},
+                          actions={"move": eg.CategoricalActionMask(actor_ids=["u1", "u2", "u3"],
+                                                                    mask=np.array([[True, False], [True, True], [True, True]]).T)}),
+         r"environment copy 0: the mask of action type 'move' has shape \(2, 3\), expected \(3, 2\)"),
+        (lambda: good_obs(actions={"move": eg.CategoricalActionMask(actor_ids=["u1"], mask=[["False", "True"]])}),
+         r"the mask of action type 'move' has <U5 entries; a mask holds booleans"),
+        (lambda: good_obs(global_features=[float("nan")]), r"environment copy 0: global feature 'g' is nan; features must be finite"),
+        (lambda: good_obs(features={"Unit": np.array([["a", "b"], ["c", "d"]]), "Coin": np.zeros((2, 0))}),
+         r"environment copy 0: entity type 'Unit' has rows that are not 2 numbers each \(an array of <U1"),
+    ],
+    ids=["transposed-mask", "string-mask", "nan-global", "string-rows"],
+)
+def test_masks_globals_and_rows_that_break_the_batch_are_named(make, match):
+    with gl.VecEnv(from_entity_gym(broken(lambda t: make())), num_envs=2, seed=0) as env:
+        with pytest.raises(gl.InvalidObservationError, match=match):
+            env.reset()
 
 
 @pytest.mark.parametrize("case", ["unknown-type", "feature-count", "actor-id"])
@@ -795,6 +865,19 @@ def test_bad_actions_are_invalid_action_errors():
         env.act({k: v for k, v in good.items() if k != "Step"})
     with pytest.raises(gl.InvalidActionError, match=r"unknown action type\(s\) \['Jump'\]"):
         env.act({**good, "Jump": good["Step"]})
+    two_columns = RaggedBufferI64.from_flattened(np.zeros((2, 2), dtype=np.int64), np.asarray([1, 1], dtype=np.int64))
+    with pytest.raises(gl.InvalidActionError, match=r"actions for 'Step' have 2 columns; expected 1 \(one index per actor\)"):
+        env.act({**good, "Step": two_columns})
+    # plain lists: one per environment (counted per environment), or flat
+    with pytest.raises(gl.InvalidActionError, match=r"actions for 'Step' must have one row per actor, per environment \[1, 1\], got \[2, 0\]"):
+        env.act({**good, "Step": [[0, 1], []]})
+    with pytest.raises(gl.InvalidActionError, match=r"actions for 'Step' given per environment must be 2 lists \(one per environment\)"):
+        env.act({**good, "Step": [[0], 1]})
+    with pytest.raises(gl.InvalidActionError, match=r"action 18446744073709551615 for 'Step' is out of range \(beyond int64\)"):
+        env.act({**good, "Step": np.array([0, 2**64 - 1], dtype=np.uint64)})
+    step = good["Step"].as_array().reshape(-1).tolist()
+    env.act({**good, "Step": [[step[0]], [step[1]]]})
+    env.act({**good, "Step": step})
     env.close()
     env.close()
 

@@ -54,15 +54,34 @@ def test_good_masks_reach_the_batch():
         (dict(mask_move=[[True, False, False], [False, False, False]]),
          r"environment copy 0: action type 'Move', actor 1 has no legal choice \(its mask allows none\)"),
         (dict(mask_pick=[False, False]), r"environment copy 0: action type 'Pick', actor 0 has no legal candidate"),
-        (dict(mask_move=[True, False]), r"environment copy 0: the mask of action type 'Move' has 2 entries \(shape \(2,\)\), expected \(2, 3\)"),
-        (dict(mask_pick=[[True]] * 3), r"the mask of action type 'Pick' has 3 entries .*expected \(2,\)"),
+        (dict(mask_move=[True, False]), r"environment copy 0: the mask of action type 'Move' has shape \(2,\), expected \(2, 3\) or 6 entries flat"),
+        (dict(mask_pick=[[True]] * 3), r"the mask of action type 'Pick' has shape \(3, 1\), expected \(1, 2\) or 2 entries flat"),
+        # the right number of entries in the wrong shape: reshaped, actor 0 would get choice 1, which it may not take
+        (dict(mask_move=np.array([[True, False, False], [True, True, True]]).T),
+         r"the mask of action type 'Move' has shape \(3, 2\), expected \(2, 3\)"),
+        (dict(mask_move=[["True", "False", "False"], ["False", "True", "True"]]), r"'Move' has <U5 entries; a mask holds booleans"),
+        (dict(mask_move=[[np.nan, 0.0, 1.0], [1.0, 1.0, 1.0]]), r"'Move' has values \[\[nan, 0.0, 1.0\].*; a mask holds booleans .* or 0/1"),
+        (dict(mask_pick=[2, 1]), r"'Pick' has values \[2, 1\]; a mask holds booleans"),
+        (dict(mask_move=[[True, False], [True]]), r"'Move' has not an array of booleans"),
     ],
-    ids=["categorical-none-legal", "select-none-legal", "categorical-shape", "select-shape"],
+    ids=["categorical-none-legal", "select-none-legal", "categorical-shape", "select-shape", "transposed", "strings", "nan",
+         "not-0-1", "ragged"],
 )
 def test_bad_masks_name_the_env_copy_and_action_type(kw, match):
     with gl.VecEnv(make(**kw), num_envs=2) as env:
         with pytest.raises(gl.InvalidObservationError, match=match):
             env.reset()
+
+
+def test_masks_of_0_and_1_and_flat_masks_are_read_as_booleans():
+    with gl.VecEnv(make(np.array([[1, 0, 0], [0, 1, 1]], dtype=np.int8), np.array([0.0, 1.0])), num_envs=1) as env:
+        b = env.reset()
+        assert b.masks["Move"].tolist() == [[True, False, False], [False, True, True]]
+        assert b.masks["Pick"].tolist() == [False, True]
+    with gl.VecEnv(make([True, False, False, False, True, True], [[False, True]]), num_envs=1) as env:
+        b = env.reset()  # flat (one actor's choices after the other), and (actors, candidates) for select-entity
+        assert b.masks["Move"].tolist() == [[True, False, False], [False, True, True]]
+        assert b.masks["Pick"].tolist() == [False, True]
 
 
 def test_sampled_actions_respect_the_masks():
@@ -184,3 +203,103 @@ def test_a_copys_seeds_from_its_base_are_derive_seed(seed, env, restart, generat
     # the executor computes a copy's seed base once per generation and each restart's seed from it
     assert seed_of_run(seed_base(seed, env, generation), restart) == derive_seed(seed, env, restart, generation)
     assert 0 <= derive_seed(seed, env, restart, generation) < 2**32
+
+
+def steps_then(**last):
+    """An environment whose second step returns an observation with ``last``'s fields (and the first one's otherwise)."""
+
+    class Env(gl.Environment):
+        def obs_space(self):
+            return gl.ObsSpace(entities={"Unit": ("x", "y")}, globals=("g",))
+
+        def action_space(self):
+            return {"Move": gl.ActionDesc("Move", "categorical", ("L", "R"))}
+
+        def reset(self, seed):
+            self.t = 0
+            return gl.EnvObservation(entities={"Unit": [[0.0, 1.0]]}, actors={"Move": [0]}, globals=[0.5])
+
+        def act(self, actions):
+            self.t += 1
+            kw = dict(entities={"Unit": [[0.0, 1.0]]}, actors={"Move": [0]}, globals=[0.5])
+            if self.t == 2:
+                kw.update(last)
+            return gl.EnvObservation(**kw)
+
+    return Env
+
+
+@pytest.mark.parametrize(
+    "last, match",
+    [
+        (dict(reward=float("nan")), r"environment copy 0 raised InvalidObservationError: the reward is nan; rewards must be finite"),
+        (dict(reward=float("-inf")), r"the reward is -inf; rewards must be finite"),
+        (dict(reward=None), r"the reward is None \(NoneType\); a reward must be a real number"),
+        (dict(reward="1.5"), r"the reward is '1.5' \(str\); a reward must be a real number"),
+        (dict(reward=np.array([1.0])), r"the reward is \[1.0\] \(ndarray\); a reward must be a real number"),
+        (dict(terminated="False"), r"terminated is 'False' \(str\); it must be True or False"),
+        (dict(truncated=2), r"truncated is 2 \(int\); it must be True or False"),
+        (dict(terminated=True, metrics={"score": "high"}), r"metric 'score' is 'high' \(str\); metrics must be numbers"),
+        (dict(metrics={"score": np.array([1.0, 2.0])}), r"metric 'score' is \[1.0, 2.0\] \(ndarray\); metrics must be numbers"),
+    ],
+    ids=["nan-reward", "inf-reward", "none-reward", "str-reward", "array-reward", "str-done", "int-truncated", "str-metric",
+         "array-metric"],
+)
+def test_a_bad_reward_end_or_metric_is_the_copys_game_error_with_its_seed(last, match):
+    with gl.VecEnv(steps_then(**last), num_envs=2, seed=3) as env:
+        env.reset()
+        env.step(env.sample_actions())
+        with pytest.raises(gl.GameError, match=match) as e:
+            env.step(env.sample_actions())
+        assert e.value.env_index == 0 and isinstance(e.value.seed, int)
+
+
+def test_numpy_and_0_1_rewards_and_ends_are_accepted():
+    Env = steps_then(reward=np.float32(2.5), terminated=np.bool_(True), metrics={"hits": np.int64(3), "ok": True})
+    with gl.VecEnv(Env, num_envs=1, seed=0) as env:
+        env.reset()
+        env.step(env.sample_actions())
+        b = env.step(env.sample_actions())
+        assert b.reward.tolist() == [2.5] and b.terminated.tolist() == [True]
+        assert b.metrics["hits"].tolist() == [3.0] and b.metrics["ok"].tolist() == [1.0]
+    with gl.VecEnv(steps_then(terminated=1, reward=np.array(1.0)), num_envs=1, seed=0) as env:
+        env.reset()
+        env.step(env.sample_actions())
+        assert env.step(env.sample_actions()).terminated.tolist() == [True]
+
+
+@pytest.mark.parametrize(
+    "last, match",
+    [
+        (dict(globals=[float("nan")]), r"environment copy 0: global feature 'g' is nan; features must be finite"),
+        (dict(globals=["a"]), r"environment copy 0: its global features are \['a'\], which are not numbers; every observation must "
+                              r"give the 1 global features \('g',\) as numbers"),
+        (dict(globals=[1.0, 2.0]), r"its global features are \[1.0, 2.0\], not 1 numbers"),
+        (dict(entities={"Unit": np.array([["a", "b"]])}),
+         r"environment copy 0: entity type 'Unit' has rows that are not 2 numbers each \(an array of <U1: .*features \['x', 'y'\] must be numbers"),
+    ],
+    ids=["nan-global", "str-global", "two-globals", "str-array-rows"],
+)
+def test_bad_globals_and_array_rows_name_the_copy(last, match):
+    with gl.VecEnv(steps_then(**last), num_envs=2, seed=0) as env:
+        env.reset()
+        env.step(env.sample_actions())
+        with pytest.raises(gl.InvalidObservationError, match=match):
+            env.step(env.sample_actions())
+
+
+def test_gl_run_refuses_an_environment_and_points_to_the_vec_env():
+    with pytest.raises(gl.ConfigError, match=r"gl.run plays a game loop, game\(agent, seed\); 'Env' makes a gl.Environment. Step it "
+                                             r"with gl.VecEnv\(factory, num_envs=1"):
+        gl.run(make(), gl.RandomAgent(seed=0), seed=1)
+
+
+def test_a_restarted_environment_copy_is_replayed_by_its_reset(caplog):
+    with gl.VecEnv(steps_then(reward=float("nan")), num_envs=1, seed=0, on_game_error="restart") as env:
+        env.reset()
+        env.step(env.sample_actions())
+        with caplog.at_level("WARNING", logger="gymloop"):
+            env.step(env.sample_actions())
+    assert "environment copy 0 failed and was restarted" in caplog.text
+    assert "replay the failure by making the environment and calling its reset(" in caplog.text
+    assert "gl.run" not in caplog.text

@@ -121,6 +121,9 @@ class EntityGymEnv(Environment):
             raise SchemaError(f"{make!r} made {self.env!r}, not an entity_gym.env.Environment")
         self.name = type(self.env).__name__
         space = self.env.obs_space()
+        if not isinstance(space, eg.ObsSpace):
+            raise SchemaError(f"entity-gym environment {self.name}: obs_space() returned {type(space).__name__}, expected an "
+                              "entity_gym.env.ObsSpace")
         # entity-gym's own vector environments call reset_filter/act_filter with the space; a class that
         # overrides them (most examples) has its reset/act call obs_space() again each time to do the same
         cls = type(self.env)
@@ -133,6 +136,9 @@ class EntityGymEnv(Environment):
         self._obs_space = ObsSpace(entities=dict(self._feats), globals=self._globals)
         self._actions: dict[str, ActionDesc] = {}
         self._eg_actions = self.env.action_space()
+        if not isinstance(self._eg_actions, Mapping):
+            raise SchemaError(f"entity-gym environment {self.name}: action_space() returned {type(self._eg_actions).__name__}, "
+                              "expected a dict of action name -> action space")
         for name, a in self._eg_actions.items():
             if isinstance(a, eg.CategoricalActionSpace):
                 self._actions[name] = ActionDesc(name, "categorical", tuple(a.index_to_label))
@@ -186,10 +192,10 @@ class EntityGymEnv(Environment):
                 to_id = self._index_to_id()
                 eg_actions[name] = eg.SelectEntityAction(actors=self._ids_of_actors(name), actees=[to_id[c] for c in arr.tolist()])
         o = self._call(self._act, eg_actions)
-        if type(o) is eg.Observation and o.done:
+        if type(o) is eg.Observation and (o.done if type(o.done) is bool else self._done(o.done)):
             # the episode's last observation: only its reward, end and metrics are used (entity-gym has no
             # truncation, whose last observation would be evaluated), so its entities are not converted
-            return EnvObservation(entities={}, actors={}, masks={}, reward=float(o.reward), terminated=True, metrics=o.metrics)
+            return EnvObservation(entities={}, actors={}, masks={}, reward=o.reward, terminated=True, metrics=o.metrics)
         return self._convert(o)
 
     def close(self) -> None:
@@ -205,6 +211,12 @@ class EntityGymEnv(Environment):
             np.random.seed(x & 0xFFFFFFFF)
         return fn(*args)
 
+    def _done(self, done: Any) -> bool:
+        """``Observation.done`` that is not a Python bool: a numpy bool, 0 or 1; anything else is an error."""
+        if isinstance(done, (np.bool_, np.integer, int)) and done in (0, 1):
+            return bool(done)
+        raise self._bad(f"done is {done!r} ({type(done).__name__}); it must be True or False")
+
     def _bad(self, msg: str) -> InvalidObservationError:
         return InvalidObservationError(f"entity-gym environment {self.name}: {msg}")
 
@@ -219,6 +231,18 @@ class EntityGymEnv(Environment):
                     to_id += list(ids)
                 else:
                     to_id += [ids[r] for r in keep]
+            seen: set[Any] = set()
+            for t, off, n, _keep, _ids in self._rows:  # ids name entities in act(): one given twice would be ambiguous
+                for eid in to_id[off : off + n]:
+                    if eid is not None:
+                        try:
+                            hash(eid)
+                        except TypeError:
+                            raise self._bad(f"entity type {t!r}: id {_short([eid])[1:-1]} is a {type(eid).__name__}; ids must be "
+                                            "hashable (a str, an int, a tuple, ...)") from None
+                        if eid in seen:
+                            raise self._bad(f"entity type {t!r}: id {eid!r} is given to two entities; ids must be unique")
+                        seen.add(eid)
             self._to_id = to_id
         return self._to_id
 
@@ -267,6 +291,9 @@ class EntityGymEnv(Environment):
     def _indices(self, name: str, ids: Sequence[Any] | None, types: Sequence[str] | None, role: str) -> list[int]:
         """Entity indices of the actors (or actees) a mask names by id, by type, or all."""
         if ids is not None:
+            if len(set(ids)) != len(ids):
+                twice = next(eid for k, eid in enumerate(ids) if eid in list(ids)[:k])
+                raise self._bad(f"action {name!r} names {role} id {twice!r} twice; each {role} once")
             if len(ids) <= _FEW_IDS:  # a few ids (often one actor): a search in each type's ids is cheaper than a map of all
                 found = self._search(ids)
                 if found is not None:
@@ -303,10 +330,21 @@ class EntityGymEnv(Environment):
         if not isinstance(o, eg.Observation):
             raise self._bad(f"reset/act returned {type(o).__name__}, expected an entity_gym Observation")
         feats = o.features
-        if not (self._feats.keys() >= feats.keys() and self._feats.keys() >= o.ids.keys()):
+        for field in ("features", "ids", "actions"):
+            if not isinstance(getattr(o, field), Mapping):
+                got = getattr(o, field)
+                raise self._bad(f"Observation.{field} is {type(got).__name__}, expected a dict"
+                                f"{' of entity type -> ' + ('rows' if field == 'features' else 'ids') if field != 'actions' else ' of action name -> mask'}")
+        if not (self._feats.keys() >= feats.keys() and self._feats.keys() >= o.ids.keys()) or o.ids.keys() - feats.keys():
             for t in (*feats, *o.ids):
                 if t not in self._feats:
                     raise self._bad(f"the observation has entity type {t!r}, which obs_space() does not declare {self._types}")
+            t = next(iter(o.ids.keys() - feats.keys()))
+            raise self._bad(f"entity type {t!r} has ids {_short(o.ids[t])} but no features; give its rows in Observation.features "
+                            "(an (n, 0) array for a type without features)")
+        if o.visible and not self._feats.keys() >= o.visible.keys():
+            t = next(t for t in o.visible if t not in self._feats)
+            raise self._bad(f"visible names entity type {t!r}, which obs_space() does not declare {self._types}")
         entities: dict[str, Any] = {}
         rows: list[tuple[str, int, int, Any, Any]] = []  # (type, offset, count, kept rows or None, ids)
         offset_of: dict[str, tuple[int, int]] = {}
@@ -368,6 +406,9 @@ class EntityGymEnv(Environment):
             kind = self._kind.get(name)
             if kind is None:
                 raise self._bad(f"the observation asks for action {name!r}, which action_space() does not declare {list(self._actions)}")
+            if type(m) is not _MASKS[kind] and not isinstance(m, _MASKS[kind]):
+                raise self._bad(f"action {name!r} is a {type(self._eg_actions[name]).__name__}: its mask must be a "
+                                f"{_MASKS[kind].__name__}, got {type(m).__name__}")
             if kind == "global":
                 actors[name] = ()
                 if getattr(m, "mask", None) is not None:
@@ -382,6 +423,15 @@ class EntityGymEnv(Environment):
                     masks[name] = m.mask
             else:
                 actees = self._indices(name, m.actee_ids, m.actee_types, "actee")
+                if m.actee_ids is None and actees:  # the chosen entity reaches act() by its id: every candidate needs one
+                    to_id = self._index_to_id()
+                    if None in to_id:
+                        no_id = next((j for j in actees if to_id[j] is None), None)
+                        if no_id is not None:
+                            t = next(t for t, off, n, _k, _i in rows if off <= no_id < off + n)
+                            raise self._bad(f"action {name!r} may select entities of type {t!r}, which have no ids: act() names "
+                                            "the chosen entity by its id; give that type ids (Observation.ids) or leave it out "
+                                            "of actee_types")
                 if m.mask is None and len(actees) == offset:
                     continue  # every entity may be chosen: no mask
                 mask = np.zeros((len(idx), offset), dtype=bool)
@@ -393,12 +443,19 @@ class EntityGymEnv(Environment):
                 else:
                     mask[:, actees] = True
                 masks[name] = mask.reshape(-1)
+        if not self._globals and o.global_features is not None and len(o.global_features):
+            raise self._bad(f"the observation has {len(o.global_features)} global features, but obs_space() declares none; "
+                            "declare them in ObsSpace(global_features=[...]) or leave them out")
+        if self._globals and (not hasattr(o.global_features, "__len__") or isinstance(o.global_features, str)):
+            raise self._bad(f"global_features is {o.global_features!r}, expected a list of {len(self._globals)} numbers "
+                            f"{list(self._globals)}")
         if self._globals and len(o.global_features) != len(self._globals):
             raise self._bad(f"the observation has {len(o.global_features)} global features, expected {len(self._globals)}: "
                             f"{list(self._globals)} as obs_space() declares")
         self._last = o
         return EnvObservation(
-            entities=entities, actors=actors, masks=masks, reward=float(o.reward), terminated=bool(o.done),
+            entities=entities, actors=actors, masks=masks, reward=o.reward,
+            terminated=o.done if type(o.done) is bool else self._done(o.done),
             globals=o.global_features if self._globals else None, metrics=o.metrics,
         )
 
@@ -426,6 +483,11 @@ def _mix(seed: int, k: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
     return z ^ (z >> 31)
+
+
+#: the mask class entity-gym gives each kind of action
+_MASKS: dict[str, Any] = {"global": eg.GlobalCategoricalActionMask, "categorical": eg.CategoricalActionMask,
+                           "select": eg.SelectEntityActionMask}
 
 
 def _who(ids: Sequence[Any] | None, row: int) -> str:

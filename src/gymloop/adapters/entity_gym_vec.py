@@ -383,15 +383,38 @@ class GymloopVecEnv(eg.VecEnv):
                     raise InvalidActionError(f"{self.name}: no actions for action type {name!r}, which has {slots.size} actor(s)")
                 out[name] = np.zeros(0, dtype=np.int64)
                 continue
-            arr = np.asarray(raw.as_array() if hasattr(raw, "as_array") else raw).reshape(-1)
             lengths = np.bincount(slots, minlength=b.num_slots)
-            if arr.shape[0] != slots.size or (hasattr(raw, "size1") and not np.array_equal(raw.size1(), lengths)):
+            per_env = None  # the given rows per environment, where the form says
+            if hasattr(raw, "as_array"):
+                full = np.asarray(raw.as_array())
+                if full.ndim == 2 and full.shape[1] != 1:
+                    raise InvalidActionError(f"{self.name}: actions for {name!r} have {full.shape[1]} columns; expected 1 "
+                                             "(one index per actor)")
+                arr = full.reshape(-1)
+                per_env = raw.size1() if hasattr(raw, "size1") else None
+            elif isinstance(raw, (list, tuple)) and any(isinstance(x, (list, tuple, np.ndarray)) for x in raw):
+                # one list per environment: its rows counted, then flattened
+                if len(raw) != b.num_slots or not all(isinstance(x, (list, tuple, np.ndarray)) for x in raw):
+                    raise InvalidActionError(f"{self.name}: actions for {name!r} given per environment must be {b.num_slots} lists "
+                                             f"(one per environment), got {_short(raw)}")
+                per_env = np.array([len(x) for x in raw])
+                flat = [v for x in raw for v in np.asarray(x).reshape(-1).tolist()]
+                arr = np.asarray(flat) if flat else np.zeros(0, dtype=np.int64)
+            else:
+                try:
+                    arr = np.asarray(raw).reshape(-1)
+                except (ValueError, TypeError):
+                    raise InvalidActionError(f"{self.name}: actions for {name!r} must be a RaggedBufferI64 or integers, got "
+                                             f"{_short(raw)}") from None
+            if arr.shape[0] != slots.size or (per_env is not None and not np.array_equal(per_env, lengths)):
                 raise InvalidActionError(
                     f"{self.name}: actions for {name!r} must have one row per actor, per environment {lengths.tolist()}, "
-                    f"got {raw.size1().tolist() if hasattr(raw, 'size1') else arr.shape[0]}"
+                    f"got {np.asarray(per_env).tolist() if per_env is not None else arr.shape[0]}"
                 )
             if arr.dtype.kind not in "iu":
                 raise InvalidActionError(f"{self.name}: actions for {name!r} must be integers, got dtype {arr.dtype}")
+            if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+                raise InvalidActionError(f"{self.name}: action {int(arr.max())} for {name!r} is out of range (beyond int64)")
             arr = arr.astype(np.int64)
             if d.kind.selects_entities and arr.size:
                 a = self._actees[name]
@@ -406,3 +429,9 @@ class GymloopVecEnv(eg.VecEnv):
                 arr = a.cand[a.offset[slots] + arr]
             out[name] = arr
         return out
+
+
+def _short(x: Any, n: int = 60) -> str:
+    """``repr(x)`` for a message, cut at ``n`` characters."""
+    r = repr(x)
+    return r if len(r) <= n else r[: n - 3] + "..."

@@ -253,24 +253,22 @@ class EnvExecutor:
         for i, env in enumerate(self.envs):
             try:
                 o = env.act(per_env[i])
-                r = float(o.reward)
+                r = _reward(o.reward)
+                t1, t2 = _flag(o.terminated, "terminated"), _flag(o.truncated, "truncated")
                 self.ep_ret[i] += r
                 self.ep_len[i] += 1
                 m = None
-                if o.terminated or o.truncated:
-                    m = dict(o.metrics)
+                if t1 or t2:
+                    m = _metrics(o.metrics)
                     m["episode_return"] = self.ep_ret[i]
                     m["episode_length"] = self.ep_len[i]
                     self.ep_ret[i] = 0.0
                     self.ep_len[i] = 0
-                    t1, t2 = bool(o.terminated), bool(o.truncated)
                     if t2 and not t1 and any(len(r) for r in o.entities.values()):
                         finals[i] = o
                     o = self._reset_env(i)
-                else:
-                    t1 = t2 = False
-                    if o.metrics:
-                        m = dict(o.metrics)
+                elif o.metrics:
+                    m = _metrics(o.metrics)
             except BaseException as e:
                 err = self._fail(i, e)  # (KeyboardInterrupt passes through)
                 r, t1, t2, m = 0.0, False, False, None
@@ -340,7 +338,10 @@ class EnvExecutor:
             if total == 0:
                 arr = np.zeros((0, nf), dtype=np.float32)
             elif use_arrays:
-                arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(len(r), nf) for r in rows_all])
+                try:
+                    arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(len(r), nf) for r in rows_all])
+                except (ValueError, TypeError):
+                    raise self._bad_rows(name, feats, obs) from None
             else:
                 flat: list[Any] = []
                 for r in rows_all:
@@ -368,7 +369,13 @@ class EnvExecutor:
             try:
                 globs = np.array([o.globals for o in obs], dtype=np.float32).reshape(n, ng)
             except (ValueError, TypeError):
-                raise InvalidObservationError(f"every observation must give {ng} global features {sp.obs.globals}") from None
+                raise self._bad_globals(obs, sp.obs.globals) from None
+            if not np.isfinite(globs).all():
+                env, col = (int(x) for x in np.argwhere(~np.isfinite(globs))[0])
+                raise InvalidObservationError(
+                    f"environment copy {self.env_lo + env}: global feature {sp.obs.globals[col]!r} is {globs[env, col]}; "
+                    "features must be finite"
+                )
         else:
             globs = np.zeros((n, 0), dtype=np.float32)
         actor_slot, actor_index, masks, ncand, cand_types = {}, {}, {}, {}, {}
@@ -409,7 +416,7 @@ class EnvExecutor:
                     parts = []
                     for i, (o, k, pe) in enumerate(zip(obs, ac, per_env)):
                         mm = o.masks.get(name)
-                        parts.append(np.ones(k * pe, dtype=bool) if mm is None else self._mask(i, name, mm, (int(k * pe),)))
+                        parts.append(np.ones(k * pe, dtype=bool) if mm is None else self._mask(i, name, mm, (k, int(pe))).reshape(-1))
                     m = np.concatenate(parts) if parts else m
                 masks[name] = m
             j = d.kind.no_legal(masks[name], ncand.get(name))
@@ -435,21 +442,63 @@ class EnvExecutor:
             candidate_types=cand_types,
         )
 
-    def _mask(self, i: int, name: str, mm: Any, shape: tuple[int, ...]) -> np.ndarray:
-        """Environment copy ``i``'s mask of action type ``name`` as booleans of ``shape``."""
+    def _mask(self, i: int, name: str, mm: Any, shape: tuple[int, int]) -> np.ndarray:
+        """Environment copy ``i``'s mask of action type ``name`` as booleans of ``shape`` (actors, choices).
+
+        Given as that shape or flat (one actor's choices after another); booleans, or numbers that
+        are all 0 or 1. A mask of another shape (a transposed one, say) or of other values is refused:
+        reshaped, it would allow choices the game forbids."""
         if type(mm) is np.ndarray and mm.dtype == np.bool_ and mm.shape == shape:
             return mm
+        where = f"environment copy {self.env_lo + i}: the mask of action type {name!r}"
         try:
-            a = np.asarray(mm, dtype=bool)
-        except (TypeError, ValueError):
-            a = None
-        if a is None or a.size != math.prod(shape):
-            got = "not an array of booleans" if a is None else f"{a.size} entries (shape {a.shape})"
+            a = np.asarray(mm)
+        except (TypeError, ValueError):  # (ragged nested lists)
+            a = np.asarray(None, dtype=object)
+        if a.dtype != np.bool_:
+            numeric = a.dtype.kind in "iuf" and a.size and bool(np.isin(a, (0, 1)).all())
+            if not (numeric or (a.dtype.kind in "iuf" and a.size == 0)):
+                got = f"values {_short_values(a)}" if a.dtype.kind in "iuf" else f"{a.dtype} entries" if a.dtype != object else "not an array of booleans"
+                raise InvalidObservationError(f"{where} has {got}; a mask holds booleans (True: allowed) or 0/1")
+            a = a.astype(bool)
+        if a.shape != shape and not (a.ndim == 1 and a.size == math.prod(shape)):
             raise InvalidObservationError(
-                f"environment copy {self.env_lo + i}: the mask of action type {name!r} has {got}, expected {shape} "
-                "(one row per actor, one column per choice; for select-entity one flat entry per candidate of each actor)"
+                f"{where} has shape {a.shape}, expected {shape} or {math.prod(shape)} entries flat "
+                "(one row per actor, one column per choice; for select-entity one column per candidate)"
             )
         return a.reshape(shape)
+
+    def _bad_rows(self, name: str, feats: Sequence[str], obs: list[Any]) -> InvalidObservationError:
+        """The error for rows of entity type ``name`` that are not numbers, naming the first copy that gave them."""
+        for i, o in enumerate(obs):
+            rows = o.entities.get(name)
+            if rows is None:
+                continue
+            try:
+                np.asarray(rows, dtype=np.float32).reshape(len(rows), len(feats))
+            except (ValueError, TypeError) as e:
+                kind = f"an array of {rows.dtype}" if isinstance(rows, np.ndarray) else type(rows).__name__
+                return InvalidObservationError(
+                    f"environment copy {self.env_lo + i}: entity type {name!r} has rows that are not {len(feats)} numbers each "
+                    f"({kind}: {e}); features {list(feats)} must be numbers"
+                )
+        return InvalidObservationError(f"entity type {name!r}: rows must have {len(feats)} numbers each ({list(feats)})")
+
+    def _bad_globals(self, obs: list[Any], names: Sequence[str]) -> InvalidObservationError:
+        """The error for global features that are not ``len(names)`` numbers, naming the first copy that gave them."""
+        for i, o in enumerate(obs):
+            g = o.globals
+            try:
+                ok = g is not None and np.asarray(g, dtype=np.float32).size == len(names)
+                problem = f"{_short_values(g)}, not {len(names)} numbers"
+            except (ValueError, TypeError):
+                ok, problem = False, f"{_short_values(g)}, which are not numbers"
+            if not ok:
+                return InvalidObservationError(
+                    f"environment copy {self.env_lo + i}: its global features are {problem}; every observation must give "
+                    f"the {len(names)} global features {tuple(names)} as numbers"
+                )
+        return InvalidObservationError(f"every observation must give {len(names)} global features {tuple(names)}")
 
     def close_games(self) -> None:
         """Close every environment (``close()``; within :data:`~gymloop.runtime.executor.CLOSE_TIMEOUT_S`
@@ -503,3 +552,46 @@ def _check_declared(sp: Spaces, declared: Any) -> None:
             raise SchemaError(f"declared action type {name!r} is not in the environment's action_space() {sp.action_names}")
         if have != d:
             raise SchemaError(f"declared action type {name!r} is {d}, but the environment's action_space() has {have}")
+
+
+def _reward(x: Any) -> float:
+    """A reward as a float: a finite real number (a Python or numpy number, or a 0-d array)."""
+    if type(x) is float or type(x) is int:
+        r = float(x)
+    elif isinstance(x, (int, float, np.integer, np.floating, np.bool_)) or (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf"):
+        r = float(x)
+    else:
+        raise InvalidObservationError(f"the reward is {_short_values(x)} ({type(x).__name__}); a reward must be a real number")
+    if not math.isfinite(r):
+        raise InvalidObservationError(f"the reward is {r}; rewards must be finite")
+    return r
+
+
+def _flag(x: Any, what: str) -> bool:
+    """``terminated``/``truncated`` as a bool: a bool or a numpy bool (not a string or a number that may mean anything)."""
+    if type(x) is bool:
+        return x
+    if isinstance(x, np.bool_) or (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype == np.bool_):
+        return bool(x)
+    if isinstance(x, (int, np.integer)) and x in (0, 1):  # (0 and 1 mean only one thing)
+        return bool(x)
+    raise InvalidObservationError(f"{what} is {_short_values(x)} ({type(x).__name__}); it must be True or False")
+
+
+def _metrics(m: Any) -> dict[str, float]:
+    """A copy of a game's metrics, each a real number."""
+    if not isinstance(m, Mapping):
+        raise InvalidObservationError(f"metrics are {_short_values(m)} ({type(m).__name__}); give a dict of name -> number")
+    out = {}
+    for k, v in m.items():
+        if isinstance(v, (int, float, np.integer, np.floating, np.bool_)) or (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
+            out[k] = float(v)
+        else:
+            raise InvalidObservationError(f"metric {k!r} is {_short_values(v)} ({type(v).__name__}); metrics must be numbers")
+    return out
+
+
+def _short_values(x: Any, n: int = 60) -> str:
+    """``repr(x)`` for a message, cut at ``n`` characters."""
+    r = repr(x.tolist() if isinstance(x, np.ndarray) else x)
+    return r if len(r) <= n else r[: n - 3] + "..."

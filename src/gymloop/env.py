@@ -49,13 +49,21 @@ class EnvObservation:
             array). Types with no entity may be left out.
         actors: action type name → entity indices (within this observation: types in
             ``obs_space`` order, then rows in order) of the actors of that action type.
-        masks: optional action type name → a boolean mask: ``(n_actors, n_choices)`` for a
-            categorical action, or one flat vector over every actor's candidates for select-entity.
-        reward: reward of the transition that led here.
-        terminated: the episode ended for real (``reset`` is called next).
-        truncated: the episode was cut short (time limit).
-        globals: the global feature vector, if the observation space has global features.
-        metrics: custom metrics to report (usually at the end of an episode).
+        masks: optional action type name → a mask, True (or 1) where a choice is allowed:
+            ``(n_actors, n_choices)`` for a categorical action, ``(n_actors, n_candidates)`` for
+            select-entity, or the same entries flat (one actor's after another). A mask of any
+            other shape (a transposed one), or of values other than booleans and 0/1, is an
+            :class:`~gymloop.errors.InvalidObservationError`.
+        reward: reward of the transition that led here: a finite real number (a Python or numpy
+            scalar).
+        terminated: the episode ended for real (``reset`` is called next): a bool (or numpy bool).
+        truncated: the episode was cut short (time limit): a bool (or numpy bool).
+        globals: the global feature vector, if the observation space has global features (finite
+            numbers).
+        metrics: custom metrics to report (usually at the end of an episode): name → number.
+
+    A reward, an end or a metric that breaks these rules is a :class:`~gymloop.errors.GameError`
+    of that copy (with its seed), caused by an :class:`~gymloop.errors.InvalidObservationError`.
     """
 
     entities: Mapping[str, Any]

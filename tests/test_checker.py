@@ -100,3 +100,40 @@ def test_a_global_decision_whose_mask_allows_nothing_is_reported():
     # gl.run refuses it before the checker's own inspection, with the VecEnv's message
     with pytest.raises(gl.CheckError, match="action type 'Guess': .* mask that leaves no legal choice"):
         gl.check(nothing_allowed, steps=50)
+
+
+
+
+
+@dataclass
+class Beacon:
+    x: float
+
+
+def endless(agent, seed):
+    """A game loop with no episode ends: it never calls game_over."""
+    from gymloop.games.snake import Move
+
+    while True:
+        agent.act(gl.Obs().actor(Beacon(1.0)), Move)
+
+
+def test_cli_check_notes_a_game_whose_episodes_never_end(capsys):
+    from gymloop.cli import main
+
+    assert main(["check", "snake", "--steps", "50"]) == 0
+    assert "note: no episode ended" not in capsys.readouterr().out
+    assert main(["check", f"{__name__}:endless", "--steps", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "OK (30 decisions, 0 episodes)" in out
+    assert "note: no episode ended in 30 decisions. A game with episodes calls agent.game_over(...) at each end" in out
+
+
+def test_evaluation_warns_when_no_episode_ends(caplog):
+    from gymloop.evaluation import SILENT_DECISIONS, evaluate_episodes
+
+    with caplog.at_level("WARNING", logger="gymloop"):
+        out = evaluate_episodes(endless, None, episodes=2, num_envs=2, max_steps=2 * SILENT_DECISIONS + 10)
+    assert out == {}
+    assert f"no episode has ended in {SILENT_DECISIONS} decisions of each of 2 game copies" in caplog.text
+    assert "0 of 2 episodes ended within max_steps=4010 decisions; does the game call agent.game_over(...)" in caplog.text

@@ -19,7 +19,6 @@ The protocol is two methods. A scripted agent is a small class:
 from __future__ import annotations
 
 import functools
-
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+#: the random agent's level measured before a run (``--eval-episodes``), kept in the run's folder for ``--resume``
+RANDOM_LEVEL_FILE = "random_agent.json"
 
 __all__ = ["main"]
 
@@ -45,6 +49,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     game = _game_loop(args.game)
     report = check(game, seed=args.seed, steps=args.steps, agents_per_game=args.agents)
     print(f"{args.game}: OK ({report.decisions} decisions, {report.episodes} episodes)")
+    if report.episodes == 0:
+        print(f"  note: no episode ended in {report.decisions} decisions. A game with episodes calls agent.game_over(...) at "
+              "each end (training and evaluation count episodes by it); raise --steps if yours are longer")
     print(f"  entity types: {', '.join(report.entity_types)}")
     print(f"  action types: {', '.join(report.action_types)}")
     for c in report.checks:
@@ -261,8 +268,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg.init_from = bc_path  # PPO goes on from the cloned weights
     trainer = Trainer(game, cfg, out_dir=args.out, game_name=args.game, resume=args.resume, progress=not args.quiet)
     before = None
+    random_file = os.path.join(args.out, RANDOM_LEVEL_FILE) if args.out else None
     if not args.resume and args.eval_episodes:
         before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
+        if random_file:  # kept for a resumed run's curve and summary
+            os.makedirs(args.out, exist_ok=True)
+            with open(random_file, "w") as f:
+                json.dump(before, f)
+    elif not args.resume and random_file and os.path.exists(random_file):
+        os.remove(random_file)  # an earlier run's, not this one's
+    elif args.resume and random_file and os.path.exists(random_file):
+        try:
+            with open(random_file) as f:
+                before = {k: float(v) for k, v in json.load(f).items()}
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            logging.getLogger("gymloop.train").warning("could not read the random agent's level from %s: %s", random_file, e)
     result = trainer.train()
     if before is not None and args.out:  # the learning curve again, with the random agent's level
         from .train.ppo import plot_curve
@@ -288,7 +308,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if after is not None:
         _print_scores(before, after, "trained agent")
     extra = "bc.safetensors (the cloned agent), " if args.demos else ""
-    print(f"files in {os.path.abspath(args.out)}: agent.safetensors, {extra}optimizer.safetensors, metrics.csv, curve.png, tb/")
+    kept = f", {RANDOM_LEVEL_FILE}" if random_file and os.path.exists(random_file) else ""
+    print(f"files in {os.path.abspath(args.out)}: agent.safetensors, {extra}optimizer.safetensors, metrics.csv, curve.png{kept}, tb/")
     if result.interrupted:  # the shell's convention: 128 + the signal (130 for Ctrl-C, 143 for SIGTERM)
         return 128 + int(result.stop_signal or 2)
     return 0

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,11 @@ from .spaces import ObsSpace, Spaces, spaces_to_json
 from .vector import VecEnv, _is_environment
 
 __all__ = ["Comparison", "Estimate", "compare", "evaluate_episodes", "RETURN", "SCORE", "LENGTH"]
+
+log = logging.getLogger(__name__)
+
+#: after this many decisions of every slot with no episode ended, evaluation warns (the game may never call game_over)
+SILENT_DECISIONS = 2_000
 
 RETURN = "episode_return"
 SCORE = "episode_score"
@@ -121,11 +127,17 @@ def _episodes(
         b = env.reset()
         choose = _chooser(policy, env.spaces, seed, greedy)
         steps = 0
+        warned = False
         while (counted < quota).any() and steps < max_steps:
             b = env.step(env.sample_actions() if choose is None else dict(choose(b)))
             steps += slots
             ends = b.metrics.get(RETURN)
             if ends is None:
+                if not warned and not counted.any() and steps >= SILENT_DECISIONS * slots:
+                    warned = True
+                    log.warning("evaluation: no episode has ended in %d decisions of each of %d game copies; it goes on until "
+                                "max_steps=%d decisions in all. Does the game call agent.game_over(...) at each episode's end?",
+                                SILENT_DECISIONS, slots, max_steps)
                 continue
             ended = ~np.isnan(ends)
             take = ended & (counted < quota)
@@ -138,6 +150,10 @@ def _episodes(
             counted += ended
     finally:
         env.close()
+    if (counted < quota).any():
+        log.warning("evaluation: %d of %d episodes ended within max_steps=%d decisions; %s", int(np.minimum(counted, quota).sum()),
+                    episodes, max_steps, "does the game call agent.game_over(...) at each episode's end?" if not counted.any()
+                    else "the figures are of those that did")
     return {k: v for k, v in values.items() if v}, {k: games[k] for k, v in values.items() if v}
 
 

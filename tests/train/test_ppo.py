@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 
 import numpy as np
@@ -80,6 +81,11 @@ def test_checkpoint_files_metrics_and_resume(tmp_path):
     first, second = read_scalars(tb[0]), read_scalars(tb[1])
     assert [s for s, _ in first["episode_return_mean"]] == list(range(256, 2049, 256))
     assert second["update"][0] == (2304, 9.0)
+    # a new run into the same folder replaces the earlier run's curves: one event file, this run's steps only
+    Trainer(tg.two_types, tiny(512), out_dir=out).train()
+    tb = os.listdir(os.path.join(out, "tb"))
+    assert len(tb) == 1
+    assert max(s for s, _ in read_scalars(os.path.join(out, "tb", tb[0]))["update"]) == 512
 
 
 def test_resume_refuses_checkpoint_of_another_game(tmp_path):
@@ -504,3 +510,23 @@ def test_set_auto_returns_an_automatic_field_to_automatic_but_keeps_string_value
     assert cfg.resolved().ppo.lr == 3e-3
     with pytest.raises(gl.ConfigError, match="config field 'ppo.epochs' expects an int, got 'many'"):
         _parse_overrides(cfg, ["ppo.epochs=many"])
+
+
+def test_cli_resume_keeps_the_random_agents_level(tmp_path, capsys):
+    from gymloop.cli import RANDOM_LEVEL_FILE, main
+
+    out = str(tmp_path / "run")
+    small = ["--set", "net.d_model=16", "--set", "num_envs=16", "--eval-episodes", "8", "--quiet", "--out", out]
+    assert main(["train", "snake", "--steps", "512", *small]) == 0
+    with open(os.path.join(out, RANDOM_LEVEL_FILE)) as f:
+        level = json.load(f)
+    assert level["episode_return"] == pytest.approx(evaluate(gl.games.snake.snake, None, episodes=8, seed=1)["episode_return"])
+    capsys.readouterr()
+    assert main(["train", "snake", "--steps", "1024", "--resume", *small]) == 0
+    out_text = capsys.readouterr().out
+    # the summary compares against the level measured before the first run
+    assert f"episode_return       random agent {level['episode_return']:8.2f}" in out_text
+    assert RANDOM_LEVEL_FILE in out_text
+    # a new run without an evaluation leaves no earlier run's level behind
+    assert main(["train", "snake", "--steps", "512", *small[:4], "--eval-episodes", "0", "--quiet", "--out", out]) == 0
+    assert not os.path.exists(os.path.join(out, RANDOM_LEVEL_FILE))

@@ -568,11 +568,13 @@ class BatchBuilder:
                     raise SchemaError(f"the observation holds a {key.__qualname__} where an entity was expected: {e}") from None
             raise InvalidObservationError(
                 f"entity type {key.__qualname__!r} appeared after the observation space was fixed (known entity "
-                f"types: {known_e}); declare every entity type up front: gl.VecEnv(..., entity_types=[...])"
+                f"types: {known_e}); declare every entity type up front: @gl.game(entities=[...]) on the game function, or "
+                "gl.VecEnv(..., entity_types=[...])"
             )
         raise InvalidObservationError(
             f"action type {getattr(key, '__name__', key)!r} appeared after the action space was fixed (known action "
-            f"types: {known_a}); declare every action type up front: gl.VecEnv(..., action_types=[...])"
+            f"types: {known_a}); declare every action type up front: @gl.game(actions=[...]) on the game function, or "
+            "gl.VecEnv(..., action_types=[...])"
         )
 
     def _featurize(self, sc: Any, lst: list[Any], per_slot: list[int]) -> np.ndarray:

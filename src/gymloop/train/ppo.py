@@ -718,8 +718,13 @@ class Trainer:
         self.tb: EventWriter | None = None
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
+            tb_dir = os.path.join(self.out_dir, "tb")
+            if not self.resume and os.path.isdir(tb_dir):  # a new run replaces the earlier one's curves too, not mixed with them
+                for name in os.listdir(tb_dir):
+                    if name.startswith("events.out.tfevents."):
+                        os.remove(os.path.join(tb_dir, name))
             # a resumed run: TensorBoard drops what the stopped run logged after the checkpoint's step
-            self.tb = EventWriter(os.path.join(self.out_dir, "tb"), purge_step=self.step + 1 if self.resume else None)
+            self.tb = EventWriter(tb_dir, purge_step=self.step + 1 if self.resume else None)
 
     def _reward_scalers(self) -> list[RewardScaler | None]:
         """The reward scaler of each VecEnv (two with ``cfg.overlap``; ``None`` without ``ppo.scale_rewards``)."""
@@ -1212,6 +1217,19 @@ def episode_metric_names(columns: Iterable[str]) -> list[str]:
 _PANEL_LABELS = {"episode_return": "mean episode return (sum of rewards)", "episode_length": "mean episode length (decisions)"}
 
 
+def _short_steps(x: float, _pos: Any = None) -> str:
+    """A step count for an axis: ``950``, ``50K``, ``1.5M``.
+
+    Example:
+        >>> [_short_steps(x) for x in (0, 950, 50_000, 400_000, 1_500_000, 3e6)]
+        ['0', '950', '50K', '400K', '1.5M', '3M']
+    """
+    for div, unit in ((1e6, "M"), (1e3, "K")):
+        if abs(x) >= div:
+            return f"{x / div:.1f}".removesuffix(".0") + unit
+    return f"{x:.0f}"
+
+
 def plot_curve(csv_path: str, png_path: str, random_level: Mapping[str, float] | None = None) -> Figure:
     """Draw every episode metric of ``metrics.csv`` against steps, one panel each, into ``png_path``.
 
@@ -1221,6 +1239,7 @@ def plot_curve(csv_path: str, png_path: str, random_level: Mapping[str, float] |
     level as a dashed line. Returns the figure (already saved; it holds no window).
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     with open(csv_path, newline="") as f:
         reader = csv.DictReader(f)
@@ -1242,6 +1261,9 @@ def plot_curve(csv_path: str, png_path: str, random_level: Mapping[str, float] |
             ax.axhline(random_level[name], color="gray", linestyle="--", label="random agent")
             ax.legend(loc="best", fontsize="small")
         ax.set_xlabel("steps")
+        # at most 6 step ticks, written short (400K, 1.5M): full numbers run into each other on a narrow panel
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.xaxis.set_major_formatter(FuncFormatter(_short_steps))
         ax.set_ylabel(_PANEL_LABELS.get(name, f"mean {name} (game metric)"))
     fig.tight_layout()
     fig.savefig(png_path, dpi=80)

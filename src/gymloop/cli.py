@@ -474,7 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raise (default): a game that raises stops the run (after saving the last completed update); restart: that "
                         "copy restarts with a fresh seed (a dead worker too), counted in metrics.csv (game_errors, worker_restarts)")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. ppo.lr=1e-3")
-    t.add_argument("--eval-episodes", type=int, default=200, help="episodes to score the random agent before training and the trained one after (default 200; 0: skip)")
+    t.add_argument("--eval-episodes", type=int, default=200,
+                   help="episodes to score the random agent before training and the trained one after (default 200; 0: skip)")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(fn=_cmd_train)
 

@@ -70,7 +70,8 @@ def config_reference() -> str:
         "default, range and meaning. From Python the same fields are keyword arguments: "
         "`TrainConfig(steps=400_000, ppo=PPOConfig(lr=1e-3))`. List fields cannot be set with `--set` (`opponents` has "
         "`--opponent`), and `gymloop train` fills a few fields from its own flags (`--steps`, `--seed`, `--workers`, "
-        "`--num-envs`, `--agents`, `--opponent`, `--init-from`, `--backend`, `--address`, `--overlap`; their defaults are in `gymloop train --help`; `--steps` defaults to 3,000,000 there, `TrainConfig.steps` to 1,000,000). "
+        "`--num-envs`, `--agents`, `--opponent`, `--init-from`, `--backend`, `--address`, `--overlap`; their defaults are in `gymloop train --help`; "
+        "`--steps` defaults to 3,000,000 there, `TrainConfig.steps` to 1,000,000). "
         "`TrainConfig.check()` refuses a configuration that cannot work, with the fix in its message.",
         "",
         "A default of `None` (automatic) means the value is chosen from the budget by `TrainConfig.resolved()`; the last "

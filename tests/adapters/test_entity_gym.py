@@ -1102,3 +1102,13 @@ def test_cli_commands_that_take_game_loops_refuse_an_entity_gym_class(command, c
 
     assert main([command, "entity_gym.examples:Xor"]) == 2
     assert "is an environment class, not a game loop" in capsys.readouterr().err
+
+
+def test_empty_ids_of_a_type_without_rows_are_fine():
+    # a type with no entity this step may be left out of features while its (empty) id list stays
+    obs = good_obs(features={"Unit": [[0.0, 1.0], [2.0, 3.0]]}, ids={"Unit": ["u1", "u2"], "Coin": []},
+                   actions={"move": eg.CategoricalActionMask(actor_ids=["u1"])})
+    with gl.VecEnv(from_entity_gym(broken(lambda t: obs)), num_envs=2, seed=0) as env:
+        b = env.reset()
+        assert b.counts["Coin"].tolist() == [0, 0] and b.counts["Unit"].tolist() == [2, 2]
+        env.step(env.sample_actions())

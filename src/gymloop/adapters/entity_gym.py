@@ -291,7 +291,7 @@ class EntityGymEnv(Environment):
     def _indices(self, name: str, ids: Sequence[Any] | None, types: Sequence[str] | None, role: str) -> list[int]:
         """Entity indices of the actors (or actees) a mask names by id, by type, or all."""
         if ids is not None:
-            if len(set(ids)) != len(ids):
+            if len(ids) > 1 and len(set(ids)) != len(ids):
                 twice = next(eid for k, eid in enumerate(ids) if eid in list(ids)[:k])
                 raise self._bad(f"action {name!r} names {role} id {twice!r} twice; each {role} once")
             if len(ids) <= _FEW_IDS:  # a few ids (often one actor): a search in each type's ids is cheaper than a map of all
@@ -330,18 +330,18 @@ class EntityGymEnv(Environment):
         if not isinstance(o, eg.Observation):
             raise self._bad(f"reset/act returned {type(o).__name__}, expected an entity_gym Observation")
         feats = o.features
-        for field in ("features", "ids", "actions"):
-            if not isinstance(getattr(o, field), Mapping):
-                got = getattr(o, field)
-                raise self._bad(f"Observation.{field} is {type(got).__name__}, expected a dict"
-                                f"{' of entity type -> ' + ('rows' if field == 'features' else 'ids') if field != 'actions' else ' of action name -> mask'}")
-        if not (self._feats.keys() >= feats.keys() and self._feats.keys() >= o.ids.keys()) or o.ids.keys() - feats.keys():
+        if type(feats) is not dict or type(o.ids) is not dict or type(o.actions) is not dict:  # (the usual case: one check)
+            for field, what in (("features", "entity type -> rows"), ("ids", "entity type -> ids"), ("actions", "action name -> mask")):
+                if not isinstance(getattr(o, field), Mapping):
+                    raise self._bad(f"Observation.{field} is {type(getattr(o, field)).__name__}, expected a dict of {what}")
+        if not self._feats.keys() >= feats.keys() >= o.ids.keys():  # (declared types hold the featured ones, which hold those with ids)
             for t in (*feats, *o.ids):
                 if t not in self._feats:
                     raise self._bad(f"the observation has entity type {t!r}, which obs_space() does not declare {self._types}")
-            t = next(iter(o.ids.keys() - feats.keys()))
-            raise self._bad(f"entity type {t!r} has ids {_short(o.ids[t])} but no features; give its rows in Observation.features "
-                            "(an (n, 0) array for a type without features)")
+            t = next((t for t in o.ids.keys() - feats.keys() if len(o.ids[t])), None)  # (no ids for no entities is fine)
+            if t is not None:
+                raise self._bad(f"entity type {t!r} has ids {_short(o.ids[t])} but no features; give its rows in "
+                                "Observation.features (an (n, 0) array for a type without features)")
         if o.visible and not self._feats.keys() >= o.visible.keys():
             t = next(t for t in o.visible if t not in self._feats)
             raise self._bad(f"visible names entity type {t!r}, which obs_space() does not declare {self._types}")
@@ -443,12 +443,13 @@ class EntityGymEnv(Environment):
                 else:
                     mask[:, actees] = True
                 masks[name] = mask.reshape(-1)
-        if not self._globals and o.global_features is not None and len(o.global_features):
-            raise self._bad(f"the observation has {len(o.global_features)} global features, but obs_space() declares none; "
-                            "declare them in ObsSpace(global_features=[...]) or leave them out")
-        if self._globals and (not hasattr(o.global_features, "__len__") or isinstance(o.global_features, str)):
-            raise self._bad(f"global_features is {o.global_features!r}, expected a list of {len(self._globals)} numbers "
-                            f"{list(self._globals)}")
+        gf = o.global_features
+        if not self._globals:
+            if gf is not None and len(gf):
+                raise self._bad(f"the observation has {len(gf)} global features, but obs_space() declares none; "
+                                "declare them in ObsSpace(global_features=[...]) or leave them out")
+        elif type(gf) is not list and (not hasattr(gf, "__len__") or isinstance(gf, str)):
+            raise self._bad(f"global_features is {gf!r}, expected a list of {len(self._globals)} numbers {list(self._globals)}")
         if self._globals and len(o.global_features) != len(self._globals):
             raise self._bad(f"the observation has {len(o.global_features)} global features, expected {len(self._globals)}: "
                             f"{list(self._globals)} as obs_space() declares")

@@ -479,6 +479,8 @@ BAD = {
                              r"entity-gym environment Broken: entity type 'Coin' has ids \['c1', 'c2'\] but no features"),
     "visible-unknown-type": (lambda: good_obs(visible={"Ghost": [True]}),
                              r"entity-gym environment Broken: visible names entity type 'Ghost', which obs_space\(\) does not declare"),
+    "unhashable-id": (lambda: good_obs(ids={"Unit": [["u1"], "u2"], "Coin": ["c1", "c2"]}),
+                      r"entity-gym environment Broken: entity type 'Unit': id \['u1'\] is a list; ids must be hashable"),
     "features-not-dict": (lambda: good_obs(features=[[0.0, 1.0]]),
                           r"entity-gym environment Broken: Observation.features is list, expected a dict"),
     "global-scalar": (lambda: good_obs(global_features=0.5),

@@ -231,8 +231,13 @@ class EntityGymEnv(Environment):
                     to_id += list(ids)
                 else:
                     to_id += [ids[r] for r in keep]
+            named = [eid for eid in to_id if eid is not None]
+            try:
+                unique = len(set(named)) == len(named)
+            except TypeError:  # (an unhashable id: named below)
+                unique = False
             seen: set[Any] = set()
-            for t, off, n, _keep, _ids in self._rows:  # ids name entities in act(): one given twice would be ambiguous
+            for t, off, n, _keep, _ids in () if unique else self._rows:  # ids name entities in act(): one given twice is ambiguous
                 for eid in to_id[off : off + n]:
                     if eid is not None:
                         try:

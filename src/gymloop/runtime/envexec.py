@@ -253,8 +253,14 @@ class EnvExecutor:
         for i, env in enumerate(self.envs):
             try:
                 o = env.act(per_env[i])
-                r = _reward(o.reward)
-                t1, t2 = _flag(o.terminated, "terminated"), _flag(o.truncated, "truncated")
+                # (the usual types checked inline, the rest by the helpers: this runs once per copy and step)
+                r, t1, t2 = o.reward, o.terminated, o.truncated
+                if type(r) is not float or r - r != 0.0:
+                    r = _reward(r)
+                if type(t1) is not bool:
+                    t1 = _flag(t1, "terminated")
+                if type(t2) is not bool:
+                    t2 = _flag(t2, "truncated")
                 self.ep_ret[i] += r
                 self.ep_len[i] += 1
                 m = None
@@ -556,6 +562,8 @@ def _check_declared(sp: Spaces, declared: Any) -> None:
 
 def _reward(x: Any) -> float:
     """A reward as a float: a finite real number (a Python or numpy number, or a 0-d array)."""
+    if type(x) is float and x - x == 0.0:  # the usual case (x - x is nan for nan and infinities)
+        return x
     if type(x) is float or type(x) is int:
         r = float(x)
     elif isinstance(x, (int, float, np.integer, np.floating, np.bool_)) or (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf"):
@@ -580,6 +588,8 @@ def _flag(x: Any, what: str) -> bool:
 
 def _metrics(m: Any) -> dict[str, float]:
     """A copy of a game's metrics, each a real number."""
+    if type(m) is dict and all(type(v) is float or type(v) is int for v in m.values()):  # the usual case
+        return dict(m)
     if not isinstance(m, Mapping):
         raise InvalidObservationError(f"metrics are {_short_values(m)} ({type(m).__name__}); give a dict of name -> number")
     out = {}

@@ -18,7 +18,6 @@ The protocol is two methods. A scripted agent is a small class:
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -318,10 +317,9 @@ def run(
     for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
         if v is not None and (not isinstance(v, int) or v < 0):
             raise ConfigError(f"{name} must be a non-negative int or None, got {v!r}")
-    from .env import Environment
+    from .env import _is_environment
 
-    target = game.func if isinstance(game, functools.partial) else game
-    if isinstance(target, type) and issubclass(target, Environment):  # (a class, or a partial of one, as gl.VecEnv takes)
+    if _is_environment(game):
         raise ConfigError(
             f"gl.run plays a game loop, game(agent, seed); {getattr(game, '__name__', game)!r} makes a gl.Environment. "
             "Step it with gl.VecEnv(factory, num_envs=1, seed=...), or make one and call its reset(seed) and act(actions)"

@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -103,3 +104,9 @@ class Environment(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (optional)."""
+
+
+def _is_environment(game: Any) -> bool:
+    """A ``gl.Environment`` subclass, or a ``functools.partial`` of one (for constructor arguments)."""
+    target = game.func if isinstance(game, functools.partial) else game
+    return isinstance(target, type) and issubclass(target, Environment)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .batch import Batch
+from .env import _is_environment
 from .errors import ConfigError, EnvStateError, GameError, InvalidActionError, WorkerError
 from .runtime.backend import Backend, BackendConfig, check_backend_config, default_backend, resolve_backend
 from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
@@ -501,11 +502,3 @@ def sample_legal(b: Batch, spaces: Spaces, rng: np.random.Generator) -> dict[str
     return {d.name: d.kind.sample(b, d.name, d.n, rng) for d in spaces.actions.values()}
 
 
-def _is_environment(game: Any) -> bool:
-    """A ``gl.Environment`` subclass, or a ``functools.partial`` of one (for constructor arguments)."""
-    import functools
-
-    from .env import Environment
-
-    target = game.func if isinstance(game, functools.partial) else game
-    return isinstance(target, type) and issubclass(target, Environment)

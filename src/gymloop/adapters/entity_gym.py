@@ -57,6 +57,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from ..env import Environment, EnvObservation
 from ..errors import InvalidObservationError, SchemaError
+from ..runtime.envexec import _flag
 from ..spaces import ActionDesc, ObsSpace
 
 __all__ = ["EntityGymEnv", "from_entity_gym", "is_entity_gym_env"]
@@ -212,10 +213,11 @@ class EntityGymEnv(Environment):
         return fn(*args)
 
     def _done(self, done: Any) -> bool:
-        """``Observation.done`` that is not a Python bool: a numpy bool, 0 or 1; anything else is an error."""
-        if isinstance(done, (np.bool_, np.integer, int)) and done in (0, 1):
-            return bool(done)
-        raise self._bad(f"done is {done!r} ({type(done).__name__}); it must be True or False")
+        """``Observation.done`` that is not a Python bool: a numpy bool, 0 or 1 (as the executor takes an end)."""
+        try:
+            return _flag(done, "done")
+        except InvalidObservationError as e:
+            raise self._bad(str(e)) from None
 
     def _bad(self, msg: str) -> InvalidObservationError:
         return InvalidObservationError(f"entity-gym environment {self.name}: {msg}")

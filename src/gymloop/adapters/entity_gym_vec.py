@@ -78,6 +78,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         f'entity-gym==0.1.10 "numpy<2" ({e})'
     ) from e
 
+from .._ranges import _short
 from ..batch import Batch
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
 from ..spaces import ActionDesc, Spaces
@@ -430,8 +431,3 @@ class GymloopVecEnv(eg.VecEnv):
             out[name] = arr
         return out
 
-
-def _short(x: Any, n: int = 60) -> str:
-    """``repr(x)`` for a message, cut at ``n`` characters."""
-    r = repr(x)
-    return r if len(r) <= n else r[: n - 3] + "..."

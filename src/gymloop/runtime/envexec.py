@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._ranges import _short
 from ..batch import Batch
 from ..errors import EnvStateError, GameError, InvalidObservationError, SchemaError
 from ..spaces import ActionDesc, ObsSpace, Spaces
@@ -462,8 +463,7 @@ class EnvExecutor:
         except (TypeError, ValueError):  # (ragged nested lists)
             a = np.asarray(None, dtype=object)
         if a.dtype != np.bool_:
-            numeric = a.dtype.kind in "iuf" and a.size and bool(np.isin(a, (0, 1)).all())
-            if not (numeric or (a.dtype.kind in "iuf" and a.size == 0)):
+            if a.dtype.kind not in "iuf" or not np.isin(a, (0, 1)).all():
                 got = f"values {_short_values(a)}" if a.dtype.kind in "iuf" else f"{a.dtype} entries" if a.dtype != object else "not an array of booleans"
                 raise InvalidObservationError(f"{where} has {got}; a mask holds booleans (True: allowed) or 0/1")
             a = a.astype(bool)
@@ -560,16 +560,17 @@ def _check_declared(sp: Spaces, declared: Any) -> None:
             raise SchemaError(f"declared action type {name!r} is {d}, but the environment's action_space() has {have}")
 
 
+def _is_number(x: Any) -> bool:
+    """A real number: a Python or numpy number (bools included), or a 0-d numeric array."""
+    return isinstance(x, (int, float, np.integer, np.floating, np.bool_)) or (
+        isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf")
+
+
 def _reward(x: Any) -> float:
-    """A reward as a float: a finite real number (a Python or numpy number, or a 0-d array)."""
-    if type(x) is float and x - x == 0.0:  # the usual case (x - x is nan for nan and infinities)
-        return x
-    if type(x) is float or type(x) is int:
-        r = float(x)
-    elif isinstance(x, (int, float, np.integer, np.floating, np.bool_)) or (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "biuf"):
-        r = float(x)
-    else:
+    """A reward as a float: a finite real number (see :func:`_is_number`)."""
+    if not _is_number(x):
         raise InvalidObservationError(f"the reward is {_short_values(x)} ({type(x).__name__}); a reward must be a real number")
+    r = float(x)
     if not math.isfinite(r):
         raise InvalidObservationError(f"the reward is {r}; rewards must be finite")
     return r
@@ -594,14 +595,13 @@ def _metrics(m: Any) -> dict[str, float]:
         raise InvalidObservationError(f"metrics are {_short_values(m)} ({type(m).__name__}); give a dict of name -> number")
     out = {}
     for k, v in m.items():
-        if isinstance(v, (int, float, np.integer, np.floating, np.bool_)) or (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
+        if _is_number(v):
             out[k] = float(v)
         else:
             raise InvalidObservationError(f"metric {k!r} is {_short_values(v)} ({type(v).__name__}); metrics must be numbers")
     return out
 
 
-def _short_values(x: Any, n: int = 60) -> str:
-    """``repr(x)`` for a message, cut at ``n`` characters."""
-    r = repr(x.tolist() if isinstance(x, np.ndarray) else x)
-    return r if len(r) <= n else r[: n - 3] + "..."
+def _short_values(x: Any) -> str:
+    """``x`` for a message (an array as its list), cut at 60 characters."""
+    return _short(x.tolist() if isinstance(x, np.ndarray) else x)

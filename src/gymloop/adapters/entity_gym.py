@@ -10,14 +10,15 @@
   environment as an ``entity_gym.env.VecEnv``, so enn-trainer can train it.
 
 entity-gym's examples draw their randomness from the global :mod:`random` and ``numpy.random``
-generators and take no seed. :class:`EntityGymEnv` seeds both before each of the environment's
-calls from the copy's episode seed (``reset(seed)``) and the call's number in the episode, so a
-copy's episodes depend on its seed only (not on the other copies stepped before it, nor on how
-copies are split among worker processes) and a fault is reproduced by the seed its
-:class:`~gymloop.errors.GameError` names. Seeding costs about 7 µs a call, plus the
-first draw after it (both generators refill their state): 10-20 µs in all, about a third of a
-training run of a one-step game such as Xor (``isolate_random=False`` leaves the generators alone);
-saving and restoring the generators' states through their APIs instead would cost about 80 µs.
+generators and take no seed. :class:`EntityGymEnv` gives each copy its own streams of both
+(:mod:`gymloop.adapters._streams`): an episode's first call starts them from the copy's episode seed
+(``reset(seed)``), and every call of the copy runs with its own generator states put into the
+global generators and taken out afterwards (about 2 µs a call; 8 µs for an episode's first), the
+caller's states left as they were. A copy's episodes then depend on its seed only (not on the
+other copies stepped before it, nor on how copies are split among worker processes, nor on what
+the caller draws), and a fault is reproduced by the seed its :class:`~gymloop.errors.GameError`
+names. ``isolate_random=False`` leaves the generators alone (the games draw from one shared
+stream, as under entity-gym's own vector environments).
 
 A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``
 build ``obs_space()`` anew to call them) is called through them with the space it declared, as
@@ -39,7 +40,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -59,6 +59,7 @@ from ..env import Environment, EnvObservation
 from ..errors import InvalidObservationError, SchemaError
 from ..runtime.envexec import _flag
 from ..spaces import ActionDesc, ObsSpace
+from ._streams import Streams
 
 __all__ = ["EntityGymEnv", "from_entity_gym", "is_entity_gym_env"]
 
@@ -77,8 +78,8 @@ def from_entity_gym(make: Callable[..., Any], *args: Any, isolate_random: bool =
 
     Args:
         make: an ``entity_gym.env.Environment`` subclass, or any function returning an instance.
-        isolate_random: seed the global :mod:`random` / ``numpy.random`` generators before each call
-            from the copy's seed (see the module docstring).
+        isolate_random: give each copy its own streams of the global :mod:`random` /
+            ``numpy.random`` generators, started from its episode seed (see the module docstring).
 
     Example:
         >>> import gymloop as gl
@@ -96,8 +97,8 @@ class EntityGymEnv(Environment):
     Args:
         make: an entity-gym environment class (or a function returning an instance); called with
             ``*args`` and ``**kwargs``.
-        isolate_random: seed the global :mod:`random` and ``numpy.random`` generators before each
-            call from this copy's seed (see the module docstring).
+        isolate_random: give this copy its own streams of the global :mod:`random` and
+            ``numpy.random`` generators, started from its episode seed (see the module docstring).
 
     Its spaces: entity types and their features in the environment's order, its global features;
     a ``CategoricalActionSpace`` is a categorical action, a ``GlobalCategoricalActionSpace`` a
@@ -114,9 +115,7 @@ class EntityGymEnv(Environment):
     """
 
     def __init__(self, make: Callable[..., Any], *args: Any, isolate_random: bool = True, **kwargs: Any) -> None:
-        self._isolate = isolate_random
-        self._seed: int | None = None
-        self._calls = 0
+        self._streams = Streams() if isolate_random else None
         self.env = make(*args, **kwargs)
         if not isinstance(self.env, eg.Environment):
             raise SchemaError(f"{make!r} made {self.env!r}, not an entity_gym.env.Environment")
@@ -174,8 +173,7 @@ class EntityGymEnv(Environment):
         return dict(self._actions)
 
     def reset(self, seed: int) -> EnvObservation:
-        self._seed, self._calls = seed, 0
-        return self._convert(self._call(self._reset))
+        return self._convert(self._reset() if self._streams is None else self._streams.call(self._reset, seed=seed))
 
     def act(self, actions: Mapping[str, np.ndarray]) -> EnvObservation:
         eg_actions: dict[str, Any] = {}
@@ -192,7 +190,7 @@ class EntityGymEnv(Environment):
             else:
                 to_id = self._index_to_id()
                 eg_actions[name] = eg.SelectEntityAction(actors=self._ids_of_actors(name), actees=[to_id[c] for c in arr.tolist()])
-        o = self._call(self._act, eg_actions)
+        o = self._act(eg_actions) if self._streams is None else self._streams.call(self._act, eg_actions)
         if type(o) is eg.Observation and (o.done if type(o.done) is bool else self._done(o.done)):
             # the episode's last observation: only its reward, end and metrics are used (entity-gym has no
             # truncation, whose last observation would be evaluated), so its entities are not converted
@@ -203,15 +201,6 @@ class EntityGymEnv(Environment):
         self.env.close()
 
     # ------------------------------------------------------------------ helpers
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` with the global generators seeded for this copy's next call (when isolated)."""
-        if self._isolate and self._seed is not None:
-            self._calls += 1
-            x = _mix(self._seed, self._calls)
-            random.seed(x)
-            np.random.seed(x & 0xFFFFFFFF)
-        return fn(*args)
-
     def _done(self, done: Any) -> bool:
         """``Observation.done`` that is not a Python bool: a numpy bool, 0 or 1 (as the executor takes an end)."""
         try:
@@ -483,14 +472,6 @@ def _act(env: Any, actions: Any) -> Any:
 
 def _act_filter(env: Any, space: Any, actions: Any) -> Any:
     return env.act_filter(actions, space)
-
-
-def _mix(seed: int, k: int) -> int:
-    """A 64-bit mix of a seed and a call number (splitmix64's finalizer)."""
-    z = (seed * 0x9E3779B97F4A7C15 + k * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return z ^ (z >> 31)
 
 
 #: the mask class entity-gym gives each kind of action

@@ -1,0 +1,169 @@
+"""Per-copy streams of the global random / numpy.random generators (gymloop.adapters._streams)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gymloop.adapters import _streams
+from gymloop.adapters._streams import Streams, fast_path
+
+
+def draw_all() -> tuple:
+    """What a game might draw in one call: uniform and normal deviates from both generators."""
+    return (random.random(), random.gauss(0, 1), random.randint(0, 9), float(np.random.random()), float(np.random.normal()),
+            np.random.randint(0, 9, size=3).tolist())
+
+
+def draw_uniform() -> tuple:
+    return random.random(), float(np.random.random())
+
+
+CALLS = {"all": draw_all, "uniform": draw_uniform, "none": lambda: None, "normals": lambda: (random.gauss(0, 1), float(np.random.normal()))}
+
+
+@pytest.fixture(params=[True, False], ids=["fast", "seeded"])
+def fast(request):
+    if request.param and not fast_path():
+        pytest.skip("no fast path on this interpreter")
+    return request.param
+
+
+def test_this_interpreter_has_the_fast_path():
+    """CI runs CPython with numpy's MT19937 global generator: the states move in and out, nothing is reseeded per call."""
+    assert fast_path() is True
+    assert Streams().fast and not Streams(fast=False).fast
+
+
+def play(fast: bool, script: list[tuple[int, str, int | None]], copies: int) -> dict[int, list]:
+    """Run ``(copy, call, seed)`` steps (a seed starts an episode) with the caller drawing in between; each copy's results."""
+    streams = [Streams(fast=fast) for _ in range(copies)]
+    out: dict[int, list] = {c: [] for c in range(copies)}
+    for copy, call, seed in script:
+        if copy < 0:  # the caller's own draws between calls
+            CALLS[call]()
+            continue
+        out[copy].append(streams[copy].call(CALLS[call], seed=seed))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_a_copys_draws_depend_only_on_its_own_calls_and_seeds(data):
+    """Copy 0's results are the same alone and interleaved with other copies and the caller's draws, whatever they draw."""
+    fast_ = data.draw(st.booleans(), "fast") and fast_path()
+    n = data.draw(st.integers(2, 12), "calls of copy 0")
+    mine = [(0, data.draw(st.sampled_from(sorted(CALLS))), data.draw(st.integers(0, 2**40)) if i == 0 or data.draw(st.booleans()) else None)
+            for i in range(n)]
+    others = data.draw(st.lists(st.tuples(st.sampled_from([-1, 1, 2]), st.sampled_from(sorted(CALLS)), st.one_of(st.none(), st.integers(0, 99))),
+                                max_size=30), "other calls")
+    script: list = []
+    for step in mine:  # the other calls spread between copy 0's
+        k = data.draw(st.integers(0, len(others)))
+        script += others[:k] + [step]
+        others = others[k:]
+    script += others
+    alone = play(fast_, mine, 3)[0]
+    assert play(fast_, script, 3)[0] == alone
+
+
+def test_the_same_seed_gives_the_same_episode_in_another_copy(fast):
+    a, b = Streams(fast=fast), Streams(fast=fast)
+    first = [a.call(draw_all, seed=42)] + [a.call(draw_all) for _ in range(3)]
+    b.call(draw_all, seed=7)
+    b.call(draw_all)
+    assert [b.call(draw_all, seed=42)] + [b.call(draw_all) for _ in range(3)] == first
+    assert a.call(draw_all, seed=43) != first[0]  # another seed, another stream
+
+
+def test_the_callers_generators_are_left_as_they_were():
+    """The fast path takes the copies' states out again: the caller's uniform draws go on as if no copy had run."""
+    random.seed(5)
+    np.random.seed(5)
+    expected = [draw_uniform() for _ in range(6)]
+    random.seed(5)
+    np.random.seed(5)
+    s = Streams()
+    got = []
+    for i in range(6):
+        s.call(draw_all, seed=i if i % 3 == 0 else None)
+        got.append(draw_uniform())
+    assert got == expected
+
+
+def test_a_normal_deviate_cached_by_the_caller_does_not_reach_a_copy(fast):
+    """numpy's legacy generator caches every second normal deviate outside its state: a copy never starts a call with it."""
+    s = Streams(fast=fast)
+    s.call(draw_all, seed=3)
+    clean = s.call(CALLS["normals"])
+    s2 = Streams(fast=fast)
+    s2.call(draw_all, seed=3)
+    np.random.normal(), random.gauss(0, 1)  # the caller leaves a cached deviate in each generator
+    assert s2.call(CALLS["normals"]) == clean
+
+
+def test_a_call_that_raises_keeps_its_draws_and_restores_the_caller():
+    def boom():
+        random.random()
+        np.random.random()
+        raise KeyError("boom")
+
+    random.seed(9)
+    np.random.seed(9)
+    expected = draw_uniform()
+    random.seed(9)
+    np.random.seed(9)
+    a, b = Streams(), Streams()
+    a.call(draw_all, seed=1)
+    with pytest.raises(KeyError, match="boom"):
+        a.call(boom)
+    assert draw_uniform() == expected
+    b.call(draw_all, seed=1)
+    b.call(draw_uniform)  # what boom drew before raising
+    assert a.call(draw_all) == b.call(draw_all)
+
+
+def test_before_its_first_episode_a_copy_draws_from_the_generators_as_they_are(fast):
+    random.seed(11)
+    np.random.seed(11)
+    expected = draw_uniform()
+    random.seed(11)
+    np.random.seed(11)
+    assert Streams(fast=fast).call(draw_uniform) == expected
+
+
+def test_without_the_memory_layout_the_copies_are_seeded_per_call(monkeypatch):
+    """An interpreter whose ``random`` state is not laid out as CPython's: no fast path, the same isolation by seeding."""
+    monkeypatch.setattr(_streams, "_FAST", [])
+    monkeypatch.setattr(_streams, "_py_layout_ok", lambda: False)
+    assert fast_path() is False
+    s = Streams()
+    assert not s.fast
+    first = s.call(draw_all, seed=4)
+    assert Streams().call(draw_all, seed=4) == first
+    monkeypatch.setattr(_streams, "_FAST", [])
+    monkeypatch.setattr(_streams, "_py_layout_ok", lambda: True)
+    monkeypatch.setattr(_streams, "_np_view", lambda rs: None)  # numpy's global generator not an MT19937
+    assert fast_path() is False
+
+
+def test_the_layout_checks_pass_and_read_the_states():
+    assert _streams._py_layout_ok() and _streams._np_layout_ok()
+    r = random.Random(3)
+    view = _streams._py_view(r)
+    assert view is not None and int.from_bytes(view[:4], "little") == r.getstate()[1][624]
+    assert _streams._py_view(object()) is None  # type: ignore[arg-type]  # (not a random.Random)
+
+
+def test_a_pickled_copy_goes_on_with_its_streams(fast):
+    import pickle
+
+    a = Streams(fast=fast)
+    a.call(draw_all, seed=8)
+    b = pickle.loads(pickle.dumps(a))
+    assert b.fast == a.fast
+    assert [b.call(draw_all) for _ in range(3)] == [a.call(draw_all) for _ in range(3)]

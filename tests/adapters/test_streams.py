@@ -51,7 +51,7 @@ def play(fast: bool, script: list[tuple[int, str, int | None]], copies: int) -> 
     return out
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.data())
 def test_a_copys_draws_depend_only_on_its_own_calls_and_seeds(data):
     """Copy 0's results are the same alone and interleaved with other copies and the caller's draws, whatever they draw."""

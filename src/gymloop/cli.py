@@ -116,11 +116,26 @@ def _config_keys(obj: object, prefix: str = "") -> list[str]:
     return keys
 
 
+#: what other RL libraries (Stable-Baselines3, CleanRL, enn-trainer, RLlib) call a setting, and its name here
+_SYNONYMS = {
+    "learning_rate": "ppo.lr", "lr": "ppo.lr", "n_epochs": "ppo.epochs", "update_epochs": "ppo.epochs",
+    "num_epochs": "ppo.epochs", "num_sgd_iter": "ppo.epochs", "optim_epochs": "ppo.epochs", "batch_size": "ppo.minibatch_size",
+    "minibatch": "ppo.minibatch_size", "sgd_minibatch_size": "ppo.minibatch_size", "n_steps": "rollout_steps",
+    "num_steps": "rollout_steps", "steps_per_env": "rollout_steps", "n_envs": "num_envs", "total_timesteps": "steps",
+    "timesteps": "steps", "clip_range": "ppo.clip_coef", "clip_param": "ppo.clip_coef", "entropy_coeff": "ppo.ent_coef",
+    "vf_loss_coeff": "ppo.vf_coef", "lambda": "ppo.gae_lambda", "grad_clip": "ppo.max_grad_norm", "num_layers": "net.n_layer",
+    "n_layers": "net.n_layer", "d_model": "net.d_model", "hidden_size": "net.d_model", "num_heads": "net.n_head",
+}
+
+
 def _suggest_field(cfg: object, key: str) -> str:
     import difflib
 
     keys = _config_keys(cfg)
     close = difflib.get_close_matches(key, keys, n=3) or [k for k in keys if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]]
+    synonym = _SYNONYMS.get(key.rsplit(".", 1)[-1])
+    if synonym in keys and synonym != key:
+        close = [synonym, *(k for k in close if k != synonym)]
     return f" (did you mean {' or '.join(close)}?)" if close else ""
 
 

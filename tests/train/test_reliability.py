@@ -475,7 +475,10 @@ def test_every_field_has_a_checked_range_and_the_reference_shows_that_range(modu
     ("threads=100000", r"threads=100000 is out of range: expected \[1, 1024\]"),
     ("num_envs=1000000000", r"the rollout of num_envs=1000000000 .* is more than"),
     ("workers=64", r"workers=64 is more than num_envs=32"),
-    ("batch_size=4", r"unknown config field 'batch_size'"),
+    ("batch_size=4", r"unknown config field 'batch_size' \(did you mean ppo.minibatch_size\?\)"),
+    ("ppo.learning_rate=1e-3", r"unknown config field 'ppo.learning_rate' \(did you mean ppo.lr\?\)"),
+    ("n_epochs=4", r"unknown config field 'n_epochs' \(did you mean ppo.epochs"),
+    ("total_timesteps=4", r"unknown config field 'total_timesteps' \(did you mean steps"),
     ("__doc__=x", r"unknown config field '__doc__'"),
     ("net.relpos=left", r"net.relpos must be a RelposConfig, 'auto' or None, got 'left'"),
 ])

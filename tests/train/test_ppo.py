@@ -530,3 +530,11 @@ def test_cli_resume_keeps_the_random_agents_level(tmp_path, capsys):
     # a new run without an evaluation leaves no earlier run's level behind
     assert main(["train", "snake", "--steps", "512", *small[:4], "--eval-episodes", "0", "--quiet", "--out", out]) == 0
     assert not os.path.exists(os.path.join(out, RANDOM_LEVEL_FILE))
+
+
+def test_the_progress_line_counts_to_the_steps_the_run_makes(capsys):
+    """A budget that is not a whole number of rollouts is rounded up: the line counts to that, not past the budget."""
+    cfg = tiny(1000)  # rounded up to whole rollouts
+    r = Trainer(tg.bandit, cfg, progress=True).train()
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert r.steps > 1000 and f"{r.steps}/{r.steps} steps" in last

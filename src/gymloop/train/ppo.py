@@ -1062,7 +1062,7 @@ class Trainer:
         per_update = self.num_envs * cfg.agents_per_game * cfg.rollout_steps
         n_updates = max(1, math.ceil(cfg.steps / per_update))
         history: list[dict[str, float]] = []
-        prog = _Progress(cfg.steps, self.progress)
+        prog = _Progress(n_updates * per_update, self.progress)  # (whole rollouts: the steps the run will make)
         t_start = time.time()
         first_step = self.step
         interrupted = False

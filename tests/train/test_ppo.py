@@ -538,3 +538,11 @@ def test_the_progress_line_counts_to_the_steps_the_run_makes(capsys):
     r = Trainer(tg.bandit, cfg, progress=True).train()
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert r.steps > 1000 and f"{r.steps}/{r.steps} steps" in last
+
+
+def test_a_results_repr_is_one_line_that_counts_the_history():
+    from gymloop.train.ppo import TrainResult
+
+    r = TrainResult(4096, 2, 1.25, False, None, [{"episode_return_mean": 0.5}, {"episode_return_mean": 1.0}])
+    assert repr(r) == ("TrainResult(steps=4096, updates=2, seconds=1.2, interrupted=False, out_dir=None, history=[2 rows], "
+                       "first_step=0, stop_signal=None, final_score=0.75)")

@@ -61,9 +61,14 @@ class TrainResult:
     seconds: float
     interrupted: bool
     out_dir: str | None
-    history: list[dict[str, float]] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)  # one row per update (the repr gives their number)
     first_step: int = 0  # the step this run started from (> 0 when resumed)
     stop_signal: int | None = None  # the signal that interrupted the run (SIGINT for Ctrl-C, SIGTERM), if one did
+
+    def __repr__(self) -> str:
+        return (f"TrainResult(steps={self.steps}, updates={self.updates}, seconds={self.seconds:.1f}, interrupted={self.interrupted}, "
+                f"out_dir={self.out_dir!r}, history=[{len(self.history)} rows], first_step={self.first_step}, "
+                f"stop_signal={self.stop_signal}, final_score={self.final_score:.4g})")
 
     @property
     def final_score(self) -> float:

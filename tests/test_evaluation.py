@@ -119,7 +119,7 @@ def test_eval_table_random_and_trained_side_by_side(snake_run, capsys):
     lines = out.splitlines()
     assert lines[0].startswith(f"snake: the random agent and the checkpoint {snake_run}, 60 episodes each") and "seed 10000" in lines[0]
     assert "95% interval" in lines[1] and "1.96" in lines[1]
-    assert lines[2].split() == ["random", "agent", "checkpoint"]
+    assert lines[2].split() == ["random", "agent", "agent"]  # (the columns are the JSON's "random" and "agent")
     rows = {ln.split("  ")[1].strip(): ln for ln in lines[3:7]}
     assert list(rows) == ["return", "score", "episode length", "length"]
     assert all(ln.count("±") == 2 for ln in rows.values())

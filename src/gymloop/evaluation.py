@@ -335,7 +335,7 @@ class Comparison:
     def table(self) -> str:
         """The comparison as a text table, with a line saying what each quantity is."""
         empty = Estimate(None, None, 0)
-        rows = [["", "random agent", "checkpoint"]]
+        rows = [["", "random agent", "agent"]]  # (the JSON names them "random" and "agent" too)
         for m in self.metrics:
             cells = [_LABELS.get(m, m)]
             for est in (self.random, self.agent):

@@ -7,19 +7,20 @@ the caller's states as they were; an episode's first call starts new states from
 copy's draws then depend on its episode seed alone, whatever the other copies and the caller draw.
 
 Both generators are Mersenne Twisters whose whole state is 2,500 bytes (624 words and a
-position), so a call moves four copies of 2.5 KB per generator (about 2 µs a call in all)
-where seeding both costs about 8 µs. numpy's state is reached through its public
-``ctypes.state_address``; the state of CPython's ``random`` through its object's memory, whose
-layout (an ``int`` position then 624 ``uint32`` words right after the object header, the same
-since Python 3.0) :func:`fast_path` checks once on objects of its own: read against
-``getstate()``, written, then drawn from. Where a check fails (another interpreter, another
-layout, numpy's global generator not an MT19937), :class:`Streams` instead seeds both generators
-before each call from the episode seed and the call's number: as isolated and reproducible,
-about 6 µs slower a call, and other numbers.
+position), so a call moves four copies of 2.5 KB per generator (about 2 µs a call in all) where
+seeding both costs about 8 µs (which an episode's first call still pays). numpy's state is reached
+through its public ``ctypes.state_address``; the state of CPython's ``random`` through its object's
+memory, whose layout (an ``int`` position then 624 ``uint32`` words right after the object header,
+the same since Python 3.0) :func:`fast_path` checks once on objects of its own: read against
+``getstate()``, written, then drawn from. Where a check fails (another interpreter, another layout,
+numpy's global generator not an MT19937), :class:`Streams` instead seeds both generators before
+each call from the episode seed and the call's number: as isolated and reproducible, about 6 µs
+slower a call, and other numbers after an episode's first call.
 
-An episode's new states: numpy's legacy seeding (the reference MT19937 seeding of a 32-bit
-seed, the cheaper of the two) of two 32-bit halves of a 64-bit mix of the episode seed, one
-state per generator.
+An episode's new states are seeded as the slow path seeds an episode's first call
+(``random.seed`` and ``np.random.seed`` of a 64-bit mix of the episode seed), so both paths draw
+the same numbers in that call: a game that draws only when an episode starts (most of
+entity-gym's examples) plays the same episodes either way.
 
 What moves with a copy besides the states: ``random``'s cached normal deviate (``gauss_next``).
 numpy's legacy generator caches one outside the bit generator's state, where no public
@@ -205,12 +206,9 @@ class Streams:
         inst: Any = random._inst  # (the instance behind random's functions; gauss_next is set in random.py)
         outside_py, outside_np, outside_gauss = bytes(gpy), bytes(gnp), inst.gauss_next
         fresh = outside_np != _LAST[0]  # the caller drew from numpy since the last call: clear a cached deviate
-        if seed is not None:  # an episode's first call: new states, random's seeded through numpy's (cheaper) seeding
+        if seed is not None:  # an episode's first call: new states, seeded as the slow path seeds its first call
             x = _mix(seed)
-            v.seed_np(x >> 32)
-            gpy[4:] = gnp[:_WORDS]
-            gpy[:4] = gnp[_WORDS:]
-            inst.gauss_next = None
+            random.seed(x)
             if fresh:
                 np.random.seed(x & _M32)
             else:  # (the last call left no cached deviate)

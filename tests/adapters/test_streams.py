@@ -23,7 +23,15 @@ def draw_uniform() -> tuple:
     return random.random(), float(np.random.random())
 
 
-CALLS = {"all": draw_all, "uniform": draw_uniform, "none": lambda: None, "normals": lambda: (random.gauss(0, 1), float(np.random.normal()))}
+def reseed_and_draw_a_normal() -> tuple:
+    """Reseed both generators, then leave a normal deviate cached in each (states that recur, with a cache)."""
+    random.seed(5)
+    np.random.seed(5)
+    return random.gauss(0, 1), float(np.random.normal())
+
+
+CALLS = {"all": draw_all, "uniform": draw_uniform, "none": lambda: None, "normals": lambda: (random.gauss(0, 1), float(np.random.normal())),
+         "reseed": reseed_and_draw_a_normal}
 
 
 @pytest.fixture(params=[True, False], ids=["fast", "seeded"])
@@ -81,18 +89,77 @@ def test_the_same_seed_gives_the_same_episode_in_another_copy(fast):
 
 
 def test_the_callers_generators_are_left_as_they_were():
-    """The fast path takes the copies' states out again: the caller's uniform draws go on as if no copy had run."""
+    """The fast path takes the copies' states out again: the caller's draws, normal deviates included (every second one
+    comes from a cache), go on as if no copy had run."""
     random.seed(5)
     np.random.seed(5)
-    expected = [draw_uniform() for _ in range(6)]
+    expected = [draw_all() for _ in range(6)]
     random.seed(5)
     np.random.seed(5)
     s = Streams()
     got = []
     for i in range(6):
         s.call(draw_all, seed=i if i % 3 == 0 else None)
-        got.append(draw_uniform())
+        got.append(draw_all())
     assert got == expected
+
+
+def test_a_cached_deviate_does_not_travel_with_a_state_that_recurs():
+    """The caller puts back a saved numpy state with a normal deviate cached (as around an evaluation), or a game reseeds
+    and leaves one cached: neither reaches another copy, nor the caller."""
+    alone = Streams()
+    alone.call(draw_all, seed=3)
+    clean = alone.call(CALLS["normals"])
+    np.random.normal()
+    saved = np.random.get_state()  # (with a cached deviate)
+    a, b = Streams(), Streams()
+    b.call(draw_all, seed=3)
+    a.call(draw_all, seed=9)
+    np.random.set_state(saved)
+    assert b.call(CALLS["normals"]) == clean
+    game = Streams()
+    game.call(reseed_and_draw_a_normal, seed=1)
+    game.call(reseed_and_draw_a_normal)  # ends in the state it started from, a deviate cached
+    np.random.set_state(saved)
+    caller_next = float(np.random.normal())
+    np.random.set_state(saved)
+    game.call(reseed_and_draw_a_normal)
+    assert float(np.random.normal()) == caller_next
+    c = Streams()
+    c.call(draw_all, seed=3)
+    assert c.call(CALLS["normals"]) == clean
+
+
+def test_replaced_global_generators_turn_to_seeding_per_call():
+    """After ``np.random.set_bit_generator`` the viewed memory is not the global generator's: seeded per call instead."""
+    if not fast_path():
+        pytest.skip("no fast path on this interpreter")
+    original = np.random.mtrand._rand._bit_generator
+    a, s = Streams(), Streams(fast=False)
+    a.call(draw_all, seed=3)
+    s.call(draw_all, seed=3)
+    try:
+        np.random.set_bit_generator(np.random.MT19937(123))
+        assert a.fast and a.call(draw_all) == s.call(draw_all)  # (the slow path's numbers for the second call)
+    finally:
+        np.random.set_bit_generator(original)
+    assert a.call(draw_all) != s.call(draw_all)  # back on the fast path: its own stream
+
+
+def test_the_step_alarm_waits_while_states_move():
+    """A signal in :meth:`Streams.call`'s own frame (moving states) must not raise; in the copy's call it may."""
+    import sys
+
+    from gymloop.adapters._streams import in_bookkeeping
+
+    seen = {}
+
+    def game():
+        seen["game"] = in_bookkeeping(sys._getframe(0))
+        seen["call"] = in_bookkeeping(sys._getframe(1))
+
+    Streams().call(game, seed=1)
+    assert seen == {"game": False, "call": True}
 
 
 def test_a_normal_deviate_cached_by_the_caller_does_not_reach_a_copy(fast):
@@ -167,6 +234,19 @@ def test_a_pickled_copy_goes_on_with_its_streams(fast):
     b = pickle.loads(pickle.dumps(a))
     assert b.fast == a.fast
     assert [b.call(draw_all) for _ in range(3)] == [a.call(draw_all) for _ in range(3)]
+
+
+def test_unpickled_without_the_fast_path_a_copy_goes_on_seeding_by_call_number(monkeypatch):
+    import pickle
+
+    a, s = Streams(), Streams(fast=False)
+    for st in (a, s):
+        st.call(draw_all, seed=8)
+        st.call(draw_all)
+    blob = pickle.dumps(a)
+    monkeypatch.setattr(_streams, "_FAST", [None])
+    b = pickle.loads(blob)
+    assert not b.fast and b.call(draw_all) == s.call(draw_all)  # the third call's seeding, not the first's again
 
 
 def test_an_episodes_first_call_draws_the_same_numbers_on_both_paths():

@@ -1,34 +1,30 @@
 """Each game copy its own streams of the process's global ``random`` and ``numpy.random`` generators.
 
 Games written for entity-gym draw from the global generators (``random.randint``,
-``np.random.normal``) and take no seed. :meth:`Streams.call` runs one of a copy's calls with
-the copy's own generator states in the global generators and takes them out afterwards, leaving
-the caller's states as they were; an episode's first call starts new states from its seed. A
-copy's draws then depend on its episode seed alone, whatever the other copies and the caller draw.
+``np.random.normal``) and take no seed. :meth:`Streams.call` runs one of a copy's calls with the
+copy's own generator states in the global generators and takes them out afterwards, putting the
+caller's states back; an episode's first call starts new states from its seed. A copy's draws then
+depend on its episode seed and its own calls alone, whatever the other copies and the caller draw.
 
-Both generators are Mersenne Twisters whose whole state is 2,500 bytes (624 words and a
-position), so a call moves four copies of 2.5 KB per generator (about 2 µs a call in all) where
-seeding both costs about 8 µs (which an episode's first call still pays). numpy's state is reached
-through its public ``ctypes.state_address``; the state of CPython's ``random`` through its object's
-memory, whose layout (an ``int`` position then 624 ``uint32`` words right after the object header,
-the same since Python 3.0) :func:`fast_path` checks once on objects of its own: read against
-``getstate()``, written, then drawn from. Where a check fails (another interpreter, another layout,
-numpy's global generator not an MT19937), :class:`Streams` instead seeds both generators before
-each call from the episode seed and the call's number: as isolated and reproducible, about 6 µs
-slower a call, and other numbers after an episode's first call.
+A generator's state is a Mersenne Twister's 624 words and position (2,500 bytes) plus its cached
+normal deviate (``random``'s ``gauss_next``; numpy's legacy generator keeps one in the
+``RandomState`` object), so a call copies about 5 KB in and out per generator: about 2.5 µs a call
+in all, where seeding both generators costs about 8 µs (which an episode's first call still pays,
+seeding as the slow path does, so both paths draw the same numbers in that call: a game that draws
+only when an episode starts, as most of entity-gym's examples, plays the same episodes on either).
+numpy's words are reached through its public ``ctypes.state_address``; ``random``'s words and
+numpy's cached deviate through the objects' memory, whose layouts :func:`fast_path` finds and
+checks once on objects of its own (read against ``getstate()``/``get_state()``, written, then
+drawn from). Where a check fails (another interpreter or layout, a free-threaded build, numpy's
+global generator not an MT19937), or when the process's global generators were replaced since
+(``np.random.set_bit_generator``, a reloaded ``random``), :class:`Streams` seeds both generators
+before each call from the episode seed and the call's number instead: as reproducible, about 6 µs
+slower a call, other numbers after an episode's first call, and the caller's generators are left
+seeded by the last call rather than put back.
 
-An episode's new states are seeded as the slow path seeds an episode's first call
-(``random.seed`` and ``np.random.seed`` of a 64-bit mix of the episode seed), so both paths draw
-the same numbers in that call: a game that draws only when an episode starts (most of
-entity-gym's examples) plays the same episodes either way.
-
-What moves with a copy besides the states: ``random``'s cached normal deviate (``gauss_next``).
-numpy's legacy generator caches one outside the bit generator's state, where no public
-interface reaches it cheaply; that cache is cleared instead (numpy's global generator reseeded,
-then the states put back) whenever numpy's state changed during a copy's call or, for the
-caller, between two calls, so no call starts with a deviate cached elsewhere. A deviate cached
-that way (every second normal deviate drawn) is dropped, not reused: the streams stay
-deterministic, and the caller's is left as it was apart from that.
+Limits: one thread at a time may draw from the global generators while copies step (another
+thread would draw from, and be rewound with, a copy's stream); a copy's call must not call the same
+copy again (the inner call would start from the outer call's state).
 """
 
 from __future__ import annotations
@@ -36,38 +32,53 @@ from __future__ import annotations
 import ctypes
 import platform
 import random
+import struct
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Streams", "fast_path"]
+__all__ = ["Streams", "fast_path", "in_bookkeeping"]
 
 _M32, _M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 #: bytes of a Mersenne Twister's state in both layouts: 624 uint32 words and an int position
 _STATE_BYTES = 624 * 4 + 4
 _WORDS = 624 * 4
+#: numpy's cached deviate: an int flag, then (8-aligned) the double
+_GAUSS_BYTES = 16
 
 
 class _Views:
-    """Writable views of the two global generators' state memory, and numpy's legacy seeding."""
+    """The process's global generators and writable views of their state memory."""
 
-    def __init__(self, py: memoryview, npy: memoryview, seed_np: Callable[[int], Any]) -> None:
+    def __init__(self, inst: random.Random, rs: np.random.RandomState, py: memoryview, npy: memoryview, gauss: memoryview) -> None:
+        self.inst: Any = inst  # random._inst (kept: the views point into it); gauss_next is set in random.py
+        self.rs = rs  # np.random.mtrand._rand (kept, with its bit generator)
+        self.bg = rs._bit_generator
         self.py = py  # random's: the position (int), then the 624 words
         self.npy = npy  # numpy's: the 624 words, then the position (int)
-        self.seed_np = seed_np  # np.random.seed's key and position (its cached deviate left alone where possible)
+        self.gauss = gauss  # numpy's cached deviate: has_gauss (int), padding, gauss (double)
+
+    def current(self) -> bool:
+        """Whether the global generators are still the ones viewed."""
+        return random._inst is self.inst and np.random.mtrand._rand is self.rs and self.rs._bit_generator is self.bg
 
 
-def _py_view(r: random.Random) -> memoryview | None:
+def _view(address: int, size: int) -> memoryview:
+    return memoryview((ctypes.c_char * size).from_address(address)).cast("B")
+
+
+def _py_view(r: Any) -> memoryview | None:
     """The position and words of a ``random.Random``'s state, as bytes of its memory (``None``: not that layout)."""
+    if platform.python_implementation() != "CPython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return None
     import _random
 
     off = object.__basicsize__
-    if platform.python_implementation() != "CPython" or not isinstance(r, _random.Random):
+    if not isinstance(r, _random.Random) or _random.Random.__basicsize__ < off + _STATE_BYTES:
         return None
-    if _random.Random.__basicsize__ < off + _STATE_BYTES:
-        return None
-    return memoryview((ctypes.c_char * _STATE_BYTES).from_address(id(r) + off)).cast("B")
+    return _view(id(r) + off, _STATE_BYTES)
 
 
 def _py_layout_ok() -> bool:
@@ -85,12 +96,12 @@ def _py_layout_ok() -> bool:
     return b.getstate() == a.getstate() and [b.random() for _ in range(700)] == [a.random() for _ in range(700)]
 
 
-def _np_view(rs: np.random.RandomState) -> memoryview | None:
+def _np_view(rs: Any) -> memoryview | None:
     """The key and position of a legacy ``RandomState``'s MT19937 state (``None``: not an MT19937)."""
     bg = getattr(rs, "_bit_generator", None)
     if not isinstance(bg, np.random.MT19937):
         return None
-    return memoryview((ctypes.c_char * _STATE_BYTES).from_address(bg.ctypes.state_address)).cast("B")
+    return _view(bg.ctypes.state_address, _STATE_BYTES)
 
 
 def _np_layout_ok() -> bool:
@@ -108,17 +119,33 @@ def _np_layout_ok() -> bool:
     return bool(np.array_equal(b.random_sample(700), a.random_sample(700)))
 
 
-def _legacy_seeding(glob: np.random.RandomState) -> Callable[[int], Any]:
-    """The global bit generator's own legacy seeding (``np.random.seed`` without clearing the cached deviate) where
-    it gives ``np.random.seed``'s key and position; else ``np.random.seed``."""
-    a, b = np.random.RandomState(123456789), np.random.RandomState(7)
-    seed = getattr(b._bit_generator, "_legacy_seeding", None)  # (not public: checked, with a fallback)
-    if seed is None:
-        return np.random.seed
-    seed(123456789)
-    if bytes(_np_view(a) or b"") != bytes(_np_view(b) or b"-"):
-        return np.random.seed
-    return glob._bit_generator._legacy_seeding  # type: ignore[attr-defined]
+def _gauss_offset() -> int | None:
+    """Where a ``RandomState`` keeps its cached normal deviate (flag, then the double 8 bytes on), found and checked
+    on objects of its own; ``None`` if not found."""
+    if platform.python_implementation() != "CPython":
+        return None
+    size = type(np.random.mtrand._rand).__basicsize__
+    a = np.random.RandomState(20261204)
+    before = ctypes.string_at(id(a), size)
+    a.standard_normal()  # caches the second deviate of a pair
+    after = ctypes.string_at(id(a), size)
+    state: Any = a.get_state()
+    if int(state[3]) != 1:
+        return None
+    at = after.find(struct.pack("=d", float(state[4])))
+    off = at - 8
+    if at < 8 or at % 8 or at + 8 > size or after.find(struct.pack("=d", float(state[4])), at + 1) >= 0:
+        return None
+    if struct.unpack_from("=i", after, off)[0] != 1 or struct.unpack_from("=i", before, off)[0] != 0:
+        return None
+    b = np.random.RandomState(7)  # write the cache into another object: it must draw it next
+    gb = _view(id(b) + off, _GAUSS_BYTES)
+    gb[:] = after[off : off + _GAUSS_BYTES]
+    sb: Any = b.get_state()
+    if int(sb[3]) != 1 or float(sb[4]) != float(state[4]) or float(b.standard_normal()) != float(state[4]):
+        return None
+    gb[:] = before[off : off + _GAUSS_BYTES]  # ... and without it, none
+    return off if int(b.get_state()[3]) == 0 else None  # type: ignore[index]
 
 
 _FAST: list[_Views | None] = []  # [views or None] once fast_path() has looked
@@ -137,19 +164,26 @@ def fast_path() -> bool:
     if not _FAST:
         views = None
         try:
-            glob = np.random.mtrand._rand
-            if _py_layout_ok() and _np_layout_ok():
-                py, npy = _py_view(random._inst), _np_view(glob)  # (random._inst: the instance behind random's functions)
+            inst, rs = random._inst, np.random.mtrand._rand  # (the instances behind the modules' functions)
+            off = _gauss_offset()
+            if off is not None and _py_layout_ok() and _np_layout_ok():
+                py, npy = _py_view(inst), _np_view(rs)
                 if py is not None and npy is not None:
-                    views = _Views(py, npy, _legacy_seeding(glob))
-        except (AttributeError, TypeError, ValueError, OverflowError):  # (an interpreter without these internals)
+                    views = _Views(inst, rs, py, npy, _view(id(rs) + off, _GAUSS_BYTES))
+        except (AttributeError, TypeError, ValueError, OverflowError, ImportError, struct.error):  # (other internals)
             views = None
         _FAST.append(views)
     return _FAST[0] is not None
 
 
-#: numpy's global state as the last fast call left it (the caller drew from it since when it differs)
-_LAST: list[bytes] = [b""]
+def in_bookkeeping(frame: Any) -> bool:
+    """Whether ``frame`` (where a signal interrupted) is :meth:`Streams.call` moving states, not the copy's own call:
+    an exception raised there could leave the caller holding a copy's state (the step alarm waits instead)."""
+    code = frame.f_code
+    if code is _CALL_CODE:
+        return True
+    back = frame.f_back  # random.seed, called to start an episode's streams
+    return back is not None and back.f_code is _CALL_CODE and code.co_filename == random.__file__
 
 
 class Streams:
@@ -173,8 +207,9 @@ class Streams:
         self._views = _FAST[0] if fast is not False and fast_path() else None
         self._py = bytearray(_STATE_BYTES)  # this copy's states (the fast path)
         self._np = bytearray(_STATE_BYTES)
+        self._np_gauss = bytearray(_GAUSS_BYTES)
         self._gauss: Any = None
-        self._seed: int | None = None  # the episode's seed (None: no episode yet) and calls so far (the slow path)
+        self._seed: int | None = None  # the episode's seed (None: no episode yet) and its calls so far
         self._calls = 0
 
     def __getstate__(self) -> dict[str, Any]:  # (the views are this process's memory: found again on unpickling)
@@ -198,42 +233,37 @@ class Streams:
         global generators as they are.
         """
         v = self._views
-        if v is None:
+        if v is None or not v.current():
             return self._seeded_call(fn, args, seed)
         if seed is None and self._seed is None:
             return fn(*args)
-        gpy, gnp = v.py, v.npy
-        inst: Any = random._inst  # (the instance behind random's functions; gauss_next is set in random.py)
-        outside_py, outside_np, outside_gauss = bytes(gpy), bytes(gnp), inst.gauss_next
-        fresh = outside_np != _LAST[0]  # the caller drew from numpy since the last call: clear a cached deviate
-        if seed is not None:  # an episode's first call: new states, seeded as the slow path seeds its first call
-            x = _mix(seed)
-            random.seed(x)
-            if fresh:
-                np.random.seed(x & _M32)
-            else:  # (the last call left no cached deviate)
-                v.seed_np(x & _M32)
-            self._seed = seed
-            self._np[:] = gnp  # (to tell afterwards whether the call drew from numpy)
-        else:
-            if fresh:
-                np.random.seed(0)
-            gpy[:] = self._py
-            gnp[:] = self._np
-            inst.gauss_next = self._gauss
+        gpy, gnp, ggs, inst = v.py, v.npy, v.gauss, v.inst
+        outside = bytes(gpy), bytes(gnp), bytes(ggs), inst.gauss_next
+        loaded = False
         try:
+            if seed is not None:  # an episode's first call: seeded as the slow path seeds it
+                self._seed, self._calls = seed, 1
+                x = _mix(seed, 1)
+                random.seed(x)
+                np.random.seed(x & _M32)
+            else:
+                self._calls += 1
+                gpy[:] = self._py
+                gnp[:] = self._np
+                ggs[:] = self._np_gauss
+                inst.gauss_next = self._gauss
+            loaded = True
             return fn(*args)
         finally:
-            self._py[:] = gpy
-            self._gauss = inst.gauss_next
-            after = bytes(gnp)
-            if after != self._np:  # the call drew from numpy: keep its state, clear its cached deviate
-                self._np[:] = after
-                np.random.seed(0)
-            gpy[:] = outside_py
-            gnp[:] = outside_np
-            inst.gauss_next = outside_gauss
-            _LAST[0] = outside_np
+            if loaded:
+                self._py[:] = gpy
+                self._np[:] = gnp
+                self._np_gauss[:] = ggs
+                self._gauss = inst.gauss_next
+            gpy[:] = outside[0]
+            gnp[:] = outside[1]
+            ggs[:] = outside[2]
+            inst.gauss_next = outside[3]
 
     def _seeded_call(self, fn: Callable[..., Any], args: tuple[Any, ...], seed: int | None) -> Any:
         if seed is not None:
@@ -246,9 +276,13 @@ class Streams:
         return fn(*args)
 
 
-def _mix(seed: int, k: int = 1) -> int:
+_CALL_CODE = Streams.call.__code__
+
+
+def _mix(seed: int, k: int) -> int:
     """A 64-bit mix of a seed and a call number (splitmix64's finalizer)."""
     z = (seed * 0x9E3779B97F4A7C15 + k * 0xBF58476D1CE4E5B9) & _M64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
     return z ^ (z >> 31)
+

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -153,6 +154,9 @@ class EnvExecutor:
         That is code called from this executor where a ``try`` turns the exception into an error of
         that copy, never this module's own code.
         """
+        streams = sys.modules.get("gymloop.adapters._streams")
+        if streams is not None and streams.in_bookkeeping(frame):  # (moving a copy's generator states: wait)
+            return False
         f = frame
         while f is not None:
             if os.path.normcase(f.f_code.co_filename) in _OUR_FILES:

@@ -8,7 +8,7 @@ depend on its episode seed and its own calls alone, whatever the other copies an
 
 A generator's state is a Mersenne Twister's 624 words and position (2,500 bytes) plus its cached
 normal deviate (``random``'s ``gauss_next``; numpy's legacy generator keeps one in the
-``RandomState`` object), so a call copies about 5 KB in and out per generator: about 2.5 µs a call
+``RandomState`` object), so a call copies about 5 KB in and out per generator: about 3 µs a call
 in all, where seeding both generators costs about 8 µs (which an episode's first call still pays,
 seeding as the slow path does, so both paths draw the same numbers in that call: a game that draws
 only when an episode starts, as most of entity-gym's examples, plays the same episodes on either).

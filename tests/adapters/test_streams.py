@@ -240,9 +240,9 @@ def test_unpickled_without_the_fast_path_a_copy_goes_on_seeding_by_call_number(m
     import pickle
 
     a, s = Streams(), Streams(fast=False)
-    for st in (a, s):
-        st.call(draw_all, seed=8)
-        st.call(draw_all)
+    for copy in (a, s):
+        copy.call(draw_all, seed=8)
+        copy.call(draw_all)
     blob = pickle.dumps(a)
     monkeypatch.setattr(_streams, "_FAST", [None])
     b = pickle.loads(blob)

@@ -512,6 +512,7 @@ def test_set_auto_returns_an_automatic_field_to_automatic_but_keeps_string_value
         _parse_overrides(cfg, ["ppo.epochs=many"])
 
 
+@pytest.mark.slow  # two CLI training runs, ~3 s: out of the fast tier, which must stay under a minute
 def test_cli_resume_keeps_the_random_agents_level(tmp_path, capsys):
     from gymloop.cli import RANDOM_LEVEL_FILE, main
 

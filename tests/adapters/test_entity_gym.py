@@ -177,6 +177,55 @@ def test_a_copys_episodes_depend_only_on_its_seed(name):
     assert alone and alone == episodes(3)
 
 
+class DrawsWhenMade(eg.Environment):
+    """Draws from the global generators in its constructor (as many of entity-gym's examples do) and in every call."""
+
+    made: list[float] = []
+
+    def __init__(self) -> None:
+        DrawsWhenMade.made.append(random.random())
+
+    def obs_space(self) -> eg.ObsSpace:
+        return eg.ObsSpace(entities={"Player": eg.Entity(["x"])})
+
+    def action_space(self) -> dict:
+        return {"move": eg.CategoricalActionSpace(["a", "b"])}
+
+    def reset(self) -> eg.Observation:
+        return self.observe()
+
+    def act(self, actions) -> eg.Observation:
+        return self.observe(done=random.random() < 0.3)
+
+    def observe(self, done: bool = False) -> eg.Observation:
+        return eg.Observation(features={"Player": [[float(np.random.random())]]}, ids={"Player": [0]}, done=done, reward=0.0,
+                              actions={"move": eg.CategoricalActionMask(actor_ids=[0])})
+
+
+def test_the_callers_generators_around_a_batch_and_in_constructors_are_its_own():
+    """The copies step with the caller's states taken out once per batch: constructors (made during reset) draw from the
+    caller's stream, in order, and after every step the caller's generators go on as if no copy had drawn."""
+    from gymloop.adapters._streams import fast_path
+
+    assert fast_path()  # (found before the first batch: its copies are made inside one)
+    random.seed(3)
+    np.random.seed(3)
+    made = [random.random() for _ in range(4)]
+    caller = [(random.random(), float(np.random.random())) for _ in range(6)]
+    random.seed(3)
+    np.random.seed(3)
+    DrawsWhenMade.made = []
+    got = []
+    with gl.VecEnv(from_entity_gym(DrawsWhenMade), num_envs=4, seed=1) as env:
+        env.reset()
+        got.append((random.random(), float(np.random.random())))
+        for _ in range(5):
+            env.step({"move": np.zeros(4, dtype=np.int64)})
+            got.append((random.random(), float(np.random.random())))
+    assert DrawsWhenMade.made == made
+    assert got == caller
+
+
 def test_a_class_with_filter_methods_is_called_through_them_with_its_space_built_once():
     """Count overrides reset_filter/act_filter (its reset/act call obs_space() each time to reach them):
     the adapter calls them as entity-gym's vector environments do, with the space it got at construction."""

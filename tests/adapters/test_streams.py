@@ -253,3 +253,126 @@ def test_an_episodes_first_call_draws_the_same_numbers_on_both_paths():
     """Both paths seed an episode's first call alike: a game drawing only then plays the same episodes on either."""
     for seed in (0, 1, 2**40 + 7):
         assert Streams(fast=True).call(draw_all, seed=seed) == Streams(fast=False).call(draw_all, seed=seed)
+
+
+def play_held(fast: bool, script: list[tuple[int, str, int | None]], copies: int, blocks: list[tuple[int, int]]) -> tuple[dict[int, list], list]:
+    """:func:`play` with the steps from ``start`` to ``end`` of each block inside :func:`held` (the caller's draws there
+    through :func:`as_caller`); each copy's results and the caller's."""
+    from gymloop.adapters._streams import as_caller, held
+
+    streams = [Streams(fast=fast) for _ in range(copies)]
+    out: dict[int, list] = {c: [] for c in range(copies)}
+    caller: list = []
+    inside = {i for start, end in blocks for i in range(start, end)}
+    i = 0
+    while i < len(script):
+        if i in inside:
+            j = i
+            with held():
+                while j in inside and j < len(script):
+                    copy, call, seed = script[j]
+                    if copy < 0:
+                        caller.append(as_caller(CALLS[call]))
+                    else:
+                        out[copy].append(streams[copy].call(CALLS[call], seed=seed))
+                    j += 1
+            i = j
+            continue
+        copy, call, seed = script[i]
+        if copy < 0:
+            caller.append(CALLS[call]())
+        else:
+            out[copy].append(streams[copy].call(CALLS[call], seed=seed))
+        i += 1
+    return out, caller
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_inside_held_the_copies_and_the_caller_draw_what_they_drew_outside(data):
+    """Any calls (copies with and without episodes yet, the caller's own draws through as_caller) in any blocks of
+    held(): every copy's results and (on the fast path) the caller's draws are those of the same script without held()."""
+    fast_ = data.draw(st.booleans(), "fast") and fast_path()
+    script = data.draw(st.lists(st.tuples(st.sampled_from([-1, 0, 1, 2]), st.sampled_from(sorted(CALLS)),
+                                          st.one_of(st.none(), st.integers(0, 2**40))), min_size=1, max_size=30), "script")
+    bounds = sorted(data.draw(st.lists(st.integers(0, len(script)), max_size=6), "block bounds"))
+    blocks = list(zip(bounds[::2], bounds[1::2]))
+    random.seed(17)
+    np.random.seed(17)
+    expected = play_held(fast_, script, 3, [])
+    after = draw_all()
+    random.seed(17)
+    np.random.seed(17)
+    got = play_held(fast_, script, 3, blocks)
+    assert got[0] == expected[0]
+    if fast_:  # (seeded per call, the caller's generators are left seeded by a copy's call outside held(), put back inside)
+        assert got[1] == expected[1]
+        assert draw_all() == after  # the caller's generators as they were without held()
+
+
+def test_held_puts_the_callers_states_back_however_it_ends_and_only_when_the_outermost_ends():
+    from gymloop.adapters._streams import held
+
+    random.seed(21)
+    np.random.seed(21)
+    np.random.normal()  # (the caller leaves a cached deviate in numpy's generator)
+    expected = draw_all()
+    random.seed(21)
+    np.random.seed(21)
+    np.random.normal()
+    a, b = Streams(), Streams()
+    with pytest.raises(KeyError, match="inner"):
+        with held():
+            a.call(draw_all, seed=1)
+            with held():
+                b.call(draw_all, seed=2)
+            assert random.getstate() == _state_after(b), "the inner held() ended: the caller's states stay out"
+            a.call(draw_all)
+            raise KeyError("inner")
+    assert draw_all() == expected
+
+
+def _state_after(s: Streams) -> object:
+    """``random``'s state with copy ``s``'s states loaded (what the generators hold right after its call inside held())."""
+    r = random.Random()
+    view = _streams._py_view(r)
+    assert view is not None
+    view[:] = s._py
+    return r.getstate()[:2] + (s._gauss,)
+
+
+def test_as_caller_draws_from_and_advances_the_callers_streams_inside_held():
+    from gymloop.adapters._streams import as_caller, held
+
+    random.seed(4)
+    np.random.seed(4)
+    first, second = draw_all(), draw_all()
+    random.seed(4)
+    np.random.seed(4)
+    c = Streams()
+    with held():
+        c.call(draw_all, seed=5)
+        assert as_caller(draw_all) == first
+        c.call(draw_all)
+    assert draw_all() == second
+
+
+def test_the_step_alarm_waits_while_held_moves_states():
+    import sys
+
+    from gymloop.adapters._streams import _Views, as_caller, held, in_bookkeeping
+
+    seen = []
+    real = _Views.take_out
+
+    def take_out(self):
+        seen.append(in_bookkeeping(sys._getframe(1)))  # the frame that moves the states (held's, as_caller's)
+        return real(self)
+
+    _Views.take_out = take_out  # type: ignore[method-assign]
+    try:
+        with held():
+            as_caller(lambda: seen.append(in_bookkeeping(sys._getframe(0))))  # the caller's own code: may raise
+    finally:
+        _Views.take_out = real  # type: ignore[method-assign]
+    assert seen == [True, False, True]

@@ -15,6 +15,7 @@ with a fresh seed, its episode ends as truncated, and the error goes to :attr:`E
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -50,6 +51,20 @@ def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
         if not isinstance(d, ActionDesc):
             raise SchemaError(f"action_space()[{name!r}] must be a gl.ActionDesc, got {d!r}")
     return Spaces(obs_space, action_space, where="Environment: ")
+
+
+def _streams_held() -> Any:
+    """The batch scope of the per-copy random streams (:func:`gymloop.adapters._streams.held`: the caller's
+    generator states taken out once for all copies' calls, not once per call) when that module is in
+    use (an entity-gym game), else a scope that does nothing."""
+    streams = sys.modules.get("gymloop.adapters._streams")
+    return streams.held() if streams is not None else contextlib.nullcontext()
+
+
+def _as_caller(fn: Callable[[], Any]) -> Any:
+    """``fn()`` drawing from the caller's random states even inside :func:`_streams_held` (games' constructors)."""
+    streams = sys.modules.get("gymloop.adapters._streams")
+    return fn() if streams is None else streams.as_caller(fn)
 
 
 class EnvExecutor:
@@ -111,10 +126,10 @@ class EnvExecutor:
         self.envs[i] = None
         if old is not None:
             try:
-                old.close()
+                _as_caller(old.close)
             except Exception:
                 log.exception("environment copy %d: close() raised", self.env_lo + i)
-        self.envs[i] = self.factory()
+        self.envs[i] = _as_caller(self.factory)
 
     def _reset_env(self, i: int) -> Any:
         seed = seed_of_run(self._seed_bases[i], self.restarts[i])
@@ -186,21 +201,22 @@ class EnvExecutor:
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []
-        token = self.alarm.arm(check=True)
-        try:
-            for i in range(self.n):
-                try:
-                    if self.envs[i] is None:
-                        self._new_env(i)
-                    o = self._reset_env(i)
-                except BaseException as e:
-                    err = self._fail(i, e)
-                    if not self.restart_on_error:
-                        raise err from e  # (game_error set the same cause)
-                    o = self._restart(i, err)
-                obs.append(o)
-        finally:
-            self.alarm.disarm(token)
+        with _streams_held():  # (outside the alarm: the step alarm never fires while it moves states)
+            token = self.alarm.arm(check=True)
+            try:
+                for i in range(self.n):
+                    try:
+                        if self.envs[i] is None:
+                            self._new_env(i)
+                        o = self._reset_env(i)
+                    except BaseException as e:
+                        err = self._fail(i, e)
+                        if not self.restart_on_error:
+                            raise err from e  # (game_error set the same cause)
+                        o = self._restart(i, err)
+                    obs.append(o)
+            finally:
+                self.alarm.disarm(token)
         self.obs = obs
 
     def discover(self) -> Spaces:
@@ -234,11 +250,12 @@ class EnvExecutor:
             for d, k in zip(per_env, self._actor_counts[a]):
                 d[name] = arr[o : o + k]
                 o += k
-        token = self.alarm.arm()
-        try:
-            obs, rew, term, trunc, mets, finals, errors = self._act(per_env)
-        finally:
-            self.alarm.disarm(token)
+        with _streams_held():  # (outside the alarm: see start())
+            token = self.alarm.arm()
+            try:
+                obs, rew, term, trunc, mets, finals, errors = self._act(per_env)
+            finally:
+                self.alarm.disarm(token)
         if errors:
             raise errors[0]
         b = self._build(obs, rew, term, trunc, mets)

@@ -84,6 +84,53 @@ def test_masks_of_0_and_1_and_flat_masks_are_read_as_booleans():
         assert b.masks["Pick"].tolist() == [False, True]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["rows", "array", "none", "flat", "ints", "tuples"]), st.integers(0, 2**31)),
+                min_size=1, max_size=5))
+def test_masks_given_in_any_form_by_each_copy_reach_the_batch_as_given(copies):
+    """Copies with different numbers of actors give their masks as lists of rows, arrays, flat lists, 0/1 ints, tuples or
+    not at all: the batch holds each copy's rows in order (the copies' list rows are converted together)."""
+    expected = []
+
+    def mask_of(k, form, seed):
+        rng = np.random.default_rng(seed)
+        m = rng.random((k, 3)) < 0.5
+        m[:, rng.integers(0, 3)] = True  # (every actor has a legal choice)
+        if form == "none":
+            expected.extend([[True] * 3] * k)
+            return None
+        expected.extend(m.tolist())
+        return {"rows": m.tolist(), "array": m, "flat": m.reshape(-1).tolist(), "ints": m.astype(int).tolist(),
+                "tuples": [tuple(r) for r in m.tolist()]}[form]
+
+    masks = [mask_of(k, form, seed) for k, form, seed in copies]
+    counts = [k for k, _f, _s in copies]
+
+    class Env(gl.Environment):
+        made = 0
+
+        def __init__(self):
+            self.copy, Env.made = Env.made, Env.made + 1
+
+        def obs_space(self):
+            return gl.ObsSpace(entities={"Unit": ("x",)})
+
+        def action_space(self):
+            return {"Move": gl.ActionDesc("Move", "categorical", ("L", "R", "S"))}
+
+        def reset(self, seed):
+            k, m = counts[self.copy], masks[self.copy]
+            return gl.EnvObservation(entities={"Unit": [[0.0]] * max(k, 1)}, actors={"Move": list(range(k))},
+                                     masks={} if m is None else {"Move": m})
+
+        def act(self, actions):
+            return self.reset(0)
+
+    with gl.VecEnv(Env, num_envs=len(copies)) as env:
+        b = env.reset()
+    assert b.masks["Move"].dtype == np.bool_ and b.masks["Move"].tolist() == expected
+
+
 def test_sampled_actions_respect_the_masks():
     with gl.VecEnv(make([[False, False, True], [True, False, False]], [True, False]), num_envs=3, seed=1) as env:
         env.reset()

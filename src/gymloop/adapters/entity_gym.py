@@ -219,7 +219,7 @@ class EntityGymEnv(Environment):
                 if ids is None:
                     to_id += [None] * n
                 elif keep is None:
-                    to_id += list(ids)
+                    to_id += ids
                 else:
                     to_id += [ids[r] for r in keep]
             named = [eid for eid in to_id if eid is not None]
@@ -364,7 +364,7 @@ class EntityGymEnv(Environment):
             else:
                 n = len(raw)
                 try:
-                    ok = all(len(r) == nf for r in raw)
+                    ok = not any(map(nf.__ne__, map(len, raw)))
                 except TypeError:
                     ok = False
                 if not ok:
@@ -396,35 +396,35 @@ class EntityGymEnv(Environment):
         self._to_id, self._to_index = None, None
         actors: dict[str, Sequence[int]] = {}
         masks: dict[str, Any] = {}
-        self._actor_ids = {}
-        self._actor_index = {}
+        self._actor_ids = actor_ids = {}
+        self._actor_index = actor_index = {}
+        kinds = self._kind
         for name, m in o.actions.items():
-            kind = self._kind.get(name)
+            kind = kinds.get(name)
             if kind is None:
                 raise self._bad(f"the observation asks for action {name!r}, which action_space() does not declare {list(self._actions)}")
-            if type(m) is not _MASKS[kind] and not isinstance(m, _MASKS[kind]):
+            mask_type = _MASKS[kind]
+            if type(m) is not mask_type and not isinstance(m, mask_type):
                 raise self._bad(f"action {name!r} is a {type(self._eg_actions[name]).__name__}: its mask must be a "
-                                f"{_MASKS[kind].__name__}, got {type(m).__name__}")
+                                f"{mask_type.__name__}, got {type(m).__name__}")
             if kind == "global":
                 actors[name] = ()
                 if getattr(m, "mask", None) is not None:
                     masks[name] = np.asarray(m.mask, dtype=bool).reshape(1, -1)
                 continue
-            idx = self._indices(name, m.actor_ids, m.actor_types, "actor")
-            actors[name] = idx
-            self._actor_index[name] = idx
-            self._actor_ids[name] = m.actor_ids
+            ids = m.actor_ids
+            idx = self._indices(name, ids, m.actor_types, "actor")
+            actors[name] = actor_index[name] = idx
+            actor_ids[name] = ids
             if kind == "categorical":
                 if m.mask is not None:
                     masks[name] = m.mask
             else:
-                actees = self._indices(name, m.actee_ids, m.actee_types, "actee")
+                actee_types = m.actee_types
+                actees = self._indices(name, m.actee_ids, actee_types, "actee")
                 if m.actee_ids is None and actees:  # the chosen entity reaches act() by its id: every candidate needs one
-                    to_id = self._index_to_id()
-                    if None in to_id:
-                        no_id = next((j for j in actees if to_id[j] is None), None)
-                        if no_id is not None:
-                            t = next(t for t, off, n, _k, _i in rows if off <= no_id < off + n)
+                    for t, _off, k, _keep, tids in rows:
+                        if tids is None and k and (actee_types is None or t in actee_types):
                             raise self._bad(f"action {name!r} may select entities of type {t!r}, which have no ids: act() names "
                                             "the chosen entity by its id; give that type ids (Observation.ids) or leave it out "
                                             "of actee_types")

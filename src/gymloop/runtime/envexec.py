@@ -53,6 +53,35 @@ def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
     return Spaces(obs_space, action_space, where="Environment: ")
 
 
+def _listed_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) -> np.ndarray | None:
+    """Every copy's mask of categorical action ``name`` given as a list of rows of booleans (or none: all allowed),
+    converted at once: ``(actors, n)``; ``None`` when any is given otherwise (each is then checked and converted alone).
+
+    One conversion of the batch's rows instead of one per copy (a third of the time a mask takes): a copy's
+    mask is used as it is only when it has one row per actor and the rows together are booleans,
+    ``n`` to a row.
+    """
+    rows: list[Any] = []
+    ones = None
+    for o, k in zip(obs, actor_counts):
+        mm = o.masks.get(name)
+        if mm is None:
+            if k:
+                ones = ones or [True] * n
+                rows += [ones] * k
+        elif type(mm) is list and len(mm) == k:
+            rows += mm
+        else:
+            return None
+    if not rows:
+        return None
+    try:
+        a = np.array(rows)
+    except (ValueError, TypeError):  # (ragged rows: the copy is named by the check of its own)
+        return None
+    return a if a.dtype == np.bool_ and a.shape == (len(rows), n) else None
+
+
 def _streams_held() -> Any:
     """The batch scope of the per-copy random streams (:func:`gymloop.adapters._streams.held`: the caller's
     generator states taken out once for all copies' calls, not once per call) when that module is in
@@ -427,11 +456,15 @@ class EnvExecutor:
             if not d.kind.selects_entities:
                 m = d.kind.all_legal(len(flat_idx), d.n)
                 if any(name in o.masks for o in obs):
-                    parts = []
-                    for i, (o, k) in enumerate(zip(obs, ac)):
-                        mm = o.masks.get(name)
-                        parts.append(np.ones((k, d.n), dtype=bool) if mm is None else self._mask(i, name, mm, (k, d.n)))
-                    m = np.concatenate(parts) if parts else m
+                    listed = _listed_masks(obs, ac, name, d.n)
+                    if listed is not None:
+                        m = listed
+                    else:
+                        parts = []
+                        for i, (o, k) in enumerate(zip(obs, ac)):
+                            mm = o.masks.get(name)
+                            parts.append(np.ones((k, d.n), dtype=bool) if mm is None else self._mask(i, name, mm, (k, d.n)))
+                        m = np.concatenate(parts) if parts else m
                 masks[name] = m
             else:
                 ts = [names.index(a) for a in d.among]

@@ -122,7 +122,8 @@ class InputNorm(nn.Module):
         cached = self.__dict__.get("_stats")
         if cached is not None and cached[0] == key:
             return cached[1]
-        out = self._compute_stats()
+        with torch.inference_mode(False):  # (asked inside a rollout's inference mode too: the cache serves training)
+            out = self._compute_stats()
         self.__dict__["_stats"] = (key, out)
         return out
 

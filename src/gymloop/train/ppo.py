@@ -838,13 +838,13 @@ class Trainer:
         """Actions for every actor of ``b``; the learner's sub-batch, its outputs and values."""
         if not self.opponents:
             p = self.policy.pack(b)
-            with torch.no_grad():
+            with torch.inference_mode():
                 out = self.policy(p, generator=self.gen)
             return {k: v.numpy() for k, v in out.actions.items()}, b, out, out.value.numpy()
         learner_obs, learner_sel = take(b, self.learner_slots)
         opp_obs, opp_sel = take(b, np.flatnonzero(~self.learner))
         opp = self.opponents[self.update % len(self.opponents)]
-        with torch.no_grad():
+        with torch.inference_mode():
             out = self.policy(self.policy.pack(learner_obs), generator=self.gen)
             opp_out = opp(opp.pack(opp_obs), generator=self.gen)
         actions = {}
@@ -858,7 +858,7 @@ class Trainer:
     @_torch_errors("computing values")
     def _values(self, b: Batch) -> np.ndarray:
         sub = b if not self.opponents else take(b, self.learner_slots)[0]
-        with torch.no_grad():
+        with torch.inference_mode():
             return self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
 
     def _collect(self) -> Rollout:
@@ -916,7 +916,7 @@ class Trainer:
         slots = np.flatnonzero(final.active & truncated)
         if slots.size:
             sub, _ = take(final, slots)
-            with torch.no_grad():
+            with torch.inference_mode():
                 values[slots] = self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
         return values
 
@@ -1313,7 +1313,7 @@ def _chooser(policy: Policy, seed: int, greedy: bool) -> Callable[[Batch], dict[
     gen = torch.Generator().manual_seed(seed)
 
     def choose(b: Batch) -> dict[str, np.ndarray]:
-        with torch.no_grad():
+        with torch.inference_mode():
             out = policy(policy.pack(b), generator=gen, greedy=greedy)
         return {k: v.numpy() for k, v in out.actions.items()}
 

@@ -85,11 +85,11 @@ def test_masks_of_0_and_1_and_flat_masks_are_read_as_booleans():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["rows", "array", "none", "flat", "ints", "tuples"]), st.integers(0, 2**31)),
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["rows", "array", "none", "flat", "flat array", "ints", "tuples"]), st.integers(0, 2**31)),
                 min_size=1, max_size=5))
 def test_masks_given_in_any_form_by_each_copy_reach_the_batch_as_given(copies):
-    """Copies with different numbers of actors give their masks as lists of rows, arrays, flat lists, 0/1 ints, tuples or
-    not at all: the batch holds each copy's rows in order (the copies' list rows are converted together)."""
+    """Copies with different numbers of actors give their masks as lists of rows, arrays, flat lists or arrays, 0/1 ints,
+    tuples or not at all: the batch holds each copy's rows in order (the copies' list rows are converted together)."""
     expected = []
 
     def mask_of(k, form, seed):
@@ -100,7 +100,7 @@ def test_masks_given_in_any_form_by_each_copy_reach_the_batch_as_given(copies):
             expected.extend([[True] * 3] * k)
             return None
         expected.extend(m.tolist())
-        return {"rows": m.tolist(), "array": m, "flat": m.reshape(-1).tolist(), "ints": m.astype(int).tolist(),
+        return {"rows": m.tolist(), "array": m, "flat": m.reshape(-1).tolist(), "flat array": m.reshape(-1), "ints": m.astype(int).tolist(),
                 "tuples": [tuple(r) for r in m.tolist()]}[form]
 
     masks = [mask_of(k, form, seed) for k, form, seed in copies]

@@ -509,9 +509,11 @@ class EnvExecutor:
         Given as that shape or flat (one actor's choices after another); booleans, or numbers that
         are all 0 or 1. A mask of another shape (a transposed one, say) or of other values is refused:
         reshaped, it would allow choices the game forbids."""
-        if type(mm) is np.ndarray and mm.dtype == np.bool_ and mm.shape == shape:
-            return mm
-        where = f"environment copy {self.env_lo + i}: the mask of action type {name!r}"
+        if type(mm) is np.ndarray and mm.dtype == np.bool_:
+            if mm.shape == shape:
+                return mm
+            if mm.ndim == 1 and mm.shape[0] == shape[0] * shape[1]:  # (flat: one actor's choices after another)
+                return mm.reshape(shape)
         try:
             a = np.asarray(mm)
         except (TypeError, ValueError):  # (ragged nested lists)
@@ -519,14 +521,17 @@ class EnvExecutor:
         if a.dtype != np.bool_:
             if a.dtype.kind not in "iuf" or not np.isin(a, (0, 1)).all():
                 got = f"values {_short_values(a)}" if a.dtype.kind in "iuf" else f"{a.dtype} entries" if a.dtype != object else "not an array of booleans"
-                raise InvalidObservationError(f"{where} has {got}; a mask holds booleans (True: allowed) or 0/1")
+                raise InvalidObservationError(f"{self._mask_name(i, name)} has {got}; a mask holds booleans (True: allowed) or 0/1")
             a = a.astype(bool)
         if a.shape != shape and not (a.ndim == 1 and a.size == math.prod(shape)):
             raise InvalidObservationError(
-                f"{where} has shape {a.shape}, expected {shape} or {math.prod(shape)} entries flat "
+                f"{self._mask_name(i, name)} has shape {a.shape}, expected {shape} or {math.prod(shape)} entries flat "
                 "(one row per actor, one column per choice; for select-entity one column per candidate)"
             )
         return a.reshape(shape)
+
+    def _mask_name(self, i: int, name: str) -> str:
+        return f"environment copy {self.env_lo + i}: the mask of action type {name!r}"
 
     def _bad_rows(self, name: str, feats: Sequence[str], obs: list[Any]) -> InvalidObservationError:
         """The error for rows of entity type ``name`` that are not numbers, naming the first copy that gave them."""

@@ -12,9 +12,10 @@ caller's streams through :func:`as_caller`).
 A generator's state is a Mersenne Twister's 624 words and position (2,500 bytes) plus its cached
 normal deviate (``random``'s ``gauss_next``; numpy's legacy generator keeps one in the
 ``RandomState`` object), so a call copies about 5 KB in and out per generator: about 2 µs a call
-in all (about 1.4 µs inside :func:`held`), where seeding both generators costs about 6 µs (which an episode's first call still pays,
-seeding as the slow path does, so both paths draw the same numbers in that call: a game that draws
-only when an episode starts, as most of entity-gym's examples, plays the same episodes on either).
+in all (about 1.4 µs inside :func:`held`), where seeding both generators costs about 6 µs (which
+an episode's first call still pays, seeding as the slow path does, so both paths draw the same
+numbers in that call: a game that draws only when an episode starts, as most of entity-gym's
+examples, plays the same episodes on either).
 numpy's words are reached through its public ``ctypes.state_address``; ``random``'s words and
 numpy's cached deviate through the objects' memory, whose layouts :func:`fast_path` finds and
 checks once on objects of its own (read against ``getstate()``/``get_state()``, written, then

@@ -337,9 +337,8 @@ def resets_with(at_episode: int, **fields):
         (dict(reward=1.5), r"reset\(\) returned reward 1.5; a reward belongs to a transition, and reset\(\) has none"),
         (dict(reward=float("nan")), r"the reward is nan; rewards must be finite"),
         (dict(terminated="yes"), r"terminated is 'yes' \(str\); it must be True or False"),
-        (dict(reward=np.array([0.0, 1.0])), r"the reward is \[0.0, 1.0\] \(ndarray\); a reward must be a real number"),
     ],
-    ids=["terminated", "truncated", "reward", "nan-reward", "str-terminated", "array-reward"],
+    ids=["terminated", "truncated", "reward", "nan-reward", "str-terminated"],
 )
 @pytest.mark.parametrize("at_episode", [0, 1], ids=["first-reset", "later-reset"])
 def test_a_reset_that_ends_the_episode_or_brings_a_reward_is_the_copys_game_error(fields, match, at_episode):
@@ -353,10 +352,9 @@ def test_a_reset_that_ends_the_episode_or_brings_a_reward_is_the_copys_game_erro
 
 
 def test_a_reset_with_a_zero_reward_of_any_number_type_and_false_ends_is_fine():
-    for fields in (dict(reward=np.float32(0.0), terminated=np.bool_(False), truncated=0), dict(reward=0)):
-        with gl.VecEnv(resets_with(0, **fields), num_envs=1, seed=0) as env:
-            env.reset()
-            assert env.step(env.sample_actions()).num_slots == 1
+    Env = resets_with(0, reward=np.float32(0.0), terminated=np.bool_(False), truncated=0)
+    with gl.VecEnv(Env, num_envs=1, seed=0) as env:
+        assert env.reset().num_slots == 1
 
 
 def test_numpy_and_0_1_rewards_and_ends_are_accepted():

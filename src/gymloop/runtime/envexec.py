@@ -165,7 +165,7 @@ class EnvExecutor:
         self.restarts[i] += 1
         self.seeds[i] = seed
         o = self.envs[i].reset(seed)
-        if o.terminated is not False or o.truncated is not False or type(o.reward) is not float or o.reward != 0.0:
+        if o.terminated is not False or o.truncated is not False or o.reward != 0.0:  # (the usual case: one check)
             _check_reset(o)
         return o
 

@@ -56,17 +56,15 @@ class EnvObservation:
             other shape (a transposed one), or of values other than booleans and 0/1, is an
             :class:`~gymloop.errors.InvalidObservationError`.
         reward: reward of the transition that led here: a finite real number (a Python or numpy
-            scalar); 0 from ``reset``, which follows no transition.
-        terminated: the episode ended for real (``reset`` is called next): a bool (or numpy bool);
-            never from ``reset``.
-        truncated: the episode was cut short (time limit): a bool (or numpy bool); never from ``reset``.
+            scalar).
+        terminated: the episode ended for real (``reset`` is called next): a bool (or numpy bool).
+        truncated: the episode was cut short (time limit): a bool (or numpy bool).
         globals: the global feature vector, if the observation space has global features (finite
             numbers).
         metrics: custom metrics to report (usually at the end of an episode): name → number.
 
-    A reward, an end or a metric that breaks these rules (a ``reset`` that ends the episode or
-    brings a reward included) is a :class:`~gymloop.errors.GameError` of that copy (with its
-    seed), caused by an :class:`~gymloop.errors.InvalidObservationError`.
+    A reward, an end or a metric that breaks these rules is a :class:`~gymloop.errors.GameError`
+    of that copy (with its seed), caused by an :class:`~gymloop.errors.InvalidObservationError`.
     """
 
     entities: Mapping[str, Any]

@@ -301,62 +301,6 @@ def test_a_bad_reward_end_or_metric_is_the_copys_game_error_with_its_seed(last, 
         assert e.value.env_index == 0 and isinstance(e.value.seed, int)
 
 
-def resets_with(at_episode: int, **fields):
-    """An environment whose ``at_episode``-th reset (0: the first) returns an observation with ``fields``; episodes of 2 steps."""
-
-    class Env(gl.Environment):
-        def __init__(self):
-            self.episodes = 0
-
-        def obs_space(self):
-            return gl.ObsSpace(entities={"Unit": ("x",)})
-
-        def action_space(self):
-            return {"Move": gl.ActionDesc("Move", "categorical", ("L", "R"))}
-
-        def reset(self, seed):
-            self.t = 0
-            kw = dict(entities={"Unit": [[0.0]]}, actors={"Move": [0]})
-            if self.episodes == at_episode:
-                kw.update(fields)
-            self.episodes += 1
-            return gl.EnvObservation(**kw)
-
-        def act(self, actions):
-            self.t += 1
-            return gl.EnvObservation(entities={"Unit": [[0.0]]}, actors={"Move": [0]}, terminated=self.t == 2)
-
-    return Env
-
-
-@pytest.mark.parametrize(
-    "fields, match",
-    [
-        (dict(terminated=True), r"reset\(\) returned an observation with terminated=True; an episode starts with reset\(\)"),
-        (dict(truncated=np.bool_(True)), r"reset\(\) returned an observation with truncated=True"),
-        (dict(reward=1.5), r"reset\(\) returned reward 1.5; a reward belongs to a transition, and reset\(\) has none"),
-        (dict(reward=float("nan")), r"the reward is nan; rewards must be finite"),
-        (dict(terminated="yes"), r"terminated is 'yes' \(str\); it must be True or False"),
-    ],
-    ids=["terminated", "truncated", "reward", "nan-reward", "str-terminated"],
-)
-@pytest.mark.parametrize("at_episode", [0, 1], ids=["first-reset", "later-reset"])
-def test_a_reset_that_ends_the_episode_or_brings_a_reward_is_the_copys_game_error(fields, match, at_episode):
-    """Nothing a reset gives is dropped unseen: an end or a reward there (the first reset or one after an episode) is an error."""
-    with gl.VecEnv(resets_with(at_episode, **fields), num_envs=2, seed=3) as env:
-        with pytest.raises(gl.GameError, match=match) as e:
-            env.reset()
-            for _ in range(3):
-                env.step(env.sample_actions())
-        assert e.value.env_index == 0 and isinstance(e.value.seed, int)
-
-
-def test_a_reset_with_a_zero_reward_of_any_number_type_and_false_ends_is_fine():
-    Env = resets_with(0, reward=np.float32(0.0), terminated=np.bool_(False), truncated=0)
-    with gl.VecEnv(Env, num_envs=1, seed=0) as env:
-        assert env.reset().num_slots == 1
-
-
 def test_numpy_and_0_1_rewards_and_ends_are_accepted():
     Env = steps_then(reward=np.float32(2.5), terminated=np.bool_(True), metrics={"hits": np.int64(3), "ok": True})
     with gl.VecEnv(Env, num_envs=1, seed=0) as env:

@@ -164,10 +164,7 @@ class EnvExecutor:
         seed = seed_of_run(self._seed_bases[i], self.restarts[i])
         self.restarts[i] += 1
         self.seeds[i] = seed
-        o = self.envs[i].reset(seed)
-        if o.terminated is not False or o.truncated is not False or o.reward != 0.0:  # (the usual case: one check)
-            _check_reset(o)
-        return o
+        return self.envs[i].reset(seed)
 
     def _fail(self, i: int, e: BaseException) -> GameError:
         if isinstance(e, KeyboardInterrupt):
@@ -636,21 +633,6 @@ def _reward(x: Any) -> float:
     if not math.isfinite(r):
         raise InvalidObservationError(f"the reward is {r}; rewards must be finite")
     return r
-
-
-def _check_reset(o: Any) -> None:
-    """A ``reset`` observation ends no episode and brings no reward (nothing it gives is dropped unseen)."""
-    for what in ("terminated", "truncated"):
-        if _flag(getattr(o, what), what):
-            raise InvalidObservationError(
-                f"reset() returned an observation with {what}=True; an episode starts with reset(), so it cannot end there: "
-                f"end it with the act() that leads to its last observation"
-            )
-    r = _reward(o.reward)
-    if r != 0.0:
-        raise InvalidObservationError(
-            f"reset() returned reward {r}; a reward belongs to a transition, and reset() has none: give it with the next act()"
-        )
 
 
 def _flag(x: Any, what: str) -> bool:

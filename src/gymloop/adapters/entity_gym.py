@@ -13,12 +13,13 @@ entity-gym's examples draw their randomness from the global :mod:`random` and ``
 generators and take no seed. :class:`EntityGymEnv` gives each copy its own streams of both
 (:mod:`gymloop.adapters._streams`): an episode's first call starts them from the copy's episode seed
 (``reset(seed)``), and every call of the copy runs with its own generator states put into the
-global generators and taken out afterwards (about 1.4 µs a call inside the executor's batches, which
-take the caller's states out once; 7.5 µs for an episode's first), the caller's states put back. A copy's episodes then depend on its seed only (not on the
-other copies stepped before it, nor on how copies are split among worker processes, nor on what
-the caller draws), and a fault is reproduced by the seed its :class:`~gymloop.errors.GameError`
-names. ``isolate_random=False`` leaves the generators alone (the games draw from one shared
-stream, as under entity-gym's own vector environments).
+global generators and taken out afterwards (about 1.4 µs a call inside the executor's batches,
+which take the caller's states out once; 7.5 µs for an episode's first), the caller's states put
+back. A copy's episodes then depend on its seed only (not on the other copies stepped before it,
+nor on how copies are split among worker processes, nor on what the caller draws), and a fault
+is reproduced by the seed its :class:`~gymloop.errors.GameError` names. ``isolate_random=False``
+leaves the generators alone (the games draw from one shared stream, as under entity-gym's own
+vector environments).
 
 A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``
 build ``obs_space()`` anew to call them) is called through them with the space it declared, as

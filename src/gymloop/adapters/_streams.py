@@ -194,7 +194,7 @@ def fast_path() -> bool:
 
 
 def in_bookkeeping(frame: Any) -> bool:
-    """Whether ``frame`` (where a signal interrupted) is :meth:`Streams.call` or :class:`held` moving states, not a
+    """Whether ``frame`` (where a signal interrupted) is :meth:`Streams.call`, :func:`held` or :func:`as_caller` moving states, not a
     copy's own call: an exception raised there could leave the caller holding a copy's state (the step alarm waits instead)."""
     code = frame.f_code
     if code in _BOOKKEEPING:

@@ -82,17 +82,22 @@ def _listed_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) ->
     return a if a.dtype == np.bool_ and a.shape == (len(rows), n) else None
 
 
+def _streams() -> Any:
+    """:mod:`gymloop.adapters._streams` when an entity-gym game brought it in, else ``None`` (never imported here)."""
+    return sys.modules.get("gymloop.adapters._streams")
+
+
 def _streams_held() -> Any:
     """The batch scope of the per-copy random streams (:func:`gymloop.adapters._streams.held`: the caller's
     generator states taken out once for all copies' calls, not once per call) when that module is in
-    use (an entity-gym game), else a scope that does nothing."""
-    streams = sys.modules.get("gymloop.adapters._streams")
+    use, else a scope that does nothing."""
+    streams = _streams()
     return streams.held() if streams is not None else contextlib.nullcontext()
 
 
 def _as_caller(fn: Callable[[], Any]) -> Any:
     """``fn()`` drawing from the caller's random states even inside :func:`_streams_held` (games' constructors)."""
-    streams = sys.modules.get("gymloop.adapters._streams")
+    streams = _streams()
     return fn() if streams is None else streams.as_caller(fn)
 
 
@@ -198,7 +203,7 @@ class EnvExecutor:
         That is code called from this executor where a ``try`` turns the exception into an error of
         that copy, never this module's own code.
         """
-        streams = sys.modules.get("gymloop.adapters._streams")
+        streams = _streams()
         if streams is not None and streams.in_bookkeeping(frame):  # (moving a copy's generator states: wait)
             return False
         f = frame
@@ -454,18 +459,13 @@ class EnvExecutor:
             actor_slot[name] = sl + self.slot_lo
             actor_index[name] = np.array(flat_idx, dtype=np.int64)
             if not d.kind.selects_entities:
-                m = d.kind.all_legal(len(flat_idx), d.n)
+                m = None
                 if any(name in o.masks for o in obs):
-                    listed = _listed_masks(obs, ac, name, d.n)
-                    if listed is not None:
-                        m = listed
-                    else:
-                        parts = []
-                        for i, (o, k) in enumerate(zip(obs, ac)):
-                            mm = o.masks.get(name)
-                            parts.append(np.ones((k, d.n), dtype=bool) if mm is None else self._mask(i, name, mm, (k, d.n)))
-                        m = np.concatenate(parts) if parts else m
-                masks[name] = m
+                    m = _listed_masks(obs, ac, name, d.n)
+                    if m is None:  # (masks in other forms: each copy's checked and converted alone)
+                        m = np.concatenate([np.ones((k, d.n), dtype=bool) if (mm := o.masks.get(name)) is None
+                                            else self._mask(i, name, mm, (k, d.n)) for i, (o, k) in enumerate(zip(obs, ac))])
+                masks[name] = d.kind.all_legal(len(flat_idx), d.n) if m is None else m
             else:
                 ts = [names.index(a) for a in d.among]
                 cand_types[name] = tuple(d.among)

@@ -245,6 +245,76 @@ def test_featureless_rows_any_counts_any_form(copies, truncate_at):
                 assert b.final.entities["Marker"].shape == (sum(expected(counts, truncate_at)), 0)
 
 
+ROW_FORMS = {
+    "lists": lambda a: a.tolist(),
+    "float32": lambda a: a.astype(np.float32),
+    "float64": lambda a: a,
+    "int64": lambda a: a.round().astype(np.int64),
+    "bool": lambda a: a > 0,
+    "tuples": lambda a: [tuple(r) for r in a.tolist()],
+}
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(sorted(ROW_FORMS)), st.integers(0, 2**31)), min_size=1, max_size=5))
+@settings(max_examples=40, deadline=None)
+def test_entity_rows_in_any_form_reach_the_batch_as_float32_rows_in_order(copies):
+    """Copies give their rows as lists, tuples or arrays of any numeric dtype, mixed across copies: the batch holds
+    each copy's rows in order, as float32 (arrays of one dtype are concatenated at once, the rest converted per copy)."""
+    rows = [ROW_FORMS[form](np.random.default_rng(seed).normal(size=(n, 2)) * 3) for n, form, seed in copies]
+    want = np.concatenate([np.asarray(r, dtype=np.float32).reshape(-1, 2) for r in rows])
+
+    class Env(gl.Environment):
+        made = 0
+
+        def __init__(self):
+            self.copy, Env.made = Env.made, Env.made + 1
+
+        def obs_space(self):
+            return gl.ObsSpace(entities={"Unit": ("x", "y"), "Hero": ()})
+
+        def action_space(self):
+            return {"Move": gl.ActionDesc("Move", "categorical", ("L", "R"))}
+
+        def reset(self, seed):
+            return gl.EnvObservation(entities={"Unit": rows[self.copy], "Hero": np.zeros((1, 0))}, actors={"Move": [len(rows[self.copy])]})
+
+        def act(self, actions):
+            return self.reset(0)
+
+    with gl.VecEnv(Env, num_envs=len(copies)) as env:
+        b = env.reset()
+    assert b.entities["Unit"].dtype == np.float32 and b.entities["Unit"].tolist() == want.tolist()
+    assert b.counts["Unit"].tolist() == [n for n, _f, _s in copies]
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.zeros((2, 3)), r"environment copy 1: entity type 'Unit'"),
+    (np.zeros(2), r"environment copy 1: entity type 'Unit'"),
+    (np.array([["1", "x"]]), r"environment copy 1: entity type 'Unit' has rows that are not 2 numbers each"),
+], ids=["three-columns", "flat", "strings"])
+def test_array_rows_of_another_shape_or_type_among_good_ones_name_the_copy(bad, match):
+    class Env(gl.Environment):
+        made = 0
+
+        def __init__(self):
+            self.copy, Env.made = Env.made, Env.made + 1
+
+        def obs_space(self):
+            return gl.ObsSpace(entities={"Unit": ("x", "y")})
+
+        def action_space(self):
+            return {"Move": gl.ActionDesc("Move", "categorical", ("L", "R"))}
+
+        def reset(self, seed):
+            return gl.EnvObservation(entities={"Unit": bad if self.copy == 1 else np.ones((2, 2))}, actors={"Move": [0]})
+
+        def act(self, actions):
+            return self.reset(0)
+
+    with gl.VecEnv(Env, num_envs=3) as env, pytest.raises(gl.InvalidObservationError, match=match):
+        env.reset()
+
+
 @given(st.integers(0, 2**64 - 1), st.integers(0, 2**20), st.integers(0, 2**20), st.integers(0, 2**20))
 def test_a_copys_seeds_from_its_base_are_derive_seed(seed, env, restart, generation):
     # the executor computes a copy's seed base once per generation and each restart's seed from it

@@ -53,18 +53,34 @@ def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
     return Spaces(obs_space, action_space, where="Environment: ")
 
 
-def _listed_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) -> np.ndarray | None:
-    """Every copy's mask of categorical action ``name`` given as a list of rows of booleans (or none: all allowed),
-    converted at once: ``(actors, n)``; ``None`` when any is given otherwise (each is then checked and converted alone).
+def _batch_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) -> np.ndarray | None:
+    """Every copy's mask of categorical action ``name``, converted at once when all are given alike: ``(actors, n)``
+    booleans; ``None`` when they are not (each is then checked and converted alone, :meth:`EnvExecutor._mask`).
 
-    One conversion of the batch's rows instead of one per copy (a third of the time a mask takes): a copy's
-    mask is used as it is only when it has one row per actor and the rows together are booleans,
-    ``n`` to a row.
+    Alike: every mask a list of rows of booleans, one row per actor; or every mask a boolean array of
+    shape ``(actors, n)`` or flat. A copy without a mask allows everything. One conversion (or one
+    concatenation) of the batch instead of one per copy: a third of the time a mask takes.
     """
+    masks = [o.masks.get(name) for o in obs]
+    first = next((mm for mm in masks if mm is not None), None)
+    if type(first) is np.ndarray:
+        parts: list[np.ndarray] = []
+        for mm, k in zip(masks, actor_counts):
+            if mm is None:
+                if k:
+                    parts.append(np.ones((k, n), dtype=bool))
+            elif type(mm) is not np.ndarray or mm.dtype != np.bool_:
+                return None
+            elif mm.shape == (k, n):
+                parts.append(mm)
+            elif mm.ndim == 1 and mm.shape[0] == k * n:  # (flat: one actor's choices after another)
+                parts.append(mm.reshape(k, n))
+            else:
+                return None
+        return np.concatenate(parts) if parts else None
     rows: list[Any] = []
     ones = None
-    for o, k in zip(obs, actor_counts):
-        mm = o.masks.get(name)
+    for mm, k in zip(masks, actor_counts):
         if mm is None:
             if k:
                 ones = ones or [True] * n
@@ -80,6 +96,19 @@ def _listed_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) ->
     except (ValueError, TypeError):  # (ragged rows: the copy is named by the check of its own)
         return None
     return a if a.dtype == np.bool_ and a.shape == (len(rows), n) else None
+
+
+def _joined_rows(rows: list[Any], nf: int) -> np.ndarray | None:
+    """The copies' rows of one entity type concatenated at once as ``(total, nf)`` float32 (usually each an
+    ``(n, nf)`` array); ``None`` when they do not join so (other shapes, not numbers: each copy's are then
+    converted alone, and the first bad one named)."""
+    try:
+        arr = np.concatenate(rows)
+    except (ValueError, TypeError):
+        return None
+    if arr.ndim != 2 or arr.shape[1] != nf or arr.dtype.kind not in "biuf":
+        return None
+    return arr if arr.dtype == np.float32 else arr.astype(np.float32)
 
 
 def _streams() -> Any:
@@ -400,10 +429,14 @@ class EnvExecutor:
             if total == 0:
                 arr = np.zeros((0, nf), dtype=np.float32)
             elif use_arrays:
-                try:
-                    arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(len(r), nf) for r in rows_all])
-                except (ValueError, TypeError):
-                    raise self._bad_rows(name, feats, obs) from None
+                joined = _joined_rows(rows_all, nf)
+                if joined is not None:
+                    arr = joined
+                else:  # (rows of other shapes or types: each converted, else the first bad one named)
+                    try:
+                        arr = np.concatenate([np.asarray(r, dtype=np.float32).reshape(len(r), nf) for r in rows_all])
+                    except (ValueError, TypeError):
+                        raise self._bad_rows(name, feats, obs) from None
             else:
                 flat: list[Any] = []
                 for r in rows_all:
@@ -461,7 +494,7 @@ class EnvExecutor:
             if not d.kind.selects_entities:
                 m = None
                 if any(name in o.masks for o in obs):
-                    m = _listed_masks(obs, ac, name, d.n)
+                    m = _batch_masks(obs, ac, name, d.n)
                     if m is None:  # (masks in other forms: each copy's checked and converted alone)
                         m = np.concatenate([np.ones((k, d.n), dtype=bool) if (mm := o.masks.get(name)) is None
                                             else self._mask(i, name, mm, (k, d.n)) for i, (o, k) in enumerate(zip(obs, ac))])

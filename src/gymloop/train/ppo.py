@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from .._gc import tuned_collector
 from ..batch import Batch, stack, take
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
 from ..errors import CheckpointError, ConfigError, GymloopError, TrainingError
@@ -1060,7 +1061,8 @@ class Trainer:
           then the exception is raised again as it came.
 
         Checkpoints are also saved every ``cfg.checkpoint_minutes`` minutes and every
-        ``cfg.checkpoint_every`` updates.
+        ``cfg.checkpoint_every`` updates. While it runs, Python's garbage collector is tuned for
+        it (``cfg.tune_gc``, :mod:`gymloop._gc`).
         """
         self._setup()
         cfg, p = self.cfg, self.cfg.ppo
@@ -1076,7 +1078,7 @@ class Trainer:
         metrics: _MetricsFile | None = None
         lr = self.lr
         self._last_save = time.monotonic()
-        with _StopSignals() as stops:
+        with _StopSignals() as stops, tuned_collector(cfg.tune_gc):  # (the collector: see gymloop._gc)
             try:
                 metrics = _MetricsFile(os.path.join(self.out_dir, METRICS_FILE), self.step if self.resume else None) if self.out_dir else None
                 snapshot.take(self)

@@ -255,6 +255,14 @@ def test_an_episodes_first_call_draws_the_same_numbers_on_both_paths():
         assert Streams(fast=True).call(draw_all, seed=seed) == Streams(fast=False).call(draw_all, seed=seed)
 
 
+def test_without_seeding_equal_to_the_public_one_there_is_no_fast_path(monkeypatch):
+    """The fast path seeds through C methods without their Python wrappers; where they would leave other states than
+    ``random.seed``/``np.random.seed`` (another interpreter's internals), it is not taken."""
+    monkeypatch.setattr(_streams, "_FAST", [])
+    monkeypatch.setattr(_streams, "_c_seed", lambda: lambda r, x: random.Random.seed(r, x + 1))
+    assert not _streams.fast_path() and not Streams().fast
+
+
 def play_held(fast: bool, script: list[tuple[int, str, int | None]], copies: int, blocks: list[tuple[int, int]]) -> tuple[dict[int, list], list]:
     """:func:`play` with the steps from ``start`` to ``end`` of each block inside :func:`held` (the caller's draws there
     through :func:`as_caller`); each copy's results and the caller's."""

@@ -13,10 +13,10 @@ A generator's state is a Mersenne Twister's 624 words and position (2,500 bytes)
 normal deviate (``random``'s ``gauss_next``; numpy's legacy generator keeps one in the
 ``RandomState`` object), so a call copies about 5 KB in and out per generator: about 2 µs a call
 in all (about 1.4 µs inside :func:`held`). An episode's first call seeds both generators instead
-(about 4 µs: numpy's seeding twice, its words copied into ``random``'s state for one, see
-:func:`_start`), as the slow path seeds it, so both paths draw the same numbers in that call: a game
-that draws only when an episode starts, as most of entity-gym's examples, plays the same episodes
-on either.
+(about 5 µs: the C seeding behind ``random.seed`` and ``np.random.seed``, called without their
+Python wrappers, checked once to leave the same states), as the slow path seeds it, so both paths
+draw the same numbers in that call: a game that draws only when an episode starts, as most of
+entity-gym's examples, plays the same episodes on either.
 numpy's words are reached through its public ``ctypes.state_address``; ``random``'s words and
 numpy's cached deviate through the objects' memory, whose layouts :func:`fast_path` finds and
 checks once on objects of its own (read against ``getstate()``/``get_state()``, written, then
@@ -24,8 +24,8 @@ drawn from). Where a check fails (another interpreter or layout, a free-threaded
 global generator not an MT19937), or when the process's global generators were replaced since
 (``np.random.set_bit_generator``, a reloaded ``random``), :class:`Streams` seeds both generators
 before each call from the episode seed and the call's number instead: as reproducible, about 6 µs
-slower a call (15 µs for an episode's first), other numbers after an episode's first call, and the
-caller's generators are left seeded by the last call rather than put back.
+slower a call, other numbers after an episode's first call, and the caller's generators are left
+seeded by the last call rather than put back.
 
 Limits: one thread at a time may draw from the global generators while copies step (another
 thread would draw from, and be rewound with, a copy's stream); a copy's call must not call the same
@@ -60,7 +60,8 @@ class _Views:
     def __init__(self, inst: random.Random, rs: np.random.RandomState, py: memoryview, npy: memoryview, gauss: memoryview) -> None:
         self.inst: Any = inst  # random._inst (kept: the views point into it); gauss_next is set in random.py
         self.rs = rs  # np.random.mtrand._rand (kept, with its bit generator)
-        self.bg = rs._bit_generator
+        self.bg: Any = rs._bit_generator
+        self.seed_py = _c_seed()
         self.py = py  # random's: the position (int), then the 624 words
         self.npy = npy  # numpy's: the 624 words, then the position (int)
         self.gauss = gauss  # numpy's cached deviate: has_gauss (int), padding, gauss (double)
@@ -166,6 +167,41 @@ def _gauss_offset() -> int | None:
     return off if int(b.get_state()[3]) == 0 else None  # type: ignore[index]
 
 
+def _seeding_ok(off: int) -> bool:
+    """Whether seeding through the C methods the fast path calls (``_random.Random.seed``, ``MT19937._legacy_seeding``
+    and zeros for the cached deviate at ``off``) leaves the states ``random.seed`` and ``np.random.seed`` leave
+    (checked on objects of its own, each with a cached deviate before)."""
+    x = 0x0123_4567_89AB_CDEF
+    a: Any = random.Random(3)  # (Any: the stubs leave out gauss_next and _legacy_seeding)
+    b: Any = random.Random(4)
+    a.gauss(0.0, 1.0), b.gauss(0.0, 1.0)
+    a.seed(x)
+    _c_seed()(b, x)
+    b.gauss_next = None
+    if a.getstate() != b.getstate():
+        return False
+    ra, rb = np.random.RandomState(3), np.random.RandomState(4)
+    ra.standard_normal(), rb.standard_normal()
+    ra.seed(x & _M32)
+    bg: Any = rb._bit_generator
+    bg._legacy_seeding(x & _M32)
+    _view(id(rb) + off, _GAUSS_BYTES)[:] = _NO_GAUSS
+    sa: Any = ra.get_state()
+    sb: Any = rb.get_state()
+    return sa[0] == sb[0] and np.array_equal(sa[1], sb[1]) and sa[2:] == sb[2:] and np.array_equal(ra.random_sample(700), rb.random_sample(700))
+
+
+def _c_seed() -> Any:
+    """``random.Random.seed``'s C seeding (``_random.Random.seed``): what it calls for an int, without its Python
+    wrapper (the caller then clears ``gauss_next``, as the wrapper does)."""
+    import _random
+
+    return _random.Random.seed
+
+
+#: a ``RandomState``'s cached-deviate bytes after seeding: none cached (``has_gauss`` 0, ``gauss`` 0.0)
+_NO_GAUSS = bytes(_GAUSS_BYTES)
+
 _FAST: list[_Views | None] = []  # [views or None] once fast_path() has looked
 
 
@@ -184,7 +220,7 @@ def fast_path() -> bool:
         try:
             inst, rs = random._inst, np.random.mtrand._rand  # (the instances behind the modules' functions)
             off = _gauss_offset()
-            if off is not None and _py_layout_ok() and _np_layout_ok():
+            if off is not None and _py_layout_ok() and _np_layout_ok() and _seeding_ok(off):
                 py, npy = _py_view(inst), _np_view(rs)
                 if py is not None and npy is not None:
                     views = _Views(inst, rs, py, npy, _view(id(rs) + off, _GAUSS_BYTES))
@@ -255,15 +291,13 @@ class Streams:
         outside = v.take_out() if v.depth == 0 else None  # (inside held(): the caller's states are out already)
         loaded = False
         try:
-            if seed is not None:  # an episode's first call: seeded as the slow path seeds it (see _start)
+            if seed is not None:  # an episode's first call: seeded as the slow path seeds it
                 self._seed, self._calls = seed, 1
                 x = _mix(seed, 1)
-                rs = v.rs
-                rs.seed(x >> 32)  # random's words: numpy's generator seeded with the high half, copied ...
-                gpy[:4] = gnp[_WORDS:]  # (its position: 624, the first draw twists)
-                gpy[4:] = gnp[:_WORDS]
+                v.seed_py(inst, x)  # random.seed(x) and np.random.seed(x & _M32) without their Python wrappers
                 inst.gauss_next = None
-                rs.seed(x & _M32)  # ... then numpy's own with the low half (which also drops its cached deviate)
+                v.bg._legacy_seeding(x & _M32)
+                ggs[:] = _NO_GAUSS
             else:
                 self._calls += 1
                 gpy[:] = self._py
@@ -287,11 +321,8 @@ class Streams:
         if self._seed is not None:
             self._calls += 1
             x = _mix(self._seed, self._calls)
-            if self._calls == 1:  # an episode's first call: the fast path's numbers
-                _start(x)
-            else:
-                random.seed(x)
-                np.random.seed(x & _M32)
+            random.seed(x)
+            np.random.seed(x & _M32)
         return fn(*args)
 
 
@@ -369,29 +400,6 @@ _BOOKKEEPING = frozenset(
     {_CALL_CODE, as_caller.__code__, _Held.__enter__.__code__, _Held.__exit__.__code__,
      _Views.take_out.__code__, _Views.put_back.__code__}
 )
-
-
-def _start(x: int) -> None:
-    """Seed both global generators from a 64-bit ``x`` through their public interfaces, as the fast path of
-    :meth:`Streams.call` does through their memory at an episode's first call: ``random``'s words are those of
-    an MT19937 seeded by numpy's legacy seeding with ``x``'s high 32 bits, numpy's global generator is seeded with
-    its low 32 bits.
-
-    (numpy's seeding runs the Mersenne Twister's own initialization; ``random.seed`` runs a longer one behind a
-    Python wrapper: the fast path seeds both generators in 3.9 µs this way, 5.9 µs with ``random.seed``. Here
-    ``random.setstate`` makes it about 15 µs.)
-    """
-    if not _SCRATCH:
-        bg = np.random.MT19937(0)
-        _SCRATCH.append((bg, np.ctypeslib.as_array((ctypes.c_uint32 * 624).from_address(bg.ctypes.state_address))))
-    bg, words = _SCRATCH[0]
-    bg._legacy_seeding(x >> 32)
-    random.setstate((3, (*words.tolist(), 624), None))
-    np.random.seed(x & _M32)
-
-
-#: an MT19937 of :func:`_start`'s own (whatever generator numpy's global one is) and a view of its 624 words
-_SCRATCH: list[tuple[Any, np.ndarray]] = []
 
 
 def _mix(seed: int, k: int) -> int:

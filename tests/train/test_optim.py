@@ -119,6 +119,37 @@ def test_a_parameter_never_updated_has_no_state_and_is_left_alone():
     assert all(p.grad is None for p in ps)
 
 
+def test_a_parameter_never_given_a_gradient_keeps_the_one_flat_update(monkeypatch):
+    """A parameter that never gets a gradient (a hidden entity type's embedding) does not send every step to the
+    per-parameter path: the flat update leaves it alone and the others move as torch.optim.Adam moves them."""
+    ours, theirs = _params(), _params()
+    a = Adam(ours, lr=0.05)
+    b = torch.optim.Adam(theirs, lr=0.05)
+    before = ours[3].detach().clone()
+
+    def per_parameter_path(*args, **kw):
+        raise AssertionError("the per-parameter path ran")
+
+    for step in range(6):
+        grads = _grads(step, {3})
+        for ps in (ours, theirs):
+            for p, gr in zip(ps, grads):
+                p.grad = None if gr is None else gr.clone() * 3
+        with monkeypatch.context() as m:
+            m.setattr(torch.nn.utils, "clip_grad_norm_", per_parameter_path)
+            norm = a.step(max_grad_norm=1.0)
+        torch.testing.assert_close(norm, torch.nn.utils.clip_grad_norm_(theirs, 1.0), rtol=1e-5, atol=1e-6)
+        b.step()
+    for p, q in zip(ours, theirs):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert torch.equal(ours[3].detach(), before) and 3 not in a.state_dict()["state"]
+    ours[3].grad = torch.ones(SHAPES[3])  # its first gradient, at step 7: its own step 1, as torch counts it
+    for p in (ours[i] for i in range(5) if i != 3):
+        p.grad = torch.ones(p.shape)
+    a.step()
+    assert [float(a.state_dict()["state"][i]["step"]) for i in range(5)] == [7, 7, 7, 1, 7]
+
+
 def test_a_state_for_other_parameters_is_refused_by_name():
     a = Adam(_params(), lr=0.1)
     _step(a, a.params, _grads(0))

@@ -253,6 +253,8 @@ class Readout(_BlockParams):
         H = self.n_head
         dh = C // H
         h = self.ln1(x)
+        if L == 1 and (self.relpos is None or positions is None):
+            return self._one_key(x, h, pad, rows)
         k = self.key(h).view(S, L, H, dh)
         v = self.value(h).view(S, L, H, dh)
         scale = 1.0 / math.sqrt(dh)
@@ -314,6 +316,20 @@ class Readout(_BlockParams):
             y = y + bins @ relpos.values.weight
         y = y.transpose(1, 2).reshape(S * Q, C)[dest]
         return self._finish(xq, y), value_emb
+
+    def _one_key(self, x: torch.Tensor, h: torch.Tensor, pad: torch.Tensor | None, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` where every observation has one entity (or none) and no relative positions: each query
+        attends to one key with weight 1 whatever the scores, so the attention is the key's value (the same numbers;
+        the queries and keys, whose gradients would be zeros, are left out of the graph)."""
+        S, _L, C = x.shape
+        v = self.value(h).reshape(S, C)
+        y0 = v
+        if self.summary_mean:  # (the mean of one value, or of none: see forward)
+            y0 = y0 + (v if pad is None else v * (~pad).to(v.dtype).view(S, 1))
+        value_emb = self._finish(self.value_query.view(1, C).expand(S, C), y0)
+        if rows.shape[0] == 0:
+            return x.new_zeros((0, C)), value_emb
+        return self._finish(x.reshape(S, C)[rows], v[rows]), value_emb
 
 
 @dataclass

@@ -81,7 +81,8 @@ class Adam:
         Args:
             max_grad_norm: first scale the gradients so that their joint L2 norm is at most this, as
                 ``torch.nn.utils.clip_grad_norm_`` does (the update uses the scaled gradients; the
-                parameters' ``grad`` are left as they are when every parameter has one).
+                parameters' ``grad`` are left as they are, except on the slow path, when the
+                parameters with a gradient are at different steps: ``clip_grad_norm_`` scales them).
 
         Returns:
             With ``max_grad_norm``: the gradients' joint norm before scaling. When it is not finite,
@@ -90,17 +91,25 @@ class Adam:
         g = self.param_groups[0]
         lr, (b1, b2), eps = float(g["lr"]), g["betas"], float(g["eps"])
         grads = [p.grad for p in self.params]
-        steps = set(self._steps)
+        missing = [i for i, x in enumerate(grads) if x is None]
+        steps = {n for n, x in zip(self._steps, grads) if x is not None}
         norm = None
-        if len(steps) == 1 and all(x is not None for x in grads):  # the usual case: one flat update
-            torch._foreach_copy_(self._grad_views, cast(list[torch.Tensor], grads))
+        # the usual case, one flat update: every parameter with a gradient at the same step, and any without one
+        # never updated yet (a hidden entity type's embedding, an action never asked for): its moments and its part
+        # of the flat gradient are zeros, so the update leaves it as it is and its step count stays 0
+        if len(steps) == 1 and all(self._steps[i] == 0 for i in missing):
+            if missing:
+                have = [i for i, x in enumerate(grads) if x is not None]
+                torch._foreach_copy_([self._grad_views[i] for i in have], [cast(torch.Tensor, grads[i]) for i in have])
+            else:
+                torch._foreach_copy_(self._grad_views, cast(list[torch.Tensor], grads))
             if max_grad_norm is not None:  # one norm and one scaling of the flat gradient
                 norm = torch.linalg.vector_norm(self._g)
                 if not torch.isfinite(norm):
                     return norm
                 self._g.mul_(torch.clamp(max_grad_norm / (norm + 1e-6), max=1.0))
             n = steps.pop() + 1
-            self._steps = [n] * len(self.params)
+            self._steps = [0 if x is None else n for x in grads]
             self._m.lerp_(self._g, 1 - b1)
             self._v.mul_(b2).addcmul_(self._g, self._g, value=1 - b2)
             torch.sqrt(self._v, out=self._u)
@@ -177,6 +186,7 @@ class Adam:
         with torch.no_grad():
             self._m.zero_()
             self._v.zero_()
+            self._g.zero_()  # (a parameter at step 0 has a zero part of the flat gradient: see step())
             for i, (m, v) in moments.items():
                 self._exp_avg[i].copy_(m)
                 self._exp_avg_sq[i].copy_(v)

@@ -984,8 +984,8 @@ class Trainer:
                     ret_parts.append(torch.from_numpy(flat_ret[slots[part]]))
                     old_value_parts.append(torch.from_numpy(flat_old_value[slots[part]]))
                 if new_lp_parts:
-                    new_lp, old_lp = torch.cat(new_lp_parts), torch.cat(old_lp_parts)
-                    actor_adv, actor_entropy = torch.cat(adv_parts).float(), torch.cat(entropy_parts)
+                    new_lp, old_lp = _cat(new_lp_parts), _cat(old_lp_parts)
+                    actor_adv, actor_entropy = _cat(adv_parts).float(), _cat(entropy_parts)
                     logratio = new_lp - old_lp
                     ratio = logratio.exp()
                     pg_loss = torch.max(-actor_adv * ratio, -actor_adv * ratio.clamp(1 - p.clip_coef, 1 + p.clip_coef)).mean()
@@ -995,7 +995,7 @@ class Trainer:
                         stats["loss/clipfrac"].append(((ratio - 1).abs() > p.clip_coef).float().mean().item())
                 else:
                     pg_loss = entropy = torch.zeros(())
-                value, returns, old_value = torch.cat(value_parts), torch.cat(ret_parts), torch.cat(old_value_parts)
+                value, returns, old_value = _cat(value_parts), _cat(ret_parts), _cat(old_value_parts)
                 if p.clip_vloss:
                     value_clipped = old_value + (value - old_value).clamp(-p.clip_coef, p.clip_coef)
                     v_loss = 0.5 * torch.max((value - returns) ** 2, (value_clipped - returns) ** 2).mean()
@@ -1183,6 +1183,12 @@ class Trainer:
         except Exception as e:  # a missing plotting library must not lose the trained agent
             log.warning("could not draw the learning curve: %s", e)
         return path
+
+
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(parts)``; one part as it is (the usual minibatch: one chunk, one action type), without the copy and
+    the op in the graph a cat of one adds."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _check_pair(agent_path: str, agent_info: Mapping[str, Any], agent_tensors: Mapping[str, np.ndarray], optim_path: str,

@@ -58,7 +58,7 @@ class _Views:
     """The process's global generators and writable views of their state memory."""
 
     def __init__(self, inst: random.Random, rs: np.random.RandomState, py: memoryview, npy: memoryview, gauss: memoryview) -> None:
-        self.inst: Any = inst  # random._inst (kept: the views point into it); gauss_next is set in random.py
+        self.inst: Any = inst  # random._inst (kept: the views point into it); its gauss_next is an attribute, not memory
         self.rs = rs  # np.random.mtrand._rand (kept, with its bit generator)
         self.bg: Any = rs._bit_generator
         self.seed_py = _c_seed()
@@ -394,10 +394,9 @@ class _Held:
                     v.put_back(outside)
 
 
-_CALL_CODE = Streams.call.__code__
 #: code that moves states in and out (the step alarm waits there: see :func:`in_bookkeeping`)
 _BOOKKEEPING = frozenset(
-    {_CALL_CODE, as_caller.__code__, _Held.__enter__.__code__, _Held.__exit__.__code__,
+    {Streams.call.__code__, as_caller.__code__, _Held.__enter__.__code__, _Held.__exit__.__code__,
      _Views.take_out.__code__, _Views.put_back.__code__}
 )
 

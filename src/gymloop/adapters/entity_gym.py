@@ -14,7 +14,7 @@ generators and take no seed. :class:`EntityGymEnv` gives each copy its own strea
 (:mod:`gymloop.adapters._streams`): an episode's first call starts them from the copy's episode seed
 (``reset(seed)``), and every call of the copy runs with its own generator states put into the
 global generators and taken out afterwards (about 1.4 µs a call inside the executor's batches,
-which take the caller's states out once; 7.5 µs for an episode's first), the caller's states put
+which take the caller's states out once; 7 µs for an episode's first), the caller's states put
 back. A copy's episodes then depend on its seed only (not on the other copies stepped before it,
 nor on how copies are split among worker processes, nor on what the caller draws), and a fault
 is reproduced by the seed its :class:`~gymloop.errors.GameError` names. ``isolate_random=False``

@@ -53,34 +53,18 @@ def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
     return Spaces(obs_space, action_space, where="Environment: ")
 
 
-def _batch_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) -> np.ndarray | None:
-    """Every copy's mask of categorical action ``name``, converted at once when all are given alike: ``(actors, n)``
-    booleans; ``None`` when they are not (each is then checked and converted alone, :meth:`EnvExecutor._mask`).
+def _listed_masks(obs: list[Any], actor_counts: list[int], name: str, n: int) -> np.ndarray | None:
+    """Every copy's mask of categorical action ``name`` given as a list of rows of booleans (or none: all allowed),
+    converted at once: ``(actors, n)``; ``None`` when any is given otherwise (each is then checked and converted alone).
 
-    Alike: every mask a list of rows of booleans, one row per actor; or every mask a boolean array of
-    shape ``(actors, n)`` or flat. A copy without a mask allows everything. One conversion (or one
-    concatenation) of the batch instead of one per copy: a third of the time a mask takes.
+    One conversion of the batch's rows instead of one per copy (a third of the time a mask takes): a copy's
+    mask is used as it is only when it has one row per actor and the rows together are booleans,
+    ``n`` to a row.
     """
-    masks = [o.masks.get(name) for o in obs]
-    first = next((mm for mm in masks if mm is not None), None)
-    if type(first) is np.ndarray:
-        parts: list[np.ndarray] = []
-        for mm, k in zip(masks, actor_counts):
-            if mm is None:
-                if k:
-                    parts.append(np.ones((k, n), dtype=bool))
-            elif type(mm) is not np.ndarray or mm.dtype != np.bool_:
-                return None
-            elif mm.shape == (k, n):
-                parts.append(mm)
-            elif mm.ndim == 1 and mm.shape[0] == k * n:  # (flat: one actor's choices after another)
-                parts.append(mm.reshape(k, n))
-            else:
-                return None
-        return np.concatenate(parts) if parts else None
     rows: list[Any] = []
     ones = None
-    for mm, k in zip(masks, actor_counts):
+    for o, k in zip(obs, actor_counts):
+        mm = o.masks.get(name)
         if mm is None:
             if k:
                 ones = ones or [True] * n
@@ -494,8 +478,8 @@ class EnvExecutor:
             if not d.kind.selects_entities:
                 m = None
                 if any(name in o.masks for o in obs):
-                    m = _batch_masks(obs, ac, name, d.n)
-                    if m is None:  # (masks in other forms: each copy's checked and converted alone)
+                    m = _listed_masks(obs, ac, name, d.n)
+                    if m is None:  # (masks in other forms, boolean arrays say: each copy's checked and converted alone, then one join)
                         m = np.concatenate([np.ones((k, d.n), dtype=bool) if (mm := o.masks.get(name)) is None
                                             else self._mask(i, name, mm, (k, d.n)) for i, (o, k) in enumerate(zip(obs, ac))])
                 masks[name] = d.kind.all_legal(len(flat_idx), d.n) if m is None else m

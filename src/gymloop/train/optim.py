@@ -91,18 +91,14 @@ class Adam:
         g = self.param_groups[0]
         lr, (b1, b2), eps = float(g["lr"]), g["betas"], float(g["eps"])
         grads = [p.grad for p in self.params]
-        missing = [i for i, x in enumerate(grads) if x is None]
-        steps = {n for n, x in zip(self._steps, grads) if x is not None}
+        have = [i for i, x in enumerate(grads) if x is not None]
+        steps = {self._steps[i] for i in have}
         norm = None
         # the usual case, one flat update: every parameter with a gradient at the same step, and any without one
         # never updated yet (a hidden entity type's embedding, an action never asked for): its moments and its part
         # of the flat gradient are zeros, so the update leaves it as it is and its step count stays 0
-        if len(steps) == 1 and all(self._steps[i] == 0 for i in missing):
-            if missing:
-                have = [i for i, x in enumerate(grads) if x is not None]
-                torch._foreach_copy_([self._grad_views[i] for i in have], [cast(torch.Tensor, grads[i]) for i in have])
-            else:
-                torch._foreach_copy_(self._grad_views, cast(list[torch.Tensor], grads))
+        if len(steps) == 1 and all(n == 0 for n, x in zip(self._steps, grads) if x is None):
+            torch._foreach_copy_([self._grad_views[i] for i in have], [cast(torch.Tensor, grads[i]) for i in have])
             if max_grad_norm is not None:  # one norm and one scaling of the flat gradient
                 norm = torch.linalg.vector_norm(self._g)
                 if not torch.isfinite(norm):

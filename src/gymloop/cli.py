@@ -61,11 +61,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _make_agent(spec: str | None, game: str, seed: int) -> object:
     """The agent ``--agent`` names: ``random`` (default), ``scripted``, ``module:Class`` (your own agent
-    class, see :func:`gymloop.render.load_agent`) or an agent checkpoint."""
+    class, see :func:`gymloop.agent_specs.load_agent`) or an agent checkpoint."""
+    from .agent_specs import is_module_spec, load_agent
     from .errors import ConfigError
-    from .render.session import _is_module_spec, load_agent
 
-    if spec in (None, "random", "scripted") or (_is_module_spec(spec) and not os.path.exists(spec)):
+    if spec in (None, "random", "scripted") or (is_module_spec(spec) and not os.path.exists(spec)):
         return load_agent(spec, game, seed)
     from .neural import load
 

@@ -397,6 +397,7 @@ def compare(
         CheckpointError: ``agent_path`` does not exist, is not an agent checkpoint, or was trained
             on a game of other entity, global or action types.
     """
+    from .games import game_name as name_of_game
     from .neural import load
 
     if episodes < 1:
@@ -418,7 +419,7 @@ def compare(
     order = [RETURN] + ([SCORE] if SCORE in names and not same_as_return else []) + [LENGTH]
     metrics = [m for m in order if m in names] + [m for m in names if m not in (RETURN, SCORE, LENGTH)]
     return Comparison(
-        game=game_name or getattr(game, "__name__", "game"),
+        game=game_name or name_of_game(game),
         agent_path=agent_path,
         episodes=episodes,
         seed=seed,

@@ -12,7 +12,7 @@ import pytest
 import gymloop as gl
 from gymloop.cli import main
 from gymloop.errors import ConfigError
-from gymloop.games import GAMES, BoardView, bundled_games, find_game, get_game, register_game
+from gymloop.games import GAMES, GameView, bundled_games, find_game, get_game, register_game
 from gymloop.games import registry as registry_mod
 
 
@@ -55,7 +55,7 @@ def coin(monkeypatch):
     """``coin`` registered for the length of one test."""
     monkeypatch.setattr(registry_mod, "_REGISTRY", dict(registry_mod._REGISTRY))
     return register_game("coin", coin_flip, "call a coin flip", scripted=AlwaysHeads,
-                         view=BoardView(_draw_coin, 1, 1, keyboard=False, cell=20))
+                         view=GameView(_draw_coin, 1, 1, keyboard=False, cell=20))
 
 
 def test_the_bundled_games_are_registered_with_their_modules():

@@ -13,6 +13,7 @@ registry (:func:`find_game`, :func:`get_game`, :data:`GAMES`) knows every bundle
 from __future__ import annotations
 
 from . import duel, snake, tactics  # noqa: F401 (each registers itself)
-from .registry import GAMES, BoardView, BundledGame, bundled_games, find_game, get_game, register_game
+from .board import GameView
+from .registry import GAMES, BundledGame, bundled_games, find_game, game_name, get_game, register_game
 
-__all__ = ["GAMES", "BoardView", "BundledGame", "bundled_games", "find_game", "get_game", "register_game"]
+__all__ = ["GAMES", "BundledGame", "GameView", "bundled_games", "find_game", "game_name", "get_game", "register_game"]

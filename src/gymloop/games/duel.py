@@ -52,8 +52,8 @@ from typing import TYPE_CHECKING, Any
 from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
-from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD
-from .registry import BoardView, register_game
+from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, GameView
+from .registry import register_game
 
 if TYPE_CHECKING:
     from ..render.draw import Canvas
@@ -279,5 +279,5 @@ def _duel_end(obs: Obs, truncated: bool) -> str:
 
 register_game(
     "duel", duel, "two snakes on one board, moving in lock-step: the first to the target length wins",
-    view=BoardView(draw_duel, SIZE, SIZE, end_text=_duel_end),
+    view=GameView(draw_duel, SIZE, SIZE, end_text=_duel_end),
 )

@@ -2,10 +2,11 @@
 
 An entry holds what the command line and the renderer need to know about a game without naming
 it: its loop, a short description, its number of agents, its scripted agent (if it has one) and
-how to draw it (a :class:`BoardView`, if it has one). The ``gymloop`` command (``gymloop run snake``)
-and :func:`gymloop.render.view_for` look games up here.
+how to draw it (a :class:`~gymloop.games.board.GameView`, if it has one). The ``gymloop`` command
+(``gymloop run snake``) and :func:`gymloop.render.view_for` look games up here, and :func:`game_name`
+names any game the same way everywhere.
 
-Nothing here imports a renderer: a :class:`BoardView`'s draw function receives the canvas it paints
+Nothing here imports a renderer: a view's draw function receives the canvas it paints
 (a :class:`~gymloop.render.Canvas`), so registering a game imports no pygame.
 
 Example:
@@ -17,7 +18,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import functools
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,30 +29,9 @@ from typing import Any
 from ..errors import ConfigError
 from ..obs import Obs
 from ..spaces import declared_agents
+from .board import GameView
 
-__all__ = ["GAMES", "BoardView", "BundledGame", "bundled_games", "find_game", "get_game", "register_game"]
-
-
-@dataclass(frozen=True)
-class BoardView:
-    """How a game is drawn on a board of cells (:mod:`gymloop.render` turns it into a ``GameView``).
-
-    Attributes:
-        draw: ``draw(obs, canvas)`` paints a whole frame (board and bar) from one observation.
-        width: board width in cells (``None``: from the first observation's positions).
-        height: board height in cells (``None``: likewise).
-        end_text: ``end_text(obs, truncated)``, the banner over an episode's last frame
-            (``None``: the renderer's default, "game over" with the score).
-        keyboard: whether a keyboard player can play it (one Enum action with direction members).
-        cell: pixels per board cell (``None``: the renderer's default).
-    """
-
-    draw: Callable[[Obs, Any], None]
-    width: int | None = None
-    height: int | None = None
-    end_text: Callable[[Obs, bool], str] | None = None
-    keyboard: bool = True
-    cell: int | None = None
+__all__ = ["GAMES", "BundledGame", "bundled_games", "find_game", "game_name", "get_game", "register_game"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +44,7 @@ class BundledGame:
         description: one line saying what the game is.
         agents: agents per game (2 for a two-player game).
         scripted: ``scripted(seed=...)`` makes the game's scripted agent (``--agent scripted``), or ``None``.
-        view: how to draw it, or ``None`` (the renderer's generic view).
+        view: how to draw it (``players`` and ``name`` are the entry's), or ``None`` (the renderer's generic view).
     """
 
     name: str
@@ -70,12 +52,12 @@ class BundledGame:
     description: str
     agents: int = 1
     scripted: Callable[..., Any] | None = None
-    view: BoardView | None = None
+    view: GameView | None = None
 
     @property
     def target(self) -> str:
         """The loop as ``module:function``."""
-        return f"{self.loop.__module__}:{self.loop.__qualname__}"
+        return _qualified(self.loop)
 
 
 _REGISTRY: dict[str, BundledGame] = {}
@@ -88,7 +70,7 @@ def register_game(
     *,
     agents: int | None = None,
     scripted: Callable[..., Any] | None = None,
-    view: BoardView | None = None,
+    view: GameView | None = None,
 ) -> BundledGame:
     """Register a game under ``name`` (call it once, at the end of the game's module).
 
@@ -98,7 +80,7 @@ def register_game(
         description: one line.
         agents: agents per game (default: what the loop declares with ``gl.game(agents=N)``, else 1).
         scripted: the scripted agent's class or factory, called as ``scripted(seed=seed)``.
-        view: how to draw it.
+        view: how to draw it (its ``players`` and ``name`` become the game's).
 
     Raises:
         ConfigError: a bad name, ``agents`` disagreeing with the loop's declaration, or ``name``
@@ -121,6 +103,8 @@ def register_game(
     if declared is not None and n != declared:
         raise ConfigError(f"register_game({name!r}): agents={agents} but the loop declares gl.game(agents={declared})")
     old = _REGISTRY.get(name)
+    if view is not None:
+        view = dataclasses.replace(view, players=n, name=name)
     entry = BundledGame(name, loop, description, n, scripted, view)
     if old is not None and old.target != entry.target:
         raise ConfigError(f"register_game: {name!r} is already the game {old.target}, cannot also be {entry.target}")
@@ -136,6 +120,41 @@ def bundled_games() -> list[BundledGame]:
 def find_game(name: str) -> BundledGame | None:
     """The registered game ``name``, or ``None``."""
     return _REGISTRY.get(name)
+
+
+def game_name(game: Any, *, qualified: bool = False) -> str:
+    """The name of a game, the same in every message, title, checkpoint and trace.
+
+    A string (a registered name or ``module:function``) is its own name; a registered game's loop
+    goes by its registered name (``snake``); any other game by its ``__name__`` (that of the
+    function under any ``functools.partial`` layers, else its type's), or with ``qualified`` by
+    ``module:qualname``, the form :func:`get_game` loads.
+
+    Example:
+        >>> import functools
+        >>> from gymloop.games import game_name
+        >>> from gymloop.games.snake import snake
+        >>> def coin(agent, seed): ...
+        >>> game_name(snake), game_name("duel"), game_name(functools.partial(coin)), game_name(snake, qualified=True)
+        ('snake', 'duel', 'coin', 'snake')
+    """
+    if isinstance(game, str):
+        return game
+    qual = _qualified(game)
+    for entry in _REGISTRY.values():
+        if entry.target == qual:
+            return entry.name
+    if qualified:
+        return qual
+    inner = game
+    while not hasattr(inner, "__name__") and isinstance(inner, functools.partial):
+        inner = inner.func
+    return str(getattr(inner, "__name__", type(inner).__name__))
+
+
+def _qualified(game: Any) -> str:
+    """``module:qualname`` of a game loop (or class)."""
+    return f"{getattr(game, '__module__', '?')}:{getattr(game, '__qualname__', getattr(game, '__name__', '?'))}"
 
 
 def get_game(name: str) -> Callable[..., Any]:

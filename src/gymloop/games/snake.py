@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..obs import Obs
 from ..spaces import game as declare_game
-from .board import BODY, FOOD, HEAD, fmt
-from .registry import BoardView, register_game
+from .board import BODY, FOOD, HEAD, GameView, fmt
+from .registry import register_game
 
 if TYPE_CHECKING:
     from ..render.draw import Canvas
@@ -273,5 +273,5 @@ def _snake_end(obs: Obs, truncated: bool) -> str:
 
 register_game(
     "snake", snake, "the classic snake: eat food, grow, hit neither a wall nor yourself", scripted=GreedyAgent,
-    view=BoardView(draw_snake, SIZE, SIZE, end_text=_snake_end),
+    view=GameView(draw_snake, SIZE, SIZE, end_text=_snake_end),
 )

@@ -55,8 +55,8 @@ from typing import TYPE_CHECKING, Any
 from ..actions import SelectEntity
 from ..obs import Obs
 from ..spaces import game as declare_game
-from .board import ENEMY, MARK, UNIT, WALL, fmt
-from .registry import BoardView, register_game
+from .board import ENEMY, MARK, UNIT, WALL, GameView, fmt
+from .registry import register_game
 
 if TYPE_CHECKING:
     from ..render.draw import Canvas
@@ -361,5 +361,5 @@ def _tactics_end(obs: Obs, truncated: bool) -> str:
 
 register_game(
     "tactics", tactics, "a squad against enemies on a walled board: moves, stances, targeted shots",
-    view=BoardView(draw_tactics, SIZE, SIZE, end_text=_tactics_end, keyboard=False, cell=40),
+    view=GameView(draw_tactics, SIZE, SIZE, end_text=_tactics_end, keyboard=False, cell=40),
 )

@@ -2,8 +2,8 @@
 
 A renderer draws from the :class:`~gymloop.Obs` a game hands to ``agent.act`` and nothing else,
 so games stay headless and unchanged: the :class:`~gymloop.render.Watch` wrapper calls the draw
-function of the game's :class:`GameView` at every decision. A bundled game registers its view
-(a :class:`~gymloop.games.registry.BoardView`) in its own module; any other game gets
+function of the game's :class:`~gymloop.games.board.GameView` at every decision. A bundled game
+registers its view in its own module; any other game gets
 :func:`draw_entities` (every entity with ``x``/``y``, ``pos.x``/``pos.y`` or a ``pos`` tuple as a
 coloured cell), or its own view with :func:`register_view`.
 
@@ -28,14 +28,26 @@ import enum
 import logging
 import math
 import typing
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 from ..actions import action_spec
 from ..errors import GymloopError
-from ..games import bundled_games, find_game, get_game
-from ..games.board import BODY, ENEMY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, UNIT, WALL, Color
+from ..games import bundled_games, find_game, game_name, get_game
+from ..games.board import (
+    BODY,
+    CELL,
+    ENEMY,
+    FOOD,
+    HEAD,
+    OPPONENT_BODY,
+    OPPONENT_HEAD,
+    UNIT,
+    WALL,
+    Color,
+    GameView,
+    fmt,
+)
 from ..games.registry import BundledGame
 from ..obs import Obs
 from ..schema import schema_of
@@ -46,17 +58,7 @@ from ._deps import pygame_module
 __all__ = [
     "BACKGROUND",
     "BAR",
-    "BODY",
-    "CELL",
-    "ENEMY",
-    "FOOD",
-    "HEAD",
-    "OPPONENT_BODY",
-    "OPPONENT_HEAD",
-    "UNIT",
-    "WALL",
     "Canvas",
-    "GameView",
     "draw_entities",
     "register_view",
     "surface_to_array",
@@ -65,7 +67,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-CELL = 32  # pixels per board cell
 BAR = 32  # pixels of the text bar above the board
 
 BACKGROUND: Color = (22, 24, 30)
@@ -246,15 +247,6 @@ class Canvas:
         self.surface.blit(img, img.get_rect(center=(board_w // 2, self.bar + self.height * self.cell // 2)))
 
 
-def _fmt(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def default_end_text(obs: Obs, truncated: bool) -> str:
-    """``time up`` or ``game over``, with the final score."""
-    return f"{'time up' if truncated else 'game over'}: score {_fmt(obs.score)}"
-
-
 def type_color(i: int) -> Color:
     """The colour of the ``i``-th entity type: :data:`TYPE_PALETTE` in order, then hues a golden angle apart.
 
@@ -418,48 +410,6 @@ class Legend:
             y += _ROW
 
 
-@dataclass(frozen=True)
-class GameView:
-    """How to draw one game.
-
-    Attributes:
-        draw: ``draw(obs, canvas)`` paints a whole frame (board and bar) from one observation.
-        width: board width in cells (``None``: from the first observation's positions).
-        height: board height in cells (``None``: likewise).
-        players: agents per game (2 for a two-player game); the first player's observations are drawn.
-        end_text: ``end_text(obs, truncated)``, the banner over the last frame of an episode.
-        keyboard: whether a :class:`~gymloop.render.KeyboardAgent` can play it (its action is
-            one Enum with direction members ``UP``/``DOWN``/``LEFT``/``RIGHT``).
-        name: shown in the window title.
-        cell: pixels per board cell.
-        legend: draw a legend of the entity types beside the board (``None``: for
-            :func:`draw_entities` only).
-        types: entity classes known before the first observation (the game's declared ones):
-            their colours in :func:`draw_entities` follow the game's spaces.
-
-    Example:
-        >>> from gymloop.render import GameView, draw_entities
-        >>> GameView(draw_entities, width=6, height=4, name="mine").players
-        1
-    """
-
-    draw: Callable[[Obs, Canvas], None]
-    width: int | None = None
-    height: int | None = None
-    players: int = 1
-    end_text: Callable[[Obs, bool], str] = default_end_text
-    keyboard: bool = True
-    name: str = "game"
-    cell: int = CELL
-    legend: bool | None = None
-    types: tuple[type, ...] = ()
-
-    @property
-    def shows_legend(self) -> bool:
-        """Whether a viewer makes room for a legend beside the board."""
-        return self.draw is draw_entities if self.legend is None else self.legend
-
-
 # ---------------------------------------------------------------------- any game
 def position(obj: Any) -> tuple[Any, Any] | None:
     """An entity's board cell: fields ``x``/``y``, ``pos.x``/``pos.y`` or a ``pos`` pair; else ``None``."""
@@ -503,7 +453,7 @@ def draw_entities(obs: Obs, canvas: Canvas) -> None:
             canvas.label(x, y, label, INK)
         if id(o) in actors:
             canvas.ring(x, y, TEXT)
-    canvas.bar_text(f"score {_fmt(obs.score)}")
+    canvas.bar_text(f"score {fmt(obs.score)}")
     if canvas.panel[0]:
         legend.draw(canvas)
 
@@ -524,6 +474,8 @@ def board_size(obs: Obs, minimum: int = 5) -> tuple[int, int]:
     return w, h
 
 
+draw_entities.draws_legend = True  # type: ignore[attr-defined]  # (GameView.shows_legend)
+
 _registered: dict[Any, GameView] = {}
 
 
@@ -541,12 +493,10 @@ def register_view(game: Any, view: GameView) -> None:
 
 
 def _bundled_view(entry: BundledGame) -> GameView:
-    """The view a registered game declared (:class:`~gymloop.games.registry.BoardView`), else a generic one."""
-    v = entry.view
-    if v is None:
-        return GameView(draw_entities, players=entry.agents, name=entry.name, types=tuple(_declared_classes(entry.loop)))
-    return GameView(v.draw, v.width, v.height, players=entry.agents, end_text=v.end_text or default_end_text,
-                    keyboard=v.keyboard, name=entry.name, cell=v.cell or CELL)
+    """The view a registered game declared, else a generic one."""
+    if entry.view is not None:
+        return entry.view
+    return GameView(draw_entities, players=entry.agents, name=entry.name, types=tuple(_declared_classes(entry.loop)))
 
 
 def view_for(game: Any) -> GameView:
@@ -572,7 +522,7 @@ def view_for(game: Any) -> GameView:
     for entry in bundled_games():
         if entry.loop is game:
             return _bundled_view(entry)
-    return GameView(draw_entities, players=declared_agents(game) or 1, name=getattr(game, "__name__", "game"),
+    return GameView(draw_entities, players=declared_agents(game) or 1, name=game_name(game),
                     types=tuple(_declared_classes(game)))
 
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..obs import Obs
 from ..spaces import declared_agents
 from .board import GameView
 

@@ -27,11 +27,11 @@ Example:
 
 from __future__ import annotations
 
+from ..agent_specs import HUMAN, load_agent
+from ..games.board import BODY, CELL, ENEMY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, UNIT, WALL, GameView
 from ..games.duel import draw_duel
 from ..games.snake import draw_snake
 from ..games.tactics import draw_tactics
-from ..agent_specs import HUMAN, load_agent
-from ..games.board import BODY, CELL, ENEMY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, UNIT, WALL, GameView
 from .draw import BACKGROUND, BAR, Canvas, draw_entities, register_view, surface_to_array, view_for
 from .keyboard import ARROWS, WASD, KeyboardAgent, PlayerQuit, TakeOver, poll_events
 from .session import RecordResult, play, record, seat_specs

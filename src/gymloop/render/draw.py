@@ -34,20 +34,7 @@ from typing import Any
 from ..actions import action_spec
 from ..errors import GymloopError
 from ..games import bundled_games, find_game, game_name, get_game
-from ..games.board import (
-    BODY,
-    CELL,
-    ENEMY,
-    FOOD,
-    HEAD,
-    OPPONENT_BODY,
-    OPPONENT_HEAD,
-    UNIT,
-    WALL,
-    Color,
-    GameView,
-    fmt,
-)
+from ..games.board import CELL, Color, GameView, fmt
 from ..games.registry import BundledGame
 from ..obs import Obs
 from ..schema import schema_of

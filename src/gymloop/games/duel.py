@@ -53,11 +53,12 @@ from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, GameView
+from .grid import DELTA, MOVES, OPPOSITE, Move, free_cell, vacate
 from .registry import register_game
+from .snake import Body, Food, Head
 
 if TYPE_CHECKING:
     from ..render.draw import Canvas
-from .snake import _DELTA, _MOVES, _OPPOSITE, Body, Food, Head, Move
 
 __all__ = [
     "Head", "Body", "Food", "OpponentHead", "OpponentBody", "DuelStatus", "Move", "DuelGame", "duel",
@@ -111,7 +112,7 @@ class DuelGame:
             Head(half + rng.randrange(size - half), rng.randrange(size)),
         ]
         self.bodies: list[list[Body]] = [[], []]
-        self.headings = [_MOVES[rng.randrange(4)], _MOVES[rng.randrange(4)]]
+        self.headings = [MOVES[rng.randrange(4)], MOVES[rng.randrange(4)]]
         self.food: list[Food] = []
         self.occupied = bytearray(size * size)  # 1 = a body segment of either snake, 2 = food
         self.steps = 0
@@ -125,19 +126,10 @@ class DuelGame:
 
     def spawn_food(self) -> None:
         size = self.size
-        occ = self.occupied
-        heads = {h.x * size + h.y for h in self.heads}
-        for _ in range(16):  # rejection sampling first; the board is rarely crowded
-            c = self.rng.randrange(size * size)
-            if not occ[c] and c not in heads:
-                break
-        else:
-            free = [c for c in range(size * size) if not occ[c] and c not in heads]
-            if not free:
-                return
-            c = free[self.rng.randrange(len(free))]
-        occ[c] = 2
-        self.food.append(Food(c // size, c % size))
+        c = free_cell(self.rng, size, self.occupied, {h.x * size + h.y for h in self.heads})
+        if c is not None:
+            self.occupied[c] = 2
+            self.food.append(Food(c // size, c % size))
 
     def observe(self, i: int) -> Obs:
         """What snake ``i`` sees: its head as actor, the other snake as opponent entities."""
@@ -173,10 +165,10 @@ class DuelGame:
         new = []
         for i in (0, 1):
             move = moves[i]
-            if bodies[i] and move is _OPPOSITE[self.headings[i]._value_]:
+            if bodies[i] and move is OPPOSITE[self.headings[i]._value_]:
                 move = self.headings[i]
             self.headings[i] = move
-            dx, dy = _DELTA[move._value_]
+            dx, dy = DELTA[move._value_]
             new.append((old[i][0] + dx, old[i][1] + dy))
         self.steps += 1
         dead = [False, False]
@@ -206,18 +198,9 @@ class DuelGame:
             return
         for i in (0, 1):
             nx, ny = new[i]
-            c = nx * size + ny
             body = bodies[i]
             grow = eat[i] or bool(body)  # a new segment where the head was (decided before the tail moves)
-            if eat[i]:
-                occ[c] = 0
-                for k, f in enumerate(self.food):
-                    if f.x == nx and f.y == ny:
-                        del self.food[k]
-                        break
-            elif body:
-                tail = body.pop()
-                occ[tail.x * size + tail.y] = 0
+            vacate(self.food, body, occ, size, nx, ny, eat[i])
             if grow:
                 ox, oy = old[i]
                 body.insert(0, Body(ox, oy))

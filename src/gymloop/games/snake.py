@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, GameView, fmt
+from .grid import DELTA, MOVES, OPPOSITE, Move, free_cell, vacate
 from .registry import register_game
 
 if TYPE_CHECKING:
@@ -68,19 +68,6 @@ class Food:
     y: int
 
 
-class Move(Enum):
-    UP = 0
-    DOWN = 1
-    LEFT = 2
-    RIGHT = 3
-
-
-# indexed by a member's value (``_value_`` is a plain attribute: no Enum hashing per step)
-_DELTA = ((0, 1), (0, -1), (-1, 0), (1, 0))
-_OPPOSITE = (Move.DOWN, Move.UP, Move.RIGHT, Move.LEFT)
-_MOVES = list(Move)
-
-
 class SnakeGame:
     """The rules, independent of who plays (used by the loop, the low-level and Gymnasium snakes)."""
 
@@ -97,7 +84,7 @@ class SnakeGame:
         self.head = Head(rng.randrange(size), rng.randrange(size))
         self.body: list[Body] = []
         self.food: list[Food] = []
-        self.heading = _MOVES[rng.randrange(4)]
+        self.heading = MOVES[rng.randrange(4)]
         self.occupied = bytearray(size * size)  # cells taken by body segments or food (2 = food)
         self.tick = 0
         self.steps = 0
@@ -110,28 +97,19 @@ class SnakeGame:
 
     def spawn_food(self) -> None:
         size = self.size
-        occ = self.occupied
         h = self.head
-        hc = h.x * size + h.y
-        for _ in range(16):  # rejection sampling first; the board is rarely crowded
-            c = self.rng.randrange(size * size)
-            if not occ[c] and c != hc:
-                break
-        else:
-            free = [c for c in range(size * size) if not occ[c] and c != hc]
-            if not free:
-                return
-            c = free[self.rng.randrange(len(free))]
-        occ[c] = 2
-        self.food.append(Food(c // size, c % size))
+        c = free_cell(self.rng, size, self.occupied, (h.x * size + h.y,))
+        if c is not None:
+            self.occupied[c] = 2
+            self.food.append(Food(c // size, c % size))
 
     def step(self, move: Move) -> None:
         """Advance one tick; sets ``over`` when the snake dies."""
         size = self.size
-        if self.body and move is _OPPOSITE[self.heading._value_]:
+        if self.body and move is OPPOSITE[self.heading._value_]:
             move = self.heading
         self.heading = move
-        dx, dy = _DELTA[move._value_]
+        dx, dy = DELTA[move._value_]
         h = self.head
         nx, ny = h.x + dx, h.y + dy
         self.steps += 1
@@ -143,15 +121,8 @@ class SnakeGame:
         eat = occ[c] == 2
         body = self.body
         grow = eat or bool(body)  # a new segment where the head was (decided before the tail moves)
-        if eat:
-            occ[c] = 0
-            for i, f in enumerate(self.food):
-                if f.x == nx and f.y == ny:
-                    del self.food[i]
-                    break
-        elif body:
-            tail = body.pop()
-            occ[tail.x * size + tail.y] = 0
+        if grow:
+            vacate(self.food, body, occ, size, nx, ny, eat)
         if occ[c]:
             self.over = True
             return
@@ -217,8 +188,8 @@ class GreedyAgent:
         hx, hy = head.x, head.y
         back = (body[0][0] - hx, body[0][1] - hy) if body else None
         options = []
-        for m in _MOVES:
-            d = _DELTA[m._value_]
+        for m in MOVES:
+            d = DELTA[m._value_]
             if d == back:  # reversing is ignored by the game: the snake would go on straight
                 continue
             nx, ny = hx + d[0], hy + d[1]

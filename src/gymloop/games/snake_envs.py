@@ -46,14 +46,21 @@ from ..errors import ConfigError, EnvStateError, InvalidActionError
 from ..kinds import CATEGORICAL
 from ..spaces import ActionDesc, ObsSpace
 from . import snake as _snake
-from .snake import SIZE, Move, SnakeGame
+from .grid import MOVES, Move
+from .snake import SIZE, SnakeGame
 
 __all__ = ["SnakeEnv", "GymSnakeEnv"]
 
-_MOVES = list(Move)
 _LABELS = tuple(m.name for m in Move)
 _XY = ("x", "y")
 _CELL = np.array([[0, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)  # grid channels of a free/body/food cell
+
+
+def _move(game: SnakeGame, a: int, before: int) -> tuple[int, float]:
+    """Step ``game`` with move ``a`` (an index into ``Move``): the snake's new length, and the reward (its change from ``before``)."""
+    game.step(MOVES[a])
+    length = game.length
+    return length, float(length - before)
 
 
 def _max_steps(max_steps: int | None) -> int:
@@ -141,9 +148,7 @@ class SnakeEnv(Environment):
             raise InvalidActionError(f"SnakeEnv.act expects {{'Move': an int array of shape (1,)}}, got {actions!r}") from e
         if not 0 <= a < 4:
             raise InvalidActionError(f"Move must be in [0, 4) {_LABELS}, got {a}")
-        game.step(_MOVES[a])
-        length = 1 + len(game.body)
-        reward = float(length - self._length)
+        length, reward = _move(game, a, self._length)
         self._length = length
         if game.over or game.steps >= self.max_steps:
             self._ended = True
@@ -259,9 +264,7 @@ def _build_gym_snake_env() -> type:
             a = int(action)
             if not 0 <= a < 4:
                 raise ValueError(f"action must be an int in [0, 4) (UP, DOWN, LEFT, RIGHT), got {action!r}")
-            game.step(_MOVES[a])
-            length = 1 + len(game.body)
-            reward = float(length - self._length)
+            length, reward = _move(game, a, self._length)
             self._length = length
             terminated = game.over
             truncated = not terminated and game.steps >= self.max_steps

@@ -1,0 +1,66 @@
+"""Moves on a square board of cells, as the snake games (:mod:`~gymloop.games.snake`,
+:mod:`~gymloop.games.duel`) play them.
+
+A board of ``size`` × ``size`` cells numbers cell ``(x, y)`` as ``x * size + y``; an occupancy
+board is a ``bytearray`` of those cells (0 free, 1 a body segment, 2 food). ``y`` grows upward.
+
+Example:
+    >>> from gymloop.games.grid import DELTA, OPPOSITE, Move
+    >>> DELTA[Move.UP.value], OPPOSITE[Move.LEFT.value] is Move.RIGHT
+    ((0, 1), True)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Container
+from enum import Enum
+from typing import Any
+
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Move", "free_cell", "vacate"]
+
+
+class Move(Enum):
+    """A step to a neighbouring cell."""
+
+    UP = 0
+    DOWN = 1
+    LEFT = 2
+    RIGHT = 3
+
+
+# indexed by a member's value (``_value_`` is a plain attribute: no Enum hashing per step)
+DELTA = ((0, 1), (0, -1), (-1, 0), (1, 0))
+"""Each move's ``(dx, dy)``, indexed by its value."""
+OPPOSITE = (Move.DOWN, Move.UP, Move.RIGHT, Move.LEFT)
+"""Each move's reverse, indexed by its value."""
+MOVES = list(Move)
+"""The moves by value (``MOVES[rng.randrange(4)]`` draws one)."""
+
+
+def free_cell(rng: random.Random, size: int, occupied: bytearray, heads: Container[int]) -> int | None:
+    """A random cell that is free on ``occupied`` and under none of ``heads``; ``None`` when the board is full.
+
+    Draws up to 16 cells first (the board is rarely crowded), then one among every free cell.
+    """
+    for _ in range(16):
+        c = rng.randrange(size * size)
+        if not occupied[c] and c not in heads:
+            return c
+    free = [c for c in range(size * size) if not occupied[c] and c not in heads]
+    if not free:
+        return None
+    return free[rng.randrange(len(free))]
+
+
+def vacate(food: list[Any], body: list[Any], occupied: bytearray, size: int, x: int, y: int, eat: bool) -> None:
+    """A snake's head enters cell ``(x, y)``: it eats the food there (``eat``), or its tail (if it has a body) leaves."""
+    if eat:
+        occupied[x * size + y] = 0
+        for i, f in enumerate(food):
+            if f.x == x and f.y == y:
+                del food[i]
+                break
+    elif body:
+        tail = body.pop()
+        occupied[tail.x * size + tail.y] = 0

@@ -100,16 +100,15 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from gymnasium import spaces as gspaces
 
-from ..batch import Batch
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
+from ..games.registry import game_name
 from ..spaces import declared_agents
-from ..vector import VecEnv
-from .gymnasium import Converted, _check_illegal, _declared, _first_batch, _game_name, _layout_for, _metrics, _seed_arg, log
+from .padded import Converted, PaddedAdapter, Sizes, check_illegal, slot_metrics
 
 __all__ = ["GymloopParallelEnv"]
 
 
-class GymloopParallelEnv(ParallelEnv):
+class GymloopParallelEnv(PaddedAdapter, ParallelEnv):
     """A multi-agent gymloop game as a ``pettingzoo.ParallelEnv`` (see the module docstring).
 
     Args:
@@ -135,22 +134,11 @@ class GymloopParallelEnv(ParallelEnv):
 
     metadata: dict[str, Any] = {"name": "gymloop", "render_modes": [], "is_parallelizable": True}
 
-    def __init__(
-        self,
-        game: Callable[..., Any],
-        *,
-        agents: int | None = None,
-        max_entities: int | Mapping[str, int] | None = None,
-        max_actors: int | Mapping[str, int] | None = None,
-        seed: int = 0,
-        illegal_actions: str = "replace",
-        mask_in_obs: bool = True,
-        measure_steps: int = 256,
-        render_mode: str | None = None,
-        **options: Any,
-    ) -> None:
-        _check_illegal(illegal_actions)
-        name = _game_name(game)
+    def __init__(self, game: Callable[..., Any], *, agents: int | None = None, max_entities: Sizes = None,
+                 max_actors: Sizes = None, seed: int = 0, illegal_actions: str = "replace", mask_in_obs: bool = True,
+                 measure_steps: int = 256, render_mode: str | None = None, **options: Any) -> None:
+        check_illegal(illegal_actions)
+        name = game_name(game)
         if render_mode is not None:
             raise ConfigError(f"GymloopParallelEnv has no render modes; render_mode must be None, got {render_mode!r}")
         if "agents_per_game" in options:
@@ -161,24 +149,13 @@ class GymloopParallelEnv(ParallelEnv):
                               "or pass agents=N to GymloopParallelEnv")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"{name}: agents must be an int >= 1, got {n!r}")
-        self.game = game
         self.name = name
         self.render_mode = None
         self.illegal_actions = illegal_actions
         self.possible_agents = [f"player_{i}" for i in range(n)]
         self.agents: list[str] = []
-        self._options = dict(options, agents_per_game=n)
-        self._vec = VecEnv(game, 1, seed=_seed_arg(seed), **self._options)
-        try:
-            self._pending: Batch | None = self._vec.reset()
-            self.spaces = self._vec.spaces
-            self.layout = _layout_for(game, self.spaces, max_entities, max_actors, measure_steps, int(seed), self._options,
-                                      mask_in_obs, lambda s: f"agent {self.possible_agents[s]!r}")
-        except BaseException:
-            self._vec.close()
-            raise
-        self._options.update(_declared(self.spaces))
-        self.components = self.layout.components
+        self._open(game, 1, seed, dict(options, agents_per_game=n), max_entities, max_actors, measure_steps, mask_in_obs,
+                   lambda s: f"agent {self.possible_agents[s]!r}")
         # MultiDiscrete: the observation's mask is a tuple of per-component masks (see the module docstring)
         self._split: list[int] | None = None
         space = self.layout.observation_space
@@ -191,9 +168,7 @@ class GymloopParallelEnv(ParallelEnv):
         self.observation_spaces = dict.fromkeys(self.possible_agents, space)
         self.action_spaces = dict.fromkeys(self.possible_agents, self.layout.action_space)
         self._rng = np.random.default_rng(seed)
-        self._cv: Converted | None = None
         self._live = np.zeros(n, dtype=bool)
-        self._warned = False
 
     def observation_space(self, agent: str) -> Any:
         """The (shared) observation space of ``agent``."""
@@ -208,7 +183,7 @@ class GymloopParallelEnv(ParallelEnv):
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopParallelEnv")
         self._cv = None
-        b = _first_batch(self, 1, seed)
+        b = self._first_batch(1, seed)
         if seed is not None:
             self._rng = np.random.default_rng(seed)
         cv = self.layout.convert(b)
@@ -278,13 +253,12 @@ class GymloopParallelEnv(ParallelEnv):
             obs[a] = self._obs(final, i) if ended[i] and final is not None else self._obs(cv, i)
             rewards[a] = float(b.reward[i])
             terms[a], truncs[a] = bool(b.terminated[i]), bool(b.truncated[i])
-            infos[a] = _metrics(b, i)
+            infos[a] = slot_metrics(b, i)
             if wrong[i]:
                 infos[a]["illegal_actions"] = int(wrong[i])
-        if wrong.any() and not self._warned:
-            self._warned = True
-            log.warning("%s: masked-out actions were replaced by random legal ones (counted in info['illegal_actions']); "
-                        "use the observations' action_mask or illegal_actions='raise'", self.name)
+        if wrong.any():
+            self._warn_replaced("%s: masked-out actions were replaced by random legal ones (counted in info['illegal_actions']); "
+                                "use the observations' action_mask or illegal_actions='raise'", self.name)
         self._live = still
         self.agents = [a for i, a in enumerate(self.possible_agents) if still[i]]
         return obs, rewards, terms, truncs, infos

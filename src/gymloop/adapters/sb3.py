@@ -75,7 +75,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from ..batch import Batch
 from ..errors import ConfigError, EnvStateError
-from .gymnasium import GymloopVectorEnv, PaddedLayout
+from .gymnasium import GymloopVectorEnv
+from .padded import PaddedLayout
 
 __all__ = ["GymloopSB3VecEnv", "sb3_chooser"]
 
@@ -95,7 +96,7 @@ class GymloopSB3VecEnv(VecEnv):
 
     Attributes:
         vector_env: the :class:`~gymloop.adapters.gymnasium.GymloopVectorEnv` underneath.
-        layout: its :class:`~gymloop.adapters.gymnasium.PaddedLayout`.
+        layout: its :class:`~gymloop.adapters.padded.PaddedLayout`.
 
     Raises:
         ConfigError: as :class:`~gymloop.adapters.gymnasium.GymloopVectorEnv` (a multi-agent

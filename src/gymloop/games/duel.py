@@ -45,7 +45,6 @@ Example:
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +52,7 @@ from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, GameView
-from .grid import DELTA, MOVES, OPPOSITE, Move, free_cell, vacate
+from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, vacate
 from .registry import register_game
 from .snake import Body, Food, Head
 
@@ -93,15 +92,13 @@ class DuelStatus:
 
 
 
-class DuelGame:
+class DuelGame(Board):
     """The rules of the duel, independent of who plays."""
 
-    __slots__ = ("size", "rng", "heads", "bodies", "headings", "food", "occupied", "steps", "over", "winner")
+    __slots__ = ("heads", "bodies", "headings", "food", "occupied", "steps", "over", "winner")
 
     def __init__(self, seed: int, size: int = SIZE) -> None:
-        self.size = size
-        self.rng = random.Random(seed)
-        self.reset()
+        super().__init__(seed, size)
 
     def reset(self) -> None:
         size = self.size
@@ -126,10 +123,7 @@ class DuelGame:
 
     def spawn_food(self) -> None:
         size = self.size
-        c = free_cell(self.rng, size, self.occupied, {h.x * size + h.y for h in self.heads})
-        if c is not None:
-            self.occupied[c] = 2
-            self.food.append(Food(c // size, c % size))
+        add_food(self.rng, size, self.occupied, self.food, {h.x * size + h.y for h in self.heads}, Food)
 
     def observe(self, i: int) -> Obs:
         """What snake ``i`` sees: its head as actor, the other snake as opponent entities."""

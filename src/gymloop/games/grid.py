@@ -13,11 +13,11 @@ Example:
 from __future__ import annotations
 
 import random
-from collections.abc import Container
+from collections.abc import Callable, Container
 from enum import Enum
 from typing import Any
 
-__all__ = ["DELTA", "MOVES", "OPPOSITE", "Move", "free_cell", "vacate"]
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Move", "add_food", "free_cell", "vacate"]
 
 
 class Move(Enum):
@@ -53,6 +53,15 @@ def free_cell(rng: random.Random, size: int, occupied: bytearray, heads: Contain
     return free[rng.randrange(len(free))]
 
 
+def add_food(rng: random.Random, size: int, occupied: bytearray, food: list[Any], heads: Container[int],
+             make: Callable[[int, int], Any]) -> None:
+    """Put ``make(x, y)`` on a :func:`free_cell` (marked 2 on ``occupied``) and append it to ``food``; nothing when the board is full."""
+    c = free_cell(rng, size, occupied, heads)
+    if c is not None:
+        occupied[c] = 2
+        food.append(make(c // size, c % size))
+
+
 def vacate(food: list[Any], body: list[Any], occupied: bytearray, size: int, x: int, y: int, eat: bool) -> None:
     """A snake's head enters cell ``(x, y)``: it eats the food there (``eat``), or its tail (if it has a body) leaves."""
     if eat:
@@ -64,3 +73,24 @@ def vacate(food: list[Any], body: list[Any], occupied: bytearray, size: int, x: 
     elif body:
         tail = body.pop()
         occupied[tail.x * size + tail.y] = 0
+
+
+class Board:
+    """A seeded game on a ``size`` × ``size`` board of cells: the rules' base (:class:`~gymloop.games.snake.SnakeGame`,
+    :class:`~gymloop.games.duel.DuelGame`).
+
+    Attributes:
+        size: cells per side.
+        rng: the game's ``random.Random(seed)``: every random choice of the rules, in order.
+    """
+
+    __slots__ = ("size", "rng")
+
+    def __init__(self, seed: int, size: int) -> None:
+        self.size = size
+        self.rng = random.Random(seed)
+        self.reset()
+
+    def reset(self) -> None:
+        """Start an episode (the rules' own; the constructor calls it once)."""
+        raise NotImplementedError

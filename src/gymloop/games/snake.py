@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, GameView, fmt
-from .grid import DELTA, MOVES, OPPOSITE, Move, free_cell, vacate
+from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, vacate
 from .registry import register_game
 
 if TYPE_CHECKING:
@@ -68,15 +68,13 @@ class Food:
     y: int
 
 
-class SnakeGame:
+class SnakeGame(Board):
     """The rules, independent of who plays (used by the loop, the low-level and Gymnasium snakes)."""
 
-    __slots__ = ("size", "rng", "head", "body", "food", "heading", "occupied", "tick", "steps", "over")
+    __slots__ = ("head", "body", "food", "heading", "occupied", "tick", "steps", "over")
 
     def __init__(self, seed: int, size: int = SIZE) -> None:
-        self.size = size
-        self.rng = random.Random(seed)
-        self.reset()
+        super().__init__(seed, size)
 
     def reset(self) -> None:
         size = self.size
@@ -96,12 +94,8 @@ class SnakeGame:
         return 1 + len(self.body)
 
     def spawn_food(self) -> None:
-        size = self.size
         h = self.head
-        c = free_cell(self.rng, size, self.occupied, (h.x * size + h.y,))
-        if c is not None:
-            self.occupied[c] = 2
-            self.food.append(Food(c // size, c % size))
+        add_food(self.rng, self.size, self.occupied, self.food, (h.x * self.size + h.y,), Food)
 
     def step(self, move: Move) -> None:
         """Advance one tick; sets ``over`` when the snake dies."""

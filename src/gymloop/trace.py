@@ -431,15 +431,9 @@ def _game_fn(game: Callable[..., Any] | str) -> Callable[..., Any]:
 
 
 def _game_name(game: Any) -> str:
-    from .games import GAMES
+    from .games import game_name
 
-    if isinstance(game, str):
-        return game
-    qual = f"{getattr(game, '__module__', '?')}:{getattr(game, '__qualname__', getattr(game, '__name__', '?'))}"
-    for short, target in GAMES.items():
-        if target == qual:
-            return short
-    return qual
+    return game_name(game, qualified=True)
 
 
 # ---------------------------------------------------------------------- recording

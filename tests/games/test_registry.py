@@ -12,7 +12,7 @@ import pytest
 import gymloop as gl
 from gymloop.cli import main
 from gymloop.errors import ConfigError
-from gymloop.games import GAMES, GameView, bundled_games, find_game, get_game, register_game
+from gymloop.games import GAMES, GameView, bundled_games, find_game, game_name, get_game, register_game
 from gymloop.games import registry as registry_mod
 
 
@@ -117,8 +117,31 @@ def test_register_game_refuses_what_it_cannot_keep(coin):
 
 def test_the_registry_imports_no_renderer():
     code = (
-        "import sys, gymloop.games, gymloop.cli\n"
+        "import sys, gymloop.games, gymloop.cli, gymloop.agent_specs\n"
         "gymloop.cli.build_parser()\n"
+        "gymloop.agent_specs.load_agent('scripted', 'snake')\n"
         "assert 'pygame' not in sys.modules and 'gymloop.render' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_one_function_names_a_game(coin):
+    import functools
+
+    from gymloop.games.snake import snake
+
+    def loose(agent, seed): ...
+
+    assert game_name(snake) == game_name("snake") == game_name(snake, qualified=True) == "snake"
+    assert game_name(coin_flip) == "coin"  # a registered loop goes by its registered name
+    assert game_name(functools.partial(loose)) == "loose"  # under partial layers
+    assert game_name(loose, qualified=True) == f"{__name__}:test_one_function_names_a_game.<locals>.loose"
+    assert game_name("mygame:loop") == "mygame:loop"
+
+
+def test_a_registered_view_takes_the_games_name_and_players(coin):
+    from gymloop.render import view_for
+
+    view = find_game("coin").view
+    assert isinstance(view, GameView) and (view.name, view.players, view.cell, view.keyboard) == ("coin", 1, 20, False)
+    assert view_for("coin") is view and view_for("duel").players == 2

@@ -52,7 +52,7 @@ from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, GameView
-from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, vacate
+from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, take_food
 from .registry import register_game
 from .snake import Body, Food, Head
 
@@ -194,7 +194,11 @@ class DuelGame(Board):
             nx, ny = new[i]
             body = bodies[i]
             grow = eat[i] or bool(body)  # a new segment where the head was (decided before the tail moves)
-            vacate(self.food, body, occ, size, nx, ny, eat[i])
+            if eat[i]:
+                take_food(self.food, occ, size, nx, ny)
+            elif body:  # the tail leaves its cell
+                tail = body.pop()
+                occ[tail.x * size + tail.y] = 0
             if grow:
                 ox, oy = old[i]
                 body.insert(0, Body(ox, oy))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Container
 from enum import Enum
 from typing import Any
 
-__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Move", "add_food", "free_cell", "vacate"]
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Move", "add_food", "free_cell", "take_food"]
 
 
 class Move(Enum):
@@ -62,17 +62,13 @@ def add_food(rng: random.Random, size: int, occupied: bytearray, food: list[Any]
         food.append(make(c // size, c % size))
 
 
-def vacate(food: list[Any], body: list[Any], occupied: bytearray, size: int, x: int, y: int, eat: bool) -> None:
-    """A snake's head enters cell ``(x, y)``: it eats the food there (``eat``), or its tail (if it has a body) leaves."""
-    if eat:
-        occupied[x * size + y] = 0
-        for i, f in enumerate(food):
-            if f.x == x and f.y == y:
-                del food[i]
-                break
-    elif body:
-        tail = body.pop()
-        occupied[tail.x * size + tail.y] = 0
+def take_food(food: list[Any], occupied: bytearray, size: int, x: int, y: int) -> None:
+    """A snake eats the food on cell ``(x, y)``: it leaves ``food`` and the cell is free on ``occupied``."""
+    occupied[x * size + y] = 0
+    for i, f in enumerate(food):
+        if f.x == x and f.y == y:
+            del food[i]
+            break
 
 
 class Board:

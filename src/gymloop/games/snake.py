@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, GameView, fmt
-from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, vacate
+from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, take_food
 from .registry import register_game
 
 if TYPE_CHECKING:
@@ -115,8 +115,11 @@ class SnakeGame(Board):
         eat = occ[c] == 2
         body = self.body
         grow = eat or bool(body)  # a new segment where the head was (decided before the tail moves)
-        if grow:
-            vacate(self.food, body, occ, size, nx, ny, eat)
+        if eat:
+            take_food(self.food, occ, size, nx, ny)
+        elif body:  # the tail leaves its cell
+            tail = body.pop()
+            occ[tail.x * size + tail.y] = 0
         if occ[c]:
             self.over = True
             return

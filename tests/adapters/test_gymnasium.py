@@ -478,3 +478,18 @@ def test_several_action_types_are_multidiscrete_and_none_of_it_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_env(env, skip_render_check=True)
+
+
+def test_the_adapters_share_the_padded_layout_by_public_names():
+    """gymnasium, pettingzoo and sb3 import no private name of another module of the package."""
+    import ast
+    from pathlib import Path
+
+    import gymloop.adapters
+
+    folder = Path(gymloop.adapters.__path__[0])
+    for module in ("gymnasium", "pettingzoo", "sb3"):
+        tree = ast.parse((folder / f"{module}.py").read_text())
+        private = [f"{'.' * n.level}{n.module}.{a.name}" for n in ast.walk(tree)
+                   if isinstance(n, ast.ImportFrom) and n.level for a in n.names if a.name.startswith("_")]
+        assert not private, f"adapters/{module}.py imports private names {private}"

@@ -145,7 +145,7 @@ class Converted:
 
 
 class PaddedLayout:
-    """The fixed-size Gymnasium view of a game's :class:`~gymloop.spaces.Spaces` (see the module docstring).
+    """The fixed-size Gymnasium view of a game's :class:`~gymloop.spaces.Spaces` (the layout :mod:`gymloop.adapters.gymnasium` describes).
 
     Shared by :class:`~gymloop.adapters.gymnasium.GymloopEnv`, :class:`~gymloop.adapters.gymnasium.GymloopVectorEnv`
     and :class:`~gymloop.adapters.pettingzoo.GymloopParallelEnv`.

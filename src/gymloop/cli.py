@@ -59,30 +59,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _make_agent(spec: str | None, game: str, seed: int) -> object:
-    """The agent ``--agent`` names: ``random`` (default), ``scripted``, ``module:Class`` (your own agent
-    class, see :func:`gymloop.agent_specs.load_agent`) or an agent checkpoint."""
-    from .agent_specs import is_module_spec, load_agent
-    from .errors import ConfigError
-
-    if spec in (None, "random", "scripted") or (is_module_spec(spec) and not os.path.exists(spec)):
-        return load_agent(spec, game, seed)
-    from .neural import load
-
-    if not os.path.exists(spec) and os.sep not in spec and "." not in spec:
-        raise ConfigError(f"--agent {spec!r}: no such checkpoint; give 'random', 'scripted', module:Class or the path of "
-                          "an agent checkpoint")
-    return load(spec, seed=seed)
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     from .agent import run
+    from .agent_specs import load_agent
 
     game = _game_loop(args.game)
     who = f"a {args.agent or 'random'} agent" if args.agent in (None, "random", "scripted") else args.agent
 
     def agents(seed: int) -> object:
-        return _make_agent(args.agent, args.game, seed) if args.agents == 1 else [_make_agent(args.agent, args.game, seed + i) for i in range(args.agents)]
+        """The agent of every seat (``--agent``: see :func:`gymloop.agent_specs.load_agent`), seat ``i`` seeded ``seed + i``."""
+        seats = [load_agent(args.agent, game, seed + i, agents_per_game=args.agents) for i in range(args.agents)]
+        return seats[0] if args.agents == 1 else seats
 
     if args.trace_dir:  # one run (its own seed) and one trace file per episode
         from .trace import TRACE_SUFFIX, record_trace

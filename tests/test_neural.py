@@ -20,8 +20,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from policy_helpers import game_policy, write_policy
-from train_games import rovers
+from support.policies import game_policy, write_policy
+from support.train_games import rovers
 
 import gymloop as gl  # noqa: E402
 from gymloop.games import duel as duel_mod  # noqa: E402
@@ -166,7 +166,7 @@ def checkpoint(ckpt_dir, name: str, cfg: NetConfig | None = None):
 def game_policy_apg(game, apg, cfg):
     if apg == 1:
         return game_policy(game, cfg)
-    from policy_helpers import random_policy
+    from support.policies import random_policy
 
     with gl.VecEnv(game, num_envs=2, agents_per_game=apg, seed=0) as env:
         b = env.reset()

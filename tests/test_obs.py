@@ -7,9 +7,10 @@ from enum import Enum
 
 import numpy as np
 import pytest
+from support.entities import Move, Unit
+from support.generic_game import events, make_game
 
 import gymloop as gl
-from conftest import Move, Unit, events, make_game
 
 
 @dataclass

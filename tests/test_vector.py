@@ -12,9 +12,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from support.entities import Move, Unit
+from support.generic_game import events, make_game, start_seeds
 
 import gymloop as gl
-from conftest import Move, Unit, events, make_game, start_seeds
 
 
 @dataclass

@@ -27,9 +27,10 @@ from gymnasium.utils.passive_env_checker import check_action_space, check_obs, c
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from support.entities import Move, Unit
+from support.generic_game import make_game
 
 import gymloop as gl
-from conftest import Move, Unit, make_game
 from gymloop.adapters.gymnasium import GymloopEnv, GymloopVectorEnv
 from gymloop.games import bundled_games
 from gymloop.games.duel import duel

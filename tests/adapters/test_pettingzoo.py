@@ -28,9 +28,9 @@ with warnings.catch_warnings():  # pettingzoo.test imports its classic envs thro
     from pettingzoo.test import api_test, parallel_api_test
 
 from gymnasium import spaces as gspaces
+from support.entities import Move, Unit
 
 import gymloop as gl
-from conftest import Move, Unit
 from gymloop.adapters.pettingzoo import GymloopParallelEnv
 from gymloop.games import bundled_games
 from gymloop.games.duel import duel

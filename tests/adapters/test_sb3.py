@@ -34,8 +34,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+from support.generic_game import make_game
 
-from conftest import make_game
 from gymloop.adapters.gymnasium import GymloopEnv, GymloopVectorEnv
 from gymloop.adapters.sb3 import GymloopSB3VecEnv, sb3_chooser
 from gymloop.errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError

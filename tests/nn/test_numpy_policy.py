@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from policy_helpers import random_policy, synthetic_batch, write_policy
+from support.policies import random_policy, synthetic_batch, write_policy
 
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent, read_safetensors, write_agent, write_safetensors  # noqa: E402

@@ -19,8 +19,10 @@ pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
 
+from support.entities import Unit
+from support.generic_game import make_game
+
 import gymloop as gl
-from conftest import Unit, make_game
 from gymloop.cli import main
 from gymloop.errors import CheckpointError, ConfigError
 from gymloop.games.duel import DuelStatus, OpponentBody, OpponentHead, duel

@@ -8,9 +8,9 @@ import signal
 import threading
 import time
 
-import fault_games as fg
 import numpy as np
 import pytest
+from support import fault_games as fg
 
 import gymloop as gl
 from gymloop.runtime import alarm

@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 import pytest
-from fault_games import Move as FMove
-from fault_games import Unit as FUnit
-from fault_games import faulty, first_seed, misbehave
+from support.fault_games import Move as FMove
+from support.fault_games import Unit as FUnit
+from support.fault_games import faulty, first_seed, misbehave
 
 import gymloop as gl
 from gymloop.checker import _same
@@ -583,7 +583,7 @@ def test_gymloop_train_with_the_ray_backend(ray_session, tmp_path):
     pytest.importorskip("torch")
     from gymloop.cli import main
 
-    rc = main(["train", "train_games:bandit", "--backend", "ray", "--workers", "1", "--num-envs", "4", "--steps", "128",
+    rc = main(["train", "support.train_games:bandit", "--backend", "ray", "--workers", "1", "--num-envs", "4", "--steps", "128",
                "--out", str(tmp_path / "run"), "--eval-episodes", "0", "--quiet"])
     assert rc == 0
     assert (tmp_path / "run" / "agent.safetensors").exists()

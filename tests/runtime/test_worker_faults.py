@@ -11,9 +11,9 @@ import sys
 import textwrap
 import time
 
-import fault_games as fg
 import pytest
-import workers_games as wg
+from support import fault_games as fg
+from support import workers_games as wg
 
 import gymloop as gl
 
@@ -90,7 +90,7 @@ def test_the_interpreter_exits_with_a_frozen_worker(tmp_path, close):
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys, time
         import gymloop as gl
-        import fault_games as fg
+        from support import fault_games as fg
 
         if __name__ == "__main__":
             env = gl.VecEnv(fg.faulty, num_envs=4, workers=2, seed=0)

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-import workers_games as wg
+from support import workers_games as wg
 
 import gymloop as gl
 from gymloop.checker import _same

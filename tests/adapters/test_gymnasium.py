@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ from gymnasium.utils.passive_env_checker import check_action_space, check_obs, c
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
-from support.entities import Move, Unit
+from support.entities import Fire, Move, Unit
 from support.generic_game import make_game
 
 import gymloop as gl
@@ -465,11 +464,6 @@ def test_importing_gymloop_does_not_import_gymnasium():
     code = "import sys, gymloop, gymloop.adapters; print('gymnasium' in sys.modules, 'pettingzoo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
-
-
-class Fire(Enum):
-    NO = 0
-    YES = 1
 
 
 def test_several_action_types_are_multidiscrete_and_none_of_it_warns():

@@ -26,6 +26,7 @@ from gymnasium.utils.passive_env_checker import check_action_space, check_obs, c
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from support.adapters import closes_every_env, legal_actions
 from support.entities import Fire, Move, Unit
 from support.generic_game import make_game
 
@@ -38,30 +39,8 @@ from gymloop.games.snake import snake
 SINGLE_AGENT = [g for g in bundled_games() if g.agents == 1]
 
 
-@pytest.fixture(autouse=True)
-def close_every_env(monkeypatch):
-    """Close every adapter a test made (games are closed in this thread, not by a finalizer later)."""
-    made: list = []
-    for cls in (GymloopEnv, GymloopVectorEnv):
-        def init(self, *args, _orig=cls.__init__, **kwargs):
-            made.append(self)
-            _orig(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "__init__", init)
-    yield
-    for env in made:
-        if hasattr(env, "_vec"):
-            env._vec.close()
-
-
-def legal_actions(masks: np.ndarray, nvec: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``(S, C)`` uniformly random legal choices for flat masks ``(S, sum(nvec))``."""
-    start = np.cumsum(nvec) - nvec
-    out = np.zeros((masks.shape[0], nvec.size), dtype=np.int64)
-    for s in range(masks.shape[0]):
-        for c, (a, n) in enumerate(zip(start, nvec)):
-            out[s, c] = rng.choice(np.flatnonzero(masks[s, a:a + n]))
-    return out
+#: closes every adapter a test made (games are closed in this thread, not by a finalizer later)
+close_every_env = closes_every_env(GymloopEnv, GymloopVectorEnv)
 
 
 def as_action(space, row: np.ndarray):

@@ -38,18 +38,6 @@ from gymloop.render.draw import BACKGROUND, GRID, INK, TYPE_PALETTE, Legend  # n
 
 
 @pytest.fixture
-def display(monkeypatch):
-    """An initialized pygame display on SDL's dummy driver, with an empty event queue."""
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
-    pygame.display.quit()
-    pygame.display.init()
-    pygame.event.clear()
-    yield pygame
-    pygame.display.quit()
-
-
-@pytest.fixture
 def captions(monkeypatch):
     """The window titles play sets (the window is closed when play returns)."""
     seen = []

@@ -59,18 +59,6 @@ from gymloop.render import (
 SNAKE_FRAME = (352, 320, 3)  # (height, width, RGB): 10 x 10 cells of 32 px under a 32 px bar
 
 
-@pytest.fixture
-def display(monkeypatch):
-    """An initialized pygame display on SDL's dummy driver, with an empty event queue."""
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
-    pygame.display.quit()
-    pygame.display.init()
-    pygame.event.clear()
-    yield pygame
-    pygame.display.quit()
-
-
 @pytest.fixture(scope="module")
 def snake_ckpt(tmp_path_factory):
     """A random-weights snake agent checkpoint (needs torch)."""

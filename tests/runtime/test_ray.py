@@ -22,6 +22,7 @@ import pytest
 from support.fault_games import Move as FMove
 from support.fault_games import Unit as FUnit
 from support.fault_games import faulty, first_seed, misbehave
+from support.stepping import trajectory
 
 import gymloop as gl
 from gymloop.checker import _same
@@ -49,18 +50,8 @@ def ray_session():
         ray.shutdown()
 
 
-def _trajectory(game, steps=6, n=6, seed=3, **kw):
-    env = gl.VecEnv(game, num_envs=n, seed=seed, **kw)
-    rng = np.random.default_rng(0)
-    try:
-        out = [env.reset()]
-        for _ in range(steps):
-            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-        out.append(env.reset())  # a second reset: a new generation of seeds
-        out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-    finally:
-        env.close()
-    return out
+#: 6 steps, a second reset (a new generation of seeds) and 1 step more
+_trajectory = functools.partial(trajectory, steps=6, again=1)
 
 
 class _DyingActors:

@@ -11,7 +11,7 @@
 - :mod:`support.train_games`: trivial games with an obvious optimal policy for learning tests, and
   ``tiny()``, a small training config.
 - :mod:`support.workers_games`: module-level games for the process-worker tests, and the
-  shared-memory segments a process maps.
+  shared-memory segments in use.
 - :mod:`support.fault_games`: games and an ``Environment`` that fault on purpose (raise, hang,
   exit, kill their worker) for the reliability tests.
 - :mod:`support.farm`: a user's own two-player game (not a bundled one) for the render tests.

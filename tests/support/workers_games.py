@@ -1,5 +1,5 @@
 """Module-level games for the worker tests (worker processes import them by name), and the shared-memory
-segments a process maps."""
+segments in use (those this process maps, those of the machine)."""
 
 from __future__ import annotations
 

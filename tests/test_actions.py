@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.entities import Ally, Enemy
 
 import gymloop as gl
 from gymloop.actions import CATEGORICAL, SELECT_ENTITY
@@ -40,16 +41,6 @@ class NoMembers(enum.Enum):
 class Steer:
     dir: Dir
     thrust: Thrust
-
-
-@dataclass
-class Enemy:
-    hp: int
-
-
-@dataclass
-class Ally:
-    hp: int
 
 
 # ---------------------------------------------------------------------- categorical

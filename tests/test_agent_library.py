@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.policies import count_calls
 
 import gymloop as gl
 from gymloop.agent_library import AgentLibrary, _agent_checksum, library, pack_library
@@ -86,20 +87,10 @@ def test_archive_is_lazy_memory_mapped_and_shares_one_policy_per_name(archive):
     assert np.shares_memory(bias, data)  # weights stored as used are views of the file, not copies
     # one forward pass serves both agents of one name
     obs = [gl.Obs(score=0).actor(snake_head(2, 3)), gl.Obs(score=0).actor(snake_head(5, 5))]
-    calls = []
-    orig = a1.policy.logits
-
-    def spy(*a, **k):
-        calls.append(1)
-        return orig(*a, **k)
-
-    a1.policy.logits = spy
-    try:
+    with count_calls(a1.policy, "logits") as calls:
         from gymloop.games.snake import Move
 
         moves = gl.act_all([(a1, obs[0], Move), (a2, obs[1], Move)])
-    finally:
-        del a1.policy.logits
     assert len(moves) == 2 and all(isinstance(m, Move) for m in moves) and len(calls) == 1
 
 

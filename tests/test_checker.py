@@ -83,14 +83,14 @@ def test_cli_check(capsys):
 
 
 def test_a_game_asking_only_global_decisions_passes_the_checker():
-    import train_games as tg
+    from support import train_games as tg
 
     report = gl.check(tg.global_only, steps=200)
     assert "Guess" in report.action_types
 
 
 def test_a_global_decision_whose_mask_allows_nothing_is_reported():
-    import train_games as tg
+    from support import train_games as tg
 
     def nothing_allowed(agent, seed):
         while True:

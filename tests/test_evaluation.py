@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("torch")  # the checkpoints are written by the trainer (evaluating them needs numpy only)
 
-import train_games as tg
-from train_games import Arm, tiny
+from support import train_games as tg
+from support.train_games import Arm, tiny
 
 import gymloop as gl
 from gymloop.cli import main
@@ -202,7 +202,7 @@ def test_checkpoint_of_another_game(bandit_agent, capsys):
 def test_episodes_below_one(bandit_agent, capsys):
     with pytest.raises(gl.ConfigError, match="episodes must be at least 1, got 0"):
         compare(tg.bandit, bandit_agent, episodes=0)
-    assert main(["eval", "train_games:bandit", "--agent", bandit_agent, "--episodes", "0"]) == 2
+    assert main(["eval", "support.train_games:bandit", "--agent", bandit_agent, "--episodes", "0"]) == 2
     assert "--episodes must be at least 1, got 0; e.g. --episodes 200" in capsys.readouterr().err
     with pytest.raises(gl.ConfigError, match="episodes >= 1"):
         evaluate_episodes(tg.bandit, None, episodes=-1)

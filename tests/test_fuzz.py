@@ -19,15 +19,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from support.entities import Move, Pos, Unit
 
 import gymloop as gl
-from conftest import Move, Unit
-
-
-@dataclass
-class Pos:
-    x: float
-    y: float
 
 
 @dataclass

@@ -8,8 +8,8 @@ from enum import Enum
 
 import numpy as np
 import pytest
-import train_games as tg
-from train_games import final_return, tiny
+from support import train_games as tg
+from support.train_games import final_return, tiny
 
 import gymloop as gl
 from gymloop.kinds import CATEGORICAL, GLOBAL, KINDS, SELECT_ENTITY, ActionKind, kind_named

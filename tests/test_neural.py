@@ -20,8 +20,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from policy_helpers import game_policy, write_policy
-from train_games import rovers
+from support.policies import game_policy, write_policy
+from support.train_games import rovers
 
 import gymloop as gl  # noqa: E402
 from gymloop.games import duel as duel_mod  # noqa: E402
@@ -135,12 +135,7 @@ GAMES = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 _ckpt: dict[tuple, tuple] = {}
@@ -166,7 +161,7 @@ def checkpoint(ckpt_dir, name: str, cfg: NetConfig | None = None):
 def game_policy_apg(game, apg, cfg):
     if apg == 1:
         return game_policy(game, cfg)
-    from policy_helpers import random_policy
+    from support.policies import random_policy
 
     with gl.VecEnv(game, num_envs=2, agents_per_game=apg, seed=0) as env:
         b = env.reset()

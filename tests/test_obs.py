@@ -7,9 +7,10 @@ from enum import Enum
 
 import numpy as np
 import pytest
+from support.entities import Ally, Enemy, Fire, Move, Target, Unit
+from support.generic_game import events, make_game
 
 import gymloop as gl
-from conftest import Move, Unit, events, make_game
 
 
 @dataclass
@@ -19,23 +20,8 @@ class Food:
 
 
 @dataclass
-class Enemy:
-    hp: int
-
-
-@dataclass
-class Ally:
-    hp: int
-
-
-@dataclass
 class Clock:
     t: int
-
-
-class Fire(Enum):
-    NO = 0
-    YES = 1
 
 
 class Dir(Enum):
@@ -50,7 +36,6 @@ class Steer:
     fire: Fire
 
 
-Target = gl.SelectEntity("Target", among=Enemy)
 AnyOne = gl.SelectEntity("AnyOne", among=(Enemy, Ally))
 
 

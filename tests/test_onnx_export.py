@@ -44,7 +44,7 @@ TOL = 1e-5
 
 # ---------------------------------------------------------------------- checkpoints
 def _games() -> dict:
-    from train_games import global_and_actor, rovers
+    from support.train_games import global_and_actor, rovers
 
     from gymloop.games.duel import duel
     from gymloop.games.snake import snake

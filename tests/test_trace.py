@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.policies import count_calls
 
 import gymloop as gl
 from gymloop.batch import take
@@ -727,19 +728,9 @@ def test_recording_keeps_a_shared_policy_batched_under_act_all(tmp_path):
     random_checkpoint(path, duel, seed=0, agents_per_game=2)
     a = gl.load(path, seed=1)
     b = a.fork(seed=2)
-    calls = []
-    orig = a.policy.logits
-
-    def spy(*args, **kw):
-        calls.append(1)
-        return orig(*args, **kw)
-
-    a.policy.logits = spy
-    try:
+    with count_calls(a.policy, "logits") as calls:
         rec = gl.Recorder([a, b], duel, seed=3)
         result = gl.run(duel, rec.agents, seed=3, max_steps=40)
-    finally:
-        del a.policy.logits
     trace = rec.trace()
     assert trace.num_decisions == result.steps == 40
     assert len(calls) == 20  # one forward pass per frame serves both seats

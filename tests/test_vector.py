@@ -12,9 +12,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from support.entities import Ally, Enemy, Fire, Move, Pos, Target, Unit
+from support.generic_game import events, make_game, start_seeds
 
 import gymloop as gl
-from conftest import Move, Unit, events, make_game, start_seeds
 
 
 @dataclass
@@ -26,22 +27,6 @@ class Apple:
 @dataclass
 class Wall:
     x: int
-
-
-@dataclass
-class Pos:
-    x: float
-    y: float
-
-
-@dataclass
-class Enemy:
-    hp: int
-
-
-@dataclass
-class Ally:
-    hp: int
 
 
 @dataclass
@@ -60,18 +45,12 @@ class Glob:
     phase: Color
 
 
-class Fire(Enum):
-    NO = 0
-    YES = 1
-
-
 @dataclass(frozen=True)
 class Steer:
     move: Move
     fire: Fire
 
 
-Target = gl.SelectEntity("Target", among=Enemy)
 Pick = gl.SelectEntity("Pick", among=(Enemy, Ally))
 
 

@@ -1112,7 +1112,7 @@ def _enn_train(game, steps: int, tmp_path, **rollout):
 
 def _tests_games():
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
-    import train_games
+    from support import train_games
 
     return train_games
 

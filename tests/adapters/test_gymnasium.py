@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 import pytest
@@ -27,9 +26,11 @@ from gymnasium.utils.passive_env_checker import check_action_space, check_obs, c
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
+from support.adapters import closes_every_env, legal_actions
+from support.entities import Fire, Move, Unit
+from support.generic_game import make_game
 
 import gymloop as gl
-from conftest import Move, Unit, make_game
 from gymloop.adapters.gymnasium import GymloopEnv, GymloopVectorEnv
 from gymloop.games import bundled_games
 from gymloop.games.duel import duel
@@ -38,30 +39,8 @@ from gymloop.games.snake import snake
 SINGLE_AGENT = [g for g in bundled_games() if g.agents == 1]
 
 
-@pytest.fixture(autouse=True)
-def close_every_env(monkeypatch):
-    """Close every adapter a test made (games are closed in this thread, not by a finalizer later)."""
-    made: list = []
-    for cls in (GymloopEnv, GymloopVectorEnv):
-        def init(self, *args, _orig=cls.__init__, **kwargs):
-            made.append(self)
-            _orig(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "__init__", init)
-    yield
-    for env in made:
-        if hasattr(env, "_vec"):
-            env._vec.close()
-
-
-def legal_actions(masks: np.ndarray, nvec: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``(S, C)`` uniformly random legal choices for flat masks ``(S, sum(nvec))``."""
-    start = np.cumsum(nvec) - nvec
-    out = np.zeros((masks.shape[0], nvec.size), dtype=np.int64)
-    for s in range(masks.shape[0]):
-        for c, (a, n) in enumerate(zip(start, nvec)):
-            out[s, c] = rng.choice(np.flatnonzero(masks[s, a:a + n]))
-    return out
+#: closes every adapter a test made (games are closed in this thread, not by a finalizer later)
+close_every_env = closes_every_env(GymloopEnv, GymloopVectorEnv)
 
 
 def as_action(space, row: np.ndarray):
@@ -464,11 +443,6 @@ def test_importing_gymloop_does_not_import_gymnasium():
     code = "import sys, gymloop, gymloop.adapters; print('gymnasium' in sys.modules, 'pettingzoo' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
-
-
-class Fire(Enum):
-    NO = 0
-    YES = 1
 
 
 def test_several_action_types_are_multidiscrete_and_none_of_it_warns():

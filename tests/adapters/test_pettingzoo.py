@@ -28,9 +28,10 @@ with warnings.catch_warnings():  # pettingzoo.test imports its classic envs thro
     from pettingzoo.test import api_test, parallel_api_test
 
 from gymnasium import spaces as gspaces
+from support.adapters import closes_every_env
+from support.entities import Move, Unit
 
 import gymloop as gl
-from conftest import Move, Unit
 from gymloop.adapters.pettingzoo import GymloopParallelEnv
 from gymloop.games import bundled_games
 from gymloop.games.duel import duel
@@ -38,20 +39,8 @@ from gymloop.games.duel import duel
 MULTI_AGENT = [g for g in bundled_games() if g.agents > 1]
 
 
-@pytest.fixture(autouse=True)
-def close_every_env(monkeypatch):
-    """Close every adapter a test made (games are closed in this thread, not by a finalizer later)."""
-    made: list = []
-
-    def init(self, *args, _orig=GymloopParallelEnv.__init__, **kwargs):
-        made.append(self)
-        _orig(self, *args, **kwargs)
-
-    monkeypatch.setattr(GymloopParallelEnv, "__init__", init)
-    yield
-    for env in made:
-        if hasattr(env, "_vec"):
-            env.close()
+#: closes every adapter a test made (games are closed in this thread, not by a finalizer later)
+close_every_env = closes_every_env(GymloopParallelEnv, close=lambda env: env.close())
 
 
 @pytest.mark.parametrize("bundled", MULTI_AGENT, ids=lambda g: g.name)

@@ -34,8 +34,9 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+from support.adapters import closes_every_env, legal_actions
+from support.generic_game import make_game
 
-from conftest import make_game
 from gymloop.adapters.gymnasium import GymloopEnv, GymloopVectorEnv
 from gymloop.adapters.sb3 import GymloopSB3VecEnv, sb3_chooser
 from gymloop.errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
@@ -54,30 +55,8 @@ TINY = {"n_steps": 64, "batch_size": 128, "n_epochs": 4, "learning_rate": 1e-3, 
         "policy_kwargs": {"net_arch": [64, 64]}, "device": "cpu"}
 
 
-@pytest.fixture(autouse=True)
-def close_every_env(monkeypatch):
-    """Close every adapter a test made (games are closed in this thread, not by a finalizer later)."""
-    made: list = []
-    for cls in (GymloopEnv, GymloopVectorEnv):
-        def init(self, *args, _orig=cls.__init__, **kwargs):
-            made.append(self)
-            _orig(self, *args, **kwargs)
-
-        monkeypatch.setattr(cls, "__init__", init)
-    yield
-    for env in made:
-        if hasattr(env, "_vec"):
-            env._vec.close()
-
-
-def legal_actions(masks: np.ndarray, nvec: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``(S, C)`` uniformly random legal choices for flat masks ``(S, sum(nvec))``."""
-    start = np.cumsum(nvec) - nvec
-    out = np.zeros((masks.shape[0], nvec.size), dtype=np.int64)
-    for s in range(masks.shape[0]):
-        for c, (a, n) in enumerate(zip(start, nvec)):
-            out[s, c] = rng.choice(np.flatnonzero(masks[s, a:a + n]))
-    return out
+#: closes every adapter a test made (games are closed in this thread, not by a finalizer later)
+close_every_env = closes_every_env(GymloopEnv, GymloopVectorEnv)
 
 
 def assert_same_obs(a: dict, b: dict) -> None:

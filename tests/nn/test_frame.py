@@ -87,7 +87,7 @@ def test_a_network_with_a_frame_exports_to_onnx_with_the_frame_in_the_graph(tmp_
     pytest.importorskip("torch")
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    from policy_helpers import random_policy, write_policy
+    from support.policies import random_policy, write_policy
 
     from gymloop.export import to_onnx
     from gymloop.nn.numpy_policy import NumpyPolicy

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from policy_helpers import random_policy, synthetic_batch, write_policy
+from support.policies import random_policy, synthetic_batch, write_policy
 
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent, read_safetensors, write_agent, write_safetensors  # noqa: E402
@@ -68,13 +68,7 @@ CASES = [
 ]
 SPACES = {"positional": POSITIONAL, "featureless": FEATURELESS, "headed": HEADED}
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Torch's intra-op threads only add overhead on these tiny batches."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 _cache: dict[int, tuple[Policy, NumpyPolicy]] = {}

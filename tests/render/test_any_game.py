@@ -1,6 +1,6 @@
 """Play and record work for any game, not only the bundled ones (issue 11, item 5).
 
-A user's own game (:mod:`farm`: five entity types, globals it never declares, two agents) is
+A user's own game (:mod:`support.farm`: five entity types, globals it never declares, two agents) is
 trained for a few hundred steps, loaded, played headless seat by seat and recorded to a GIF.
 """
 
@@ -17,8 +17,8 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
 
-import farm as farm_mod  # noqa: E402  (tests/render is on sys.path: pytest's rootdir-relative import)
-from farm import Crop, CropKind, Crow, Farmer, Move, Rival, Rock, ShortSeason, farm  # noqa: E402
+from support import farm as farm_mod  # noqa: E402
+from support.farm import Crop, CropKind, Crow, Farmer, Move, Rival, Rock, ShortSeason, farm  # noqa: E402
 
 import gymloop as gl  # noqa: E402
 from gymloop.cli import main  # noqa: E402
@@ -35,18 +35,6 @@ from gymloop.render import (  # noqa: E402
     view_for,
 )
 from gymloop.render.draw import BACKGROUND, GRID, INK, TYPE_PALETTE, Legend  # noqa: E402
-
-
-@pytest.fixture
-def display(monkeypatch):
-    """An initialized pygame display on SDL's dummy driver, with an empty event queue."""
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
-    pygame.display.quit()
-    pygame.display.init()
-    pygame.event.clear()
-    yield pygame
-    pygame.display.quit()
 
 
 @pytest.fixture
@@ -67,7 +55,7 @@ def captions(monkeypatch):
 def farm_ckpt(tmp_path_factory):
     """The farm trained with the trainer for 256 steps (a tiny config; about 2 s)."""
     pytest.importorskip("torch")
-    from train_games import tiny
+    from support.train_games import tiny
 
     from gymloop.train.ppo import Trainer
 
@@ -109,20 +97,20 @@ def test_seats_of_a_two_agent_game():
         seat_specs(farm, ["random"] * 3)
     with pytest.raises(ConfigError, match="--human-vs-agent needs a two-player game such as duel; snake has 1"):
         seat_specs("snake", human_vs_agent=True)
-    assert load_agent("farm:GoRight", farm, seed=3).seed == 3  # module:Class, given its seat's seed
-    with pytest.raises(ConfigError, match=r"the module 'farm' has no 'Nope'; name an agent class"):
-        load_agent("farm:Nope", farm)
+    assert load_agent("support.farm:GoRight", farm, seed=3).seed == 3  # module:Class, given its seat's seed
+    with pytest.raises(ConfigError, match=r"the module 'support\.farm' has no 'Nope'; name an agent class"):
+        load_agent("support.farm:Nope", farm)
     with pytest.raises(ConfigError, match=r"cannot import the module 'no_such_module'"):
         load_agent("no_such_module:Agent", farm)
-    with pytest.raises(ConfigError, match=r"agent 'farm:Move': cannot make an agent by calling Move\(\)"):
-        load_agent("farm:Move", farm)
-    with pytest.raises(ConfigError, match=r"agent 'farm:STEPS' is 12, not an Agent"):
-        load_agent("farm:STEPS", farm)
+    with pytest.raises(ConfigError, match=r"agent 'support\.farm:Move': cannot make an agent by calling Move\(\)"):
+        load_agent("support.farm:Move", farm)
+    with pytest.raises(ConfigError, match=r"agent 'support\.farm:STEPS' is 12, not an Agent"):
+        load_agent("support.farm:STEPS", farm)
 
 
 def test_record_a_two_agent_game_seat_by_seat(tmp_path, farm_ckpt):
     out = tmp_path / "farm.gif"
-    r = record(farm, out, [farm_ckpt, "farm:GoRight"], seed=1, max_steps=24, max_episodes=None)  # "got 1" before
+    r = record(farm, out, [farm_ckpt, "support.farm:GoRight"], seed=1, max_steps=24, max_episodes=None)  # "got 1" before
     assert r.run.steps == 24 and r.frames == 12 + len([e for e in r.run.episodes if e.agent == 0])
     with Image.open(out) as im:
         assert im.n_frames == r.frames and im.size == r.size
@@ -157,16 +145,16 @@ def test_two_humans_share_the_keyboard_and_at_most_two(display, captions):
 
 
 def test_cli_play_and_record_seats(display, tmp_path, farm_ckpt, capsys, monkeypatch):
-    monkeypatch.chdir(os.path.dirname(farm_mod.__file__))  # farm:farm and farm:GoRight import from here
-    assert main(["play", "farm:farm", "--agent", farm_ckpt, "--fps", "0", "--max-steps", "6"]) == 0
-    assert "farm:farm: 6 decisions" in capsys.readouterr().out
+    monkeypatch.chdir(os.path.dirname(os.path.dirname(farm_mod.__file__)))  # support.farm:farm and support.farm:GoRight import from here
+    assert main(["play", "support.farm:farm", "--agent", farm_ckpt, "--fps", "0", "--max-steps", "6"]) == 0
+    assert "support.farm:farm: 6 decisions" in capsys.readouterr().out
     out = tmp_path / "cli.gif"
-    assert main(["record", "farm:farm", "--agent", "random", "--agent", farm_ckpt, "--out", str(out),
+    assert main(["record", "support.farm:farm", "--agent", "random", "--agent", farm_ckpt, "--out", str(out),
                  "--max-steps", "24", "--seat", "1"]) == 0
-    assert f"(farm:farm with random vs {farm_ckpt}, 24 decisions" in capsys.readouterr().out
-    assert main(["record", "farm:farm", "--agent", "human", "--out", str(tmp_path / "x.gif")]) == 2
+    assert f"(support.farm:farm with random vs {farm_ckpt}, 24 decisions" in capsys.readouterr().out
+    assert main(["record", "support.farm:farm", "--agent", "human", "--out", str(tmp_path / "x.gif")]) == 2
     assert "cannot be 'human'" in capsys.readouterr().err
-    assert main(["play", "farm:farm", "--agent", "a", "--agent", "b", "--agent", "c"]) == 2
+    assert main(["play", "support.farm:farm", "--agent", "a", "--agent", "b", "--agent", "c"]) == 2
     assert "farm takes 2 agent(s), got 3 seat specs" in capsys.readouterr().err
 
 

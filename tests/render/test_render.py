@@ -19,8 +19,10 @@ pygame = pytest.importorskip("pygame")
 Image = pytest.importorskip("PIL.Image")
 imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
 
+from support.entities import Unit
+from support.generic_game import make_game
+
 import gymloop as gl
-from conftest import Unit, make_game
 from gymloop.cli import main
 from gymloop.errors import CheckpointError, ConfigError
 from gymloop.games.duel import DuelStatus, OpponentBody, OpponentHead, duel
@@ -55,18 +57,6 @@ from gymloop.render import (
 )
 
 SNAKE_FRAME = (352, 320, 3)  # (height, width, RGB): 10 x 10 cells of 32 px under a 32 px bar
-
-
-@pytest.fixture
-def display(monkeypatch):
-    """An initialized pygame display on SDL's dummy driver, with an empty event queue."""
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-    monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
-    pygame.display.quit()
-    pygame.display.init()
-    pygame.event.clear()
-    yield pygame
-    pygame.display.quit()
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from support.stepping import trajectory
 
 import gymloop as gl
 from gymloop.checker import _same
@@ -87,19 +89,8 @@ class FakeBackend(Backend):
 register_backend("fake", FakeBackend)
 
 
-def _trajectory(game, steps=30, n=6, seed=3, **kw):
-    env = gl.VecEnv(game, num_envs=n, seed=seed, **kw)
-    rng = np.random.default_rng(0)
-    try:
-        out = [env.reset()]
-        for _ in range(steps):
-            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-        out.append(env.reset())  # a second reset: spaces stay fixed, a new generation of seeds
-        for _ in range(5):
-            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-    finally:
-        env.close()
-    return out
+#: 30 steps, a second reset (spaces stay fixed, a new generation of seeds) and 5 steps more
+_trajectory = functools.partial(trajectory, steps=30, again=5)
 
 
 def _assert_same(a, b, what):

@@ -8,17 +8,12 @@ from enum import Enum
 
 import numpy as np
 import pytest
+from support.entities import Fire, Unit
 
 import gymloop as gl
 from gymloop.batch import Batch
 from gymloop.runtime.builder import BatchBuilder, EpisodeState
 from gymloop.spaces import Spaces
-
-
-@dataclass
-class Unit:
-    x: int
-    y: int
 
 
 @dataclass
@@ -35,11 +30,6 @@ class Move(Enum):
     UP = 0
     DOWN = 1
     LEFT = 2
-
-
-class Fire(Enum):
-    NO = 0
-    YES = 1
 
 
 Target = gl.SelectEntity("Target", among=Enemy)

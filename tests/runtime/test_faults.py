@@ -8,9 +8,10 @@ import signal
 import threading
 import time
 
-import fault_games as fg
 import numpy as np
 import pytest
+from support import fault_games as fg
+from support.stepping import steps as _steps
 
 import gymloop as gl
 from gymloop.runtime import alarm
@@ -20,13 +21,6 @@ def _env(how, bad_envs=(0,), n=4, **kw):
     bad = None if bad_envs is None else tuple(fg.first_seed(e) for e in bad_envs)
     game = functools.partial(fg.faulty, how=how, bad_seeds=bad)
     return gl.VecEnv(game, num_envs=n, seed=0, **kw)
-
-
-def _steps(env, k):
-    b = None
-    for _ in range(k):
-        b = env.step(env.sample_actions())
-    return b
 
 
 @pytest.mark.parametrize("how", ["loop", "sleep"])

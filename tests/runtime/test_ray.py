@@ -19,9 +19,10 @@ import time
 
 import numpy as np
 import pytest
-from fault_games import Move as FMove
-from fault_games import Unit as FUnit
-from fault_games import faulty, first_seed, misbehave
+from support.fault_games import Move as FMove
+from support.fault_games import Unit as FUnit
+from support.fault_games import faulty, first_seed, misbehave
+from support.stepping import trajectory
 
 import gymloop as gl
 from gymloop.checker import _same
@@ -49,18 +50,8 @@ def ray_session():
         ray.shutdown()
 
 
-def _trajectory(game, steps=6, n=6, seed=3, **kw):
-    env = gl.VecEnv(game, num_envs=n, seed=seed, **kw)
-    rng = np.random.default_rng(0)
-    try:
-        out = [env.reset()]
-        for _ in range(steps):
-            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-        out.append(env.reset())  # a second reset: a new generation of seeds
-        out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-    finally:
-        env.close()
-    return out
+#: 6 steps, a second reset (a new generation of seeds) and 1 step more
+_trajectory = functools.partial(trajectory, steps=6, again=1)
 
 
 class _DyingActors:
@@ -583,7 +574,7 @@ def test_gymloop_train_with_the_ray_backend(ray_session, tmp_path):
     pytest.importorskip("torch")
     from gymloop.cli import main
 
-    rc = main(["train", "train_games:bandit", "--backend", "ray", "--workers", "1", "--num-envs", "4", "--steps", "128",
+    rc = main(["train", "support.train_games:bandit", "--backend", "ray", "--workers", "1", "--num-envs", "4", "--steps", "128",
                "--out", str(tmp_path / "run"), "--eval-episodes", "0", "--quiet"])
     assert rc == 0
     assert (tmp_path / "run" / "agent.safetensors").exists()

@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 import pytest
-from fault_games import faulty, first_seed
+from support.fault_games import faulty, first_seed
 
 import gymloop as gl
 from gymloop.checker import _same

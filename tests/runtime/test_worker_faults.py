@@ -11,9 +11,10 @@ import sys
 import textwrap
 import time
 
-import fault_games as fg
 import pytest
-import workers_games as wg
+from support import fault_games as fg
+from support import workers_games as wg
+from support.stepping import steps as _steps
 
 import gymloop as gl
 
@@ -28,13 +29,6 @@ def _env(how="raise", bad_envs=(), **kw):
     return gl.VecEnv(functools.partial(fg.faulty, how=how, bad_seeds=bad), num_envs=N, workers=2, seed=0, **kw)
 
 
-def _steps(env, k):
-    b = None
-    for _ in range(k):
-        b = env.step(env.sample_actions())
-    return b
-
-
 def _exists(pid):
     """The process is alive or a zombie (not yet reaped)."""
     return os.path.exists(f"/proc/{pid}")
@@ -43,10 +37,6 @@ def _exists(pid):
 def _worker(env):
     (w,) = env._state.backend.workers
     return w
-
-
-def _shm_names() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
 def test_frozen_worker_fails_the_step_in_time_and_close_is_quick():
@@ -67,7 +57,7 @@ def test_frozen_worker_fails_the_step_in_time_and_close_is_quick():
         env.close()
         assert time.monotonic() - t < 2
         assert not _exists(pid)
-        assert used and not used & _shm_names()  # its segments were removed
+        assert used and not used & wg.shm_names()  # its segments were removed
     finally:
         if _exists(pid):
             os.kill(pid, signal.SIGKILL)
@@ -90,7 +80,7 @@ def test_the_interpreter_exits_with_a_frozen_worker(tmp_path, close):
     script.write_text(textwrap.dedent(f"""
         import os, signal, sys, time
         import gymloop as gl
-        import fault_games as fg
+        from support import fault_games as fg
 
         if __name__ == "__main__":
             env = gl.VecEnv(fg.faulty, num_envs=4, workers=2, seed=0)

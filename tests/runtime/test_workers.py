@@ -9,7 +9,8 @@ import sys
 
 import numpy as np
 import pytest
-import workers_games as wg
+from support import workers_games as wg
+from support.stepping import trajectory
 
 import gymloop as gl
 from gymloop.checker import _same
@@ -18,20 +19,8 @@ from gymloop.games.snake import snake
 pytestmark = pytest.mark.slow
 
 
-def _trajectory(game, workers, n=12, steps=40, seed=3, **kw):
-    env = gl.VecEnv(game, num_envs=n, workers=workers, seed=seed, **kw)
-    rng = np.random.default_rng(0)
-    try:
-        out = [env.reset()]
-        for _ in range(steps):
-            out.append(env.step(gl.vector.sample_legal(out[-1], env.spaces, rng)))
-    finally:
-        env.close()
-    return out
-
-
-def _shm_names() -> set[str]:
-    return {n for n in os.listdir("/dev/shm")} if os.path.isdir("/dev/shm") else set()
+def _trajectory(game, workers, n=12, steps=40, **kw):
+    return trajectory(game, steps, n=n, workers=workers, **kw)
 
 
 @pytest.mark.parametrize("game", [snake, wg.rich], ids=["snake", "rich"])
@@ -92,7 +81,7 @@ def test_close_runs_finally_blocks_in_workers_and_frees_shared_memory(tmp_path):
     env.close()
     assert len(list(tmp_path.glob("closed-*"))) == 6
     assert not any(os.path.exists(f"/proc/{p}") for p in pids)  # ended and reaped
-    assert used and not used & _shm_names()  # its segments were removed
+    assert used and not used & wg.shm_names()  # its segments were removed
 
 
 def test_garbage_collection_closes_workers(tmp_path):

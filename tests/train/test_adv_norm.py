@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import train_games as tg
-from train_games import tiny
+from support import train_games as tg
+from support.train_games import tiny
 
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_safetensors  # noqa: E402

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gc
 
 import pytest
-import train_games as tg
-from train_games import tiny
+from support import train_games as tg
+from support.train_games import tiny
 
 import gymloop as gl
 from gymloop._gc import YOUNG_THRESHOLD, tuned_collector

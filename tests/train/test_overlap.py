@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import train_games as tg  # noqa: E402
-from train_games import final_return, tiny  # noqa: E402
+from support import train_games as tg  # noqa: E402
+from support.train_games import final_return, tiny  # noqa: E402
 
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent, read_safetensors  # noqa: E402
@@ -157,7 +157,7 @@ def test_reward_scalers_are_per_half_saved_and_resumed(tmp_path):
 
 
 def flaky(agent, seed):
-    """:func:`train_games.bandit` whose copies with a seed divisible by 4 raise at their third decision."""
+    """:func:`support.train_games.bandit` whose copies with a seed divisible by 4 raise at their third decision."""
     decisions = 0
     while True:
         decisions += 1
@@ -213,6 +213,6 @@ def test_cli_overlap_flag(monkeypatch):
         raise gl.ConfigError("stop here")
 
     monkeypatch.setattr(ppo.Trainer, "__init__", refuse)
-    assert main(["train", "train_games:bandit", "--overlap", "--quiet"]) == 2
-    assert main(["train", "train_games:bandit", "--quiet"]) == 2
+    assert main(["train", "support.train_games:bandit", "--overlap", "--quiet"]) == 2
+    assert main(["train", "support.train_games:bandit", "--quiet"]) == 2
     assert [c.overlap for c in seen] == [True, False]

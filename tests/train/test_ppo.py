@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import train_games as tg
-from train_games import final_return, tiny
+from support import train_games as tg
+from support.train_games import final_return, tiny
 
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent  # noqa: E402
@@ -206,7 +206,7 @@ def test_cli_train_writes_everything(tmp_path, capsys):
     from gymloop.cli import main
 
     out = str(tmp_path / "cli")
-    rc = main(["train", "train_games:bandit", "--steps", "2048", "--out", out, "--quiet", "--eval-episodes", "50",
+    rc = main(["train", "support.train_games:bandit", "--steps", "2048", "--out", out, "--quiet", "--eval-episodes", "50",
                "--set", "num_envs=32", "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128", "--set", "threads=1"])
     assert rc == 0
     text = capsys.readouterr().out
@@ -221,7 +221,7 @@ def test_cli_train_unknown_game_and_bad_override(capsys):
 
     assert main(["train", "no_such_game", "--steps", "10"]) == 2
     assert "unknown game 'no_such_game'" in capsys.readouterr().err
-    assert main(["train", "train_games:bandit", "--set", "ppo.nope=1"]) == 2
+    assert main(["train", "support.train_games:bandit", "--set", "ppo.nope=1"]) == 2
     assert "unknown config field 'ppo.nope'" in capsys.readouterr().err
 
 
@@ -336,7 +336,7 @@ def test_evaluate_is_not_biased_toward_short_episodes():
     by counting the first endings among many parallel copies."""
     import random
 
-    from train_games import Arm, Player
+    from support.train_games import Arm, Player
 
     def coin_length(agent, seed):
         rng = random.Random(seed)

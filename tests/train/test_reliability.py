@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-import train_games as tg  # noqa: E402
-from train_games import tiny  # noqa: E402
+from support import train_games as tg  # noqa: E402
+from support.train_games import tiny  # noqa: E402
 
 import gymloop as gl  # noqa: E402
 from gymloop._ranges import describe  # noqa: E402
@@ -79,13 +79,13 @@ def test_cli_game_error_exits_2_and_replaces_an_older_run_in_out(tmp_path, capsy
     out = str(tmp_path / "cli")
     args = ["--out", out, "--quiet", "--eval-episodes", "0", "--set", "num_envs=32", "--set", "rollout_steps=8",
             "--set", "ppo.minibatch_size=128"]
-    assert main(["train", "train_games:bandit", "--steps", "768", *args]) == 0  # an older run: 3 updates
+    assert main(["train", "support.train_games:bandit", "--steps", "768", *args]) == 0  # an older run: 3 updates
     assert agent_at(out)["step"] == 768 and metric_steps(out)[-1] == 768
-    rc = main(["train", "train_games:bandit_crashes", "--steps", "4096", *args])
+    rc = main(["train", "support.train_games:bandit_crashes", "--steps", "4096", *args])
     assert rc == 2
     assert "planned crash" in capsys.readouterr().err
     # the new run's checkpoint beside the new run's metrics, not the old agent
-    assert (agent_at(out)["game"], agent_at(out)["step"]) == ("train_games:bandit_crashes", 2 * PER_UPDATE)
+    assert (agent_at(out)["game"], agent_at(out)["step"]) == ("support.train_games:bandit_crashes", 2 * PER_UPDATE)
     assert metric_steps(out) == [PER_UPDATE, 2 * PER_UPDATE]
     with open(os.path.join(out, "curve.png"), "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"  # drawn from the new run's metrics
@@ -167,7 +167,7 @@ def test_sigterm_to_cli_train_with_workers_saves_and_resume_continues(tmp_path):
     out = str(tmp_path / "run")
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(here), "src"), here]))
-    cmd = [sys.executable, "-m", "gymloop", "train", "train_games:bandit", "--workers", "2", "--out", out, "--quiet",
+    cmd = [sys.executable, "-m", "gymloop", "train", "support.train_games:bandit", "--workers", "2", "--out", out, "--quiet",
            "--eval-episodes", "0", "--set", "num_envs=32", "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128"]
     proc = subprocess.Popen([*cmd, "--steps", "100000000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -222,7 +222,7 @@ def test_cli_train_with_a_frozen_or_killed_worker_saves_and_exits(tmp_path, how)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(os.path.dirname(here), "src"), here]))
     steps = 60 * PER_UPDATE if how == "kill-restart" else 100_000_000
-    cmd = [sys.executable, "-m", "gymloop", "train", "train_games:bandit", "--workers", "2", "--out", out, "--quiet",
+    cmd = [sys.executable, "-m", "gymloop", "train", "support.train_games:bandit", "--workers", "2", "--out", out, "--quiet",
            "--eval-episodes", "0", "--steps", str(steps), "--step-timeout", "1", "--set", "num_envs=32",
            "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128"]
     if how == "kill-restart":
@@ -430,13 +430,13 @@ def test_cli_step_timeout_and_on_game_error_flags(monkeypatch, capsys):
         raise gl.ConfigError("stop here")
 
     monkeypatch.setattr(ppo.Trainer, "__init__", refuse)
-    assert main(["train", "train_games:bandit", "--step-timeout", "2.5", "--on-game-error", "restart", "--quiet"]) == 2
-    assert main(["train", "train_games:bandit", "--step-timeout", "none", "--quiet"]) == 2
+    assert main(["train", "support.train_games:bandit", "--step-timeout", "2.5", "--on-game-error", "restart", "--quiet"]) == 2
+    assert main(["train", "support.train_games:bandit", "--step-timeout", "none", "--quiet"]) == 2
     assert (seen[0].step_timeout, seen[0].on_game_error, seen[1].step_timeout, seen[1].on_game_error) == (2.5, "restart", None, "raise")
-    assert main(["train", "train_games:bandit", "--step-timeout", "soon"]) == 2
+    assert main(["train", "support.train_games:bandit", "--step-timeout", "soon"]) == 2
     assert "--step-timeout expects a number of seconds or 'none', got 'soon'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["train", "train_games:bandit", "--on-game-error", "ignore"])
+        main(["train", "support.train_games:bandit", "--on-game-error", "ignore"])
 
 
 # ---------------------------------------------------------------------- configuration ranges

@@ -1,4 +1,5 @@
-"""Helpers for the numpy-inference tests: random torch policies written as checkpoints.
+"""Helpers for the inference tests: random torch policies written as checkpoints, synthetic
+batches, and :func:`count_calls`.
 
 Torch's default initialization (std 0.02 weights) gives near-uniform outputs that would make any
 parity test easy; these policies get weights of a realistic scale and normalization statistics from
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -133,3 +136,21 @@ def game_policy(game: Any, cfg: NetConfig | None = None, seed: int = 0, num_envs
             pol.update_norms(pol.pack(b))
             b = env.step(env.sample_actions())
     return pol
+
+
+@contextmanager
+def count_calls(obj: Any, name: str) -> Iterator[list]:
+    """Within the block, ``obj.name`` (a method) appends to the list given here at each call, then
+    calls through; afterwards the instance attribute is deleted again (the class's method shows)."""
+    calls: list = []
+    orig = getattr(obj, name)
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return orig(*args, **kw)
+
+    setattr(obj, name, spy)
+    try:
+        yield calls
+    finally:
+        delattr(obj, name)

@@ -1,4 +1,5 @@
-"""Module-level games for the worker tests (worker processes import them by name)."""
+"""Module-level games for the worker tests (worker processes import them by name), and the shared-memory
+segments in use (those this process maps, those of the machine)."""
 
 from __future__ import annotations
 
@@ -108,3 +109,8 @@ def segments_in_use() -> set[str]:
             if i >= 0:
                 names.add(line[i + len("/dev/shm/"):].split(" (deleted)")[0].strip())
     return names
+
+
+def shm_names() -> set[str]:
+    """Names of all shared-memory segments (``/dev/shm``) on the machine now (empty where there is no ``/dev/shm``)."""
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()

@@ -127,7 +127,7 @@ def farm(agents: Any, seed: int, season: Any = Season) -> None:
 
 
 class GoRight:
-    """A scripted agent a user writes (``farm:GoRight`` on the command line): right when it may."""
+    """A scripted agent a user writes (``support.farm:GoRight`` on the command line): right when it may."""
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed

@@ -54,9 +54,11 @@ class RewardScaler:
         return np.clip(rewards / self.scale, -self.clip, self.clip).astype(np.float32)
 
     def state(self) -> dict[str, Any]:
+        """The statistics and each slot's running return, as JSON values (what a checkpoint keeps)."""
         return {"ret": self.ret.tolist(), "count": self.count, "mean": self.mean, "var": self.var}
 
     def load(self, d: dict[str, Any]) -> None:
+        """Take a :meth:`state` back (the running returns only when saved for as many slots)."""
         ret = np.asarray(d["ret"], dtype=np.float64)
         if ret.shape == self.ret.shape:
             self.ret = ret
@@ -111,7 +113,9 @@ class AdvantageNormalizer:
         return (centred / (scale + 1e-8)).astype(adv.dtype, copy=False)
 
     def state(self) -> dict[str, Any]:
+        """The running statistics, as JSON values (what a checkpoint keeps)."""
         return {"var_ema": self.var_ema, "weight": self.weight}
 
     def load(self, d: dict[str, Any]) -> None:
+        """Take a :meth:`state` back."""
         self.var_ema, self.weight = float(d["var_ema"]), float(d["weight"])

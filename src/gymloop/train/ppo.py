@@ -143,22 +143,20 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.update = 0
-        envs = make_groups(self.game, cfg, self.num_envs)
+        self.groups = make_groups(self.game, cfg, self.num_envs)
         try:
-            batches = [env.reset() for env in envs]
-            self.groups = [Group(env, b) for env, b in zip(envs, batches)]
-            self._setup_learner(batches)
+            self._setup_learner()
         except BaseException:
-            for env in envs:
+            for env in self.envs:
                 env.close()  # a failed start (a bad checkpoint to resume, ...) leaves no worker behind
             raise
 
-    def _setup_learner(self, batches: list[Batch]) -> None:
-        cfg, env = self.cfg, self.groups[0].env
+    def _setup_learner(self) -> None:
+        cfg, env = self.cfg, self.env
         if cfg.init_from and not self.resume:
             from .warmstart import warm_start
 
-            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, batches[0])
+            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, self.batch)
             cfg.net = self.policy.cfg
         else:
             self.policy = Policy(env.obs_space, env.action_space, cfg.net)
@@ -166,7 +164,7 @@ class Trainer:
         self.adv_norm = AdvantageNormalizer(cfg.ppo.adv_mode(), cfg.ppo.adv_decay)
         resumed = self.run_dir.load(self) if self.resume and self.run_dir else None
         if not self.resume and not cfg.init_from:
-            self.policy.update_norms(self.policy.pack(batches[0] if len(batches) == 1 else stack(batches)))
+            self.policy.update_norms(self.policy.pack(stack([g.batch for g in self.groups])))
         learner = np.ones(env.num_slots, dtype=bool)
         opponents: list[Policy] = []
         if cfg.opponents:

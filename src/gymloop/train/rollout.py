@@ -88,10 +88,10 @@ def overlap_seed(seed: int) -> int:
     return int(np.random.SeedSequence(entropy=seed, spawn_key=(0x6F766C,)).generate_state(1, np.uint64)[0]) >> 1
 
 
-def make_groups(game: Callable[..., Any], cfg: TrainConfig, num_envs: int) -> list[VecEnv]:
-    """The VecEnv of each environment group of a run of ``num_envs`` game copies: one, or with
-    ``cfg.overlap`` two halves (the second seeded by :func:`overlap_seed`), each with half the workers
-    and the backend the whole run would get. One that fails to start closes those made before it."""
+def make_groups(game: Callable[..., Any], cfg: TrainConfig, num_envs: int) -> list[Group]:
+    """The environment groups of a run of ``num_envs`` game copies, reset: one, or with ``cfg.overlap``
+    two halves (the second seeded by :func:`overlap_seed`), each with half the workers and the backend
+    the whole run would get. A failure to start closes the groups' games made before it."""
     halves = [(cfg.seed, cfg.workers)]
     n, backend = num_envs, cfg.backend
     if cfg.overlap:
@@ -104,11 +104,11 @@ def make_groups(game: Callable[..., Any], cfg: TrainConfig, num_envs: int) -> li
             envs.append(VecEnv(game, num_envs=n, workers=workers, seed=seed, agents_per_game=cfg.agents_per_game,
                                step_timeout=cfg.step_timeout, on_game_error=cfg.on_game_error,
                                restart_workers=cfg.on_game_error == "restart", backend=backend, backend_options=options))
+        return [Group(env, env.reset()) for env in envs]
     except BaseException:
         for env in envs:
             env.close()
         raise
-    return envs
 
 
 class Players:

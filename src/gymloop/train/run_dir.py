@@ -246,6 +246,7 @@ class Progress:
         self.width = 0  # of the longest line so far: a shorter one is padded to overwrite it
 
     def update(self, steps: int, info: dict[str, float]) -> None:
+        """Show an update's row (``info``) at ``steps``."""
         if not self.enabled:
             return
         now = time.time()
@@ -269,6 +270,7 @@ class Progress:
             self.last = now
 
     def close(self) -> None:
+        """End the line (on a terminal)."""
         if self.tty:
             sys.stderr.write("\n")
 
@@ -348,6 +350,7 @@ class MetricsFile:
                 os.remove(tmp)
 
     def write(self, info: Mapping[str, float]) -> None:
+        """Append an update's row (a new column rewrites the file with it)."""
         new = [k for k in info if k not in self.fields]
         if new:
             self.f.close()
@@ -360,6 +363,7 @@ class MetricsFile:
         self.f.flush()
 
     def close(self) -> None:
+        """Close the file (its rows are already flushed)."""
         self.f.close()
 
 

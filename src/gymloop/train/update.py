@@ -92,6 +92,7 @@ class Samples:
 
     @property
     def num_slots(self) -> int:
+        """``T * S``."""
         return self.obs.num_slots
 
     def minibatch(self, slots: np.ndarray, adv_norm: AdvantageNormalizer, chunk_size: int) -> Minibatch:

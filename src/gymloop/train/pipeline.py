@@ -34,8 +34,8 @@ log = logging.getLogger("gymloop.train")
 class PipelineResult:
     """What :func:`run` did."""
 
-    policy: Policy
-    """The agent trained last: PPO's, or without PPO steps the cloned one."""
+    policy: Policy | None = None
+    """The policy trained last: PPO's, or without PPO steps the cloned one."""
     train: TrainResult | None = None
     """PPO's result (``None`` when only behaviour cloning ran)."""
     bc: BCResult | None = None
@@ -78,7 +78,7 @@ def run(game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None, *, game
     """
     folder = RunDir(out_dir) if out_dir else None
     scores = _Scores(game, eval_episodes, cfg.agents_per_game, cfg.seed + 1)
-    done = PipelineResult(policy=None)  # type: ignore[arg-type]  # (set below)
+    done = PipelineResult()
     if demos:
         done.bc = _clone(demos, bc_cfg or bc_config(cfg), folder, BC_FILE if cfg.steps else AGENT_FILE, game_name, say)
         if not cfg.steps:

@@ -120,8 +120,7 @@ class Players:
 
     def __init__(self, policy: Policy, opponents: list[Policy], learner: np.ndarray, gen: torch.Generator) -> None:
         self.policy, self.opponents, self.gen = policy, opponents, gen
-        self.learner = learner
-        """Whether each slot of a group's VecEnv is the learner's: bool ``(slots,)``."""
+        self.learner = learner  # whether each slot of a group's VecEnv is the learner's: bool (slots,)
         self.learner_slots = np.flatnonzero(learner)
         #: the learner's slots as an index of a VecEnv's per-slot arrays (every slot: a plain slice)
         self.index: np.ndarray | slice = self.learner_slots if opponents else slice(None)

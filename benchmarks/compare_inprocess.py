@@ -6,7 +6,7 @@ Here both trees are imported side by side (``gymloop`` is re-imported from each 
 their objects live in the same process, and every block of one is followed by a block of the other.
 
 * ``step``: ``VecEnv.step`` of snake (256 copies, in-process backend), fixed random actions;
-* ``train``: one PPO cycle (``Trainer._collect``, ``_gae``, ``_update``) of the default
+* ``train``: one PPO cycle (``Trainer._collect`` with GAE, ``_update``) of the default
   configuration, one torch thread; its rollout and its update timed apart.
 
 Usage::
@@ -89,9 +89,13 @@ def main(argv: list[str] | None = None) -> int:
             t = trainers[n]
             c0 = time.process_time()
             r = t._collect()
-            c1 = time.process_time()
-            adv, ret = t._gae(r)
-            t._update(r, adv, ret, t.cfg.ppo.ent_coef)
+            if hasattr(t, "_gae"):  # a tree before the trainer's split: GAE apart from the rollout
+                adv, ret = t._gae(r)
+                c1 = time.process_time()
+                t._update(r, adv, ret, t.cfg.ppo.ent_coef)
+            else:  # the rollout comes with its advantages
+                c1 = time.process_time()
+                t._update(r, t.cfg.ppo.ent_coef)
             return (c1 - c0, time.process_time() - c1)
 
         parts = ["rollout", "update"]

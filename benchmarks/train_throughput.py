@@ -62,16 +62,16 @@ def main() -> None:
         pr = cProfile.Profile()
         t._setup_done = True
         env_t = time.time()
+        from gymloop.train.rollout import Group
         from gymloop.vector import VecEnv
 
-        t.env = VecEnv(snake, num_envs=cfg.num_envs, seed=cfg.seed)
-        t.batch = t.env.reset()
+        env = VecEnv(snake, num_envs=cfg.num_envs, seed=cfg.seed)
+        t.groups = [Group(env, env.reset())]
         pr.enable()
         r = t._collect()
-        adv, ret = t._gae(r)
-        t._update(r, adv, ret, cfg.ppo.ent_coef)
+        t._update(r, cfg.ppo.ent_coef)
         pr.disable()
-        t.env.close()
+        env.close()
         s = io.StringIO()
         pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(15)
         print(f"one cycle profiled in {time.time() - env_t:.2f} s:")

@@ -15,9 +15,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: the random agent's level measured before a run (``--eval-episodes``), kept in the run's folder for ``--resume``
-RANDOM_LEVEL_FILE = "random_agent.json"
-
 __all__ = ["main"]
 
 
@@ -199,8 +196,6 @@ def _declared_example(obj: object, name: str) -> object:
 def _backend_options(items: list[str]) -> dict[str, Any]:
     """``--backend-option KEY=VALUE`` (repeatable): values parsed as JSON (``2``, ``0.5``, ``{"working_dir": "."}``),
     a value that is not JSON kept as a string."""
-    import json
-
     out: dict[str, Any] = {}
     for item in items:
         key, eq, raw = item.partition("=")
@@ -216,11 +211,9 @@ def _backend_options(items: list[str]) -> dict[str, Any]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    import os
-
+    from .errors import ConfigError
     from .games import get_game
-    from .train import TrainConfig
-    from .train.ppo import Trainer, evaluate
+    from .train import TrainConfig, pipeline
 
     game = get_game(args.game)
     steps = args.steps if args.steps is not None else (0 if args.demos else 3_000_000)
@@ -235,15 +228,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg.on_game_error = args.on_game_error
     sets = args.set or []
     _parse_overrides(cfg, [x for x in sets if not x.startswith("bc.")])
+    bc_cfg = None
     if not args.demos and any(x.startswith("bc.") for x in sets):
-        from .errors import ConfigError
-
         raise ConfigError(f"--set {' '.join(x for x in sets if x.startswith('bc.'))}: bc.* fields configure behaviour cloning; "
                           "add --demos DIR")
     if args.demos:
-        from .errors import ConfigError
-        from .train.bc import BCConfig, train_bc
-
         if args.resume or args.init_from:
             raise ConfigError("--demos starts a new agent by behaviour cloning; drop --resume / --init-from")
         if steps:
@@ -253,68 +242,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
             if unused:
                 raise ConfigError(f"--set {' '.join(unused)}: without --steps, --demos only clones the demonstrations; "
                                   "add --steps N to go on with PPO, or set bc.* fields")
-        # the value head is fitted to returns discounted as PPO will discount them
-        bc_cfg = BCConfig(seed=args.seed, net=cfg.net, gamma=cfg.ppo.gamma, threads=cfg.threads)
+        bc_cfg = pipeline.bc_config(cfg)
         _parse_overrides(bc_cfg, [x[3:] for x in sets if x.startswith("bc.")])
-        bc_path = os.path.join(args.out, "agent.safetensors" if steps == 0 else "bc.safetensors")
-        bc = train_bc(args.demos, bc_cfg, out_path=bc_path, game_name=args.game)
-        print(f"behaviour cloning: {bc.decisions:,} decisions of {bc.traces} traces, {bc_cfg.epochs} epochs in {bc.seconds:.0f} s; "
-              f"the agent's most probable choice is the recorded one {100 * bc.agreement:.1f}% of the time")
-        if steps == 0:
-            if args.eval_episodes:
-                random_scores = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
-                cloned_scores = evaluate(game, bc.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
-                _print_scores(random_scores, cloned_scores, "cloned agent")
-            print(f"files in {os.path.abspath(args.out)}: agent.safetensors")
-            return 0
-        cfg.init_from = bc_path  # PPO goes on from the cloned weights
-    trainer = Trainer(game, cfg, out_dir=args.out, game_name=args.game, resume=args.resume, progress=not args.quiet)
-    before = None
-    random_file = os.path.join(args.out, RANDOM_LEVEL_FILE) if args.out else None
-    if not args.resume and args.eval_episodes:
-        before = evaluate(game, None, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
-        if random_file:  # kept for a resumed run's curve and summary
-            os.makedirs(args.out, exist_ok=True)
-            with open(random_file, "w") as f:
-                json.dump(before, f)
-    elif not args.resume and random_file and os.path.exists(random_file):
-        os.remove(random_file)  # an earlier run's, not this one's
-    elif args.resume and random_file and os.path.exists(random_file):
-        try:
-            with open(random_file) as f:
-                before = {k: float(v) for k, v in json.load(f).items()}
-        except (OSError, ValueError, TypeError, AttributeError) as e:
-            logging.getLogger("gymloop.train").warning("could not read the random agent's level from %s: %s", random_file, e)
-    result = trainer.train()
-    if before is not None and args.out:  # the learning curve again, with the random agent's level
-        from .train.ppo import plot_curve
-
-        try:
-            plot_curve(os.path.join(args.out, "metrics.csv"), os.path.join(args.out, "curve.png"), random_level=before)
-        except Exception as e:  # as in Trainer.train: a missing plotting library must not fail the run
-            logging.getLogger("gymloop.train").warning("could not draw the learning curve: %s", e)
-    # an interrupted run (Ctrl-C, SIGTERM) stops now: its checkpoint is saved, and it was asked to end
-    after = None
-    if args.eval_episodes and not result.interrupted:
-        after = evaluate(game, trainer.policy, episodes=args.eval_episodes, agents_per_game=args.agents, seed=args.seed + 1)
-    done = result.steps - result.first_step
-    since = f" (from step {result.first_step:,}: {done:,} in this run)" if result.first_step else ""
-    print(f"trained {args.game}: {result.steps:,} steps{since} in {result.seconds:.0f} s ({done / max(result.seconds, 1e-9):,.0f} steps/s)"
-          + (" (interrupted)" if result.interrupted else ""))
-    pol = trainer.policy
-    fr = pol.cfg.resolve_frame({k: tuple(v) for k, v in pol.obs_space.entities.items()}) if pol.cfg.frame == "auto" else None
-    if fr is not None:  # a change of the inputs chosen by feature names: said, never silent
-        heading = f", turned by its {fr.heading_feature!r}" if fr.heading_feature else ""
-        print(f"the network saw the other entities' positions from entity type {fr.reference}'s frame ({'/'.join(fr.position_features)}{heading}; "
-              "net.frame=auto, --set net.frame=none to turn it off)")
-    if after is not None:
-        _print_scores(before, after, "trained agent")
-    extra = "bc.safetensors (the cloned agent), " if args.demos else ""
-    kept = f", {RANDOM_LEVEL_FILE}" if random_file and os.path.exists(random_file) else ""
-    print(f"files in {os.path.abspath(args.out)}: agent.safetensors, {extra}optimizer.safetensors, metrics.csv, curve.png{kept}, tb/")
-    if result.interrupted:  # the shell's convention: 128 + the signal (130 for Ctrl-C, 143 for SIGTERM)
-        return 128 + int(result.stop_signal or 2)
-    return 0
+    done = pipeline.run(game, cfg, args.out, game_name=args.game, demos=args.demos, bc_cfg=bc_cfg, resume=args.resume,
+                        eval_episodes=args.eval_episodes, progress=not args.quiet, say=print)
+    return done.exit_code
 
 
 def _number(flag: str, raw: str) -> float:
@@ -324,14 +256,6 @@ def _number(flag: str, raw: str) -> float:
         return float(raw)
     except ValueError:
         raise ConfigError(f"{flag} expects a number of seconds or 'none', got {raw!r}") from None
-
-
-def _print_scores(before: dict | None, after: dict, who: str) -> None:
-    keys = [k for k in after if k.endswith("return") or k not in ("episode_return", "episode_length")]
-    for k in ["episode_return", "episode_length"] + [k for k in keys if k not in ("episode_return", "episode_length")]:
-        if k in after:
-            b = f"{before[k]:8.2f}" if before and k in before else "       -"
-            print(f"  {k:<20} random agent {b}   {who} {after[k]:8.2f}")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:

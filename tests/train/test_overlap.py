@@ -16,14 +16,14 @@ from support.train_games import final_return, tiny  # noqa: E402
 
 import gymloop as gl  # noqa: E402
 from gymloop.checkpoint import read_agent, read_safetensors  # noqa: E402
-from gymloop.train import ppo  # noqa: E402
+from gymloop.train import ppo, rollout, run_dir  # noqa: E402
 from gymloop.train.ppo import Trainer, overlap_seed  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def quick_curve(monkeypatch):
     """curve.png costs ~0.3 s a run; these tests check the training, not the drawing."""
-    monkeypatch.setattr(ppo, "plot_curve", lambda *a, **k: None)
+    monkeypatch.setattr(run_dir, "plot_curve", lambda *a, **k: None)
 
 
 def overlapped(steps: int, **kw) -> gl.train.TrainConfig:
@@ -43,7 +43,7 @@ class Spy:
         self.envs: list[gl.VecEnv] = []
         self.kwargs: list[dict] = []
         self.calls: list[tuple[int, str]] = []
-        orig = ppo.VecEnv
+        orig = rollout.VecEnv
         spy = self
 
         def make(*a, **k):
@@ -61,7 +61,7 @@ class Spy:
                 setattr(env, name, wrapped)
             return env
 
-        monkeypatch.setattr(ppo, "VecEnv", make)
+        monkeypatch.setattr(rollout, "VecEnv", make)
 
 
 def test_overlap_learns_and_steps_one_half_while_acting_on_the_other(monkeypatch):
@@ -135,7 +135,7 @@ def test_reward_scalers_are_per_half_saved_and_resumed(tmp_path):
     cfg.ppo.scale_rewards = True
     t = Trainer(tg.two_types, cfg, out_dir=out)
     t.train()
-    a, b = (g.reward_scaler for g in t._groups)
+    a, b = (g.reward_scaler for g in t.groups)
     assert a is not b and a.ret.shape == b.ret.shape == (16,)
     assert a.state() != b.state()  # different games, different statistics
     _, meta = read_safetensors(os.path.join(out, "optimizer.safetensors"), mmap=False)
@@ -147,7 +147,7 @@ def test_reward_scalers_are_per_half_saved_and_resumed(tmp_path):
     t2 = Trainer(tg.two_types, cfg2, out_dir=out, resume=True)
     t2._setup()
     try:
-        assert [g.reward_scaler.state() for g in t2._groups] == [a.state(), b.state()]
+        assert [g.reward_scaler.state() for g in t2.groups] == [a.state(), b.state()]
     finally:
         for env in t2.envs:
             env.close()

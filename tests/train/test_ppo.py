@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 
@@ -19,10 +20,11 @@ from gymloop.checkpoint import read_agent  # noqa: E402
 from gymloop.nn import NetConfig  # noqa: E402
 from gymloop.train import TrainConfig  # noqa: E402
 from gymloop.train.ppo import Rollout, Trainer, evaluate  # noqa: E402
+from gymloop.train.rollout import gae  # noqa: E402
 
 
 def gae_rollout(values, rewards, terminated, truncated, last_values, final_values=None) -> Rollout:
-    """A rollout with only what :meth:`Trainer._gae` reads (no observations, actions or metrics)."""
+    """A rollout with only what :func:`~gymloop.train.rollout.gae` reads (no observations, actions or metrics)."""
     return Rollout(observations=[], actions=[], logprobs=[], values=values, rewards=rewards, terminated=terminated,
                    truncated=truncated, last_values=last_values, episode_metrics={}, final_values=final_values)
 
@@ -134,13 +136,12 @@ def test_nan_loss_stops_with_update_number_and_saves_last_good(tmp_path, monkeyp
     orig = Trainer._update
     calls = {"n": 0}
 
-    def poisoned(self, r, adv, ret, ent):
+    def poisoned(self, r, ent):
         calls["n"] += 1
         if calls["n"] == 3:
             r.rewards[:] = np.nan
-            adv = adv * np.nan
-            ret = ret * np.nan
-        return orig(self, r, adv, ret, ent)
+            r = dataclasses.replace(r, advantages=r.advantages * np.nan, returns=r.returns * np.nan)
+        return orig(self, r, ent)
 
     monkeypatch.setattr(Trainer, "_update", poisoned)
     with pytest.raises(gl.TrainingError, match=r"at update 3 .*last good checkpoint was saved"):
@@ -249,7 +250,8 @@ def test_gae_bootstraps_through_truncation_not_termination():
     TERM = np.array([[False, False, False], [False, True, False]])
     TRUNC = np.array([[False, False, False], [False, False, True]])
     last_v = np.array([5.0, 5.0, 5.0], dtype=np.float32)
-    adv, ret = t._gae(gae_rollout(V, R, TERM, TRUNC, last_v))
+    r = gae(gae_rollout(V, R, TERM, TRUNC, last_v), t.cfg.ppo)
+    adv, ret = r.advantages, r.returns
     # slot 0: no episode end: ordinary GAE with the bootstrap value after the rollout
     d1 = 1 + g * 5 - 2
     d0 = 0 + g * 2 - 1
@@ -295,7 +297,7 @@ def test_gae_bootstraps_truncation_with_the_final_observation_value():
     TERM = np.zeros((2, 2), dtype=bool)
     TRUNC = np.array([[False, False], [True, True]])
     finals = np.array([[np.nan, np.nan], [7.0, np.nan]], dtype=np.float32)
-    adv, _ = t._gae(gae_rollout(V, R, TERM, TRUNC, np.zeros(2, np.float32), final_values=finals))
+    adv = gae(gae_rollout(V, R, TERM, TRUNC, np.zeros(2, np.float32), final_values=finals), t.cfg.ppo).advantages
     assert adv[1, 0] == pytest.approx(1 + g * 7.0 - 2)  # the final observation's value
     assert adv[1, 1] == pytest.approx(1 + g * 2.0 - 2)  # none given: the last observation's value
 
@@ -398,9 +400,9 @@ def test_plot_curve_without_game_metrics(tmp_path):
 
 
 def test_progress_line_says_return_and_the_games_own_metrics(capsys):
-    from gymloop.train.ppo import _Progress
+    from gymloop.train.run_dir import Progress
 
-    p = _Progress(1000, enabled=True)
+    p = Progress(1000, enabled=True)
     p.update(1000, {"steps_per_second": 500.0, "reward_mean": 0.5, "episode_return_mean": 2.5, "episode_return_count": 4.0,
                     "episode_length_mean": 30.0, "episode_length_count": 4.0, "length_mean": 3.5, "length_count": 4.0})
     p.close()
@@ -411,22 +413,22 @@ def test_progress_line_says_return_and_the_games_own_metrics(capsys):
 @pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_cli_train_draws_the_random_agents_level(tmp_path, monkeypatch):
     from gymloop.cli import main
-    from gymloop.train import ppo
+    from gymloop.train import run_dir
 
     calls = []
-    real = ppo.plot_curve
+    real = run_dir.plot_curve
 
     def recording(csv_path, png_path, random_level=None):
         calls.append(random_level)
         return real(csv_path, png_path, random_level=random_level)
 
-    monkeypatch.setattr(ppo, "plot_curve", recording)
+    monkeypatch.setattr(run_dir, "plot_curve", recording)
     out = str(tmp_path / "cli")
     assert main(["train", "snake", "--steps", "1024", "--out", out, "--quiet", "--eval-episodes", "20", "--set", "num_envs=32",
                  "--set", "rollout_steps=8", "--set", "ppo.minibatch_size=128", "--set", "threads=1", "--set", "net.d_model=16",
                  "--set", "net.n_head=2"]) == 0
-    assert calls[0] is None  # the trainer's own curve, then the command's with the random agent's level
-    assert set(calls[-1]) == {"episode_return", "episode_length", "length"}
+    assert len(calls) == 1  # drawn once, at the end of the run, with the random agent's level
+    assert set(calls[0]) == {"episode_return", "episode_length", "length"}
     assert os.path.getsize(os.path.join(out, "curve.png")) > 0
 
 
@@ -514,7 +516,8 @@ def test_set_auto_returns_an_automatic_field_to_automatic_but_keeps_string_value
 
 @pytest.mark.slow  # two CLI training runs, ~3 s: out of the fast tier, which must stay under a minute
 def test_cli_resume_keeps_the_random_agents_level(tmp_path, capsys):
-    from gymloop.cli import RANDOM_LEVEL_FILE, main
+    from gymloop.cli import main
+    from gymloop.train.run_dir import RANDOM_LEVEL_FILE
 
     out = str(tmp_path / "run")
     small = ["--set", "net.d_model=16", "--set", "num_envs=16", "--eval-episodes", "8", "--quiet", "--out", out]

@@ -28,7 +28,7 @@ from gymloop._ranges import describe  # noqa: E402
 from gymloop.checkpoint import read_agent  # noqa: E402
 from gymloop.cli import _config_keys, _parse_overrides, main  # noqa: E402
 from gymloop.nn import config as net_config  # noqa: E402
-from gymloop.train import TrainConfig, bc, ppo  # noqa: E402
+from gymloop.train import TrainConfig, guards, ppo, rollout, run_dir, update  # noqa: E402
 from gymloop.train import config as train_config  # noqa: E402
 from gymloop.train.ppo import Trainer  # noqa: E402
 
@@ -43,7 +43,7 @@ def quick_curve(request, monkeypatch):
             with open(png_path, "wb") as f:
                 f.write(b"curve of " + csv_path.encode())
 
-        monkeypatch.setattr(ppo, "plot_curve", stub)
+        monkeypatch.setattr(run_dir, "plot_curve", stub)
 
 
 def agent_at(out: str) -> dict:
@@ -307,15 +307,15 @@ def test_resume_refuses_an_agent_whose_weights_changed_since_the_optimizer_was_s
     t.train()
     with torch.no_grad():
         next(t.policy.parameters()).add_(1.0)
-    gl.checkpoint.write_agent(os.path.join(out, "agent.safetensors"), ppo.policy_tensors(t.policy), agent_at(out))
+    gl.checkpoint.write_agent(os.path.join(out, "agent.safetensors"), gl.nn.torch_policy.policy_tensors(t.policy), agent_at(out))
     with pytest.raises(gl.CheckpointError, match=r"not one checkpoint.*weights [0-9a-f]+ vs [0-9a-f]+"):
         Trainer(tg.bandit, tiny(2 * PER_UPDATE), out_dir=out, resume=True).train()
 
 
 def test_save_writes_the_optimizer_before_the_agent(tmp_path, monkeypatch):
     order = []
-    monkeypatch.setattr(ppo, "write_safetensors", lambda path, *a, **k: order.append(os.path.basename(path)))
-    monkeypatch.setattr(ppo, "write_agent", lambda path, *a, **k: order.append(os.path.basename(path)))
+    monkeypatch.setattr(run_dir, "write_safetensors", lambda path, *a, **k: order.append(os.path.basename(path)))
+    monkeypatch.setattr(run_dir, "write_agent", lambda path, *a, **k: order.append(os.path.basename(path)))
     t = Trainer(tg.bandit, tiny(PER_UPDATE), out_dir=str(tmp_path / "run"))
     t._setup()
     t.save()
@@ -357,18 +357,19 @@ def test_a_huge_learning_rate_stops_with_training_error_and_finite_weights(tmp_p
     assert all_finite(out) and agent_at(out)["update"] == 0
 
 
-@pytest.mark.parametrize("where, what", [("_forward_chunks", "updating the network"), ("_act", "choosing actions")])
-def test_a_pytorch_error_becomes_training_error_naming_the_update(tmp_path, monkeypatch, where, what):
+@pytest.mark.parametrize("module, where, what", [(update, "evaluate", "updating the network"),
+                                                 (rollout.Players, "act", "choosing actions")], ids=["update", "act"])
+def test_a_pytorch_error_becomes_training_error_naming_the_update(tmp_path, monkeypatch, module, where, what):
     out = str(tmp_path / "run")
     t = Trainer(tg.bandit, tiny(4096), out_dir=out)
-    orig = getattr(Trainer, where)
+    orig = getattr(module, where)
 
-    def broken(self, *a, **k):
-        if self.update == 2:
+    def broken(*a, **k):
+        if t.update == 2:
             raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-        return orig(self, *a, **k)
+        return orig(*a, **k)
 
-    monkeypatch.setattr(Trainer, where, ppo._torch_errors(what)(broken))
+    monkeypatch.setattr(module, where, guards.torch_errors(what)(broken))
     with pytest.raises(gl.TrainingError, match=rf"diverged at update 3 \(step 512\): PyTorch failed while {what}: RuntimeError: "
                                                r"probability tensor.*saved to .*update 2.*lower ppo.lr") as got:
         t.train()
@@ -386,8 +387,8 @@ def test_non_finite_weights_after_an_update_are_caught(tmp_path, monkeypatch):
         if self.update == 1:
             with torch.no_grad():
                 next(self.policy.parameters()).mul_(float("inf"))
-            if not ppo._all_finite(list(self.policy.state_dict().values())):
-                raise ppo._Diverged("the weights or normalization statistics became non-finite")
+            if not guards.all_finite(list(self.policy.state_dict().values())):
+                raise guards.Diverged("the weights or normalization statistics became non-finite")
         return stats
 
     monkeypatch.setattr(Trainer, "_update", overflow)
@@ -398,22 +399,22 @@ def test_non_finite_weights_after_an_update_are_caught(tmp_path, monkeypatch):
 
 def test_all_finite_sees_one_bad_element():
     ts = [torch.zeros(3, 4), torch.ones(5), torch.zeros(2, dtype=torch.int64)]
-    assert ppo._all_finite(ts)
+    assert guards.all_finite(ts)
     for bad in (float("nan"), float("inf"), -float("inf")):
         ts[1][3] = bad
-        assert not ppo._all_finite(ts)
+        assert not guards.all_finite(ts)
 
 
 # ---------------------------------------------------------------------- the games' reliability settings
 def test_reliability_settings_reach_the_vecenv_and_the_metrics(tmp_path, monkeypatch):
     seen = {}
-    orig = ppo.VecEnv
+    orig = rollout.VecEnv
 
     def spy(*a, **k):
         seen.update(k)
         return orig(*a, **k)
 
-    monkeypatch.setattr(ppo, "VecEnv", spy)
+    monkeypatch.setattr(rollout, "VecEnv", spy)
     cfg = tiny(PER_UPDATE)
     assert (cfg.step_timeout, cfg.on_game_error) == (60.0, "raise")
     cfg.step_timeout, cfg.on_game_error = 5.0, "restart"
@@ -440,10 +441,10 @@ def test_cli_step_timeout_and_on_game_error_flags(monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------------- configuration ranges
-SPEC_MODULES = [(train_config, ("TrainConfig", "PPOConfig")), (net_config, ("NetConfig", "RelposConfig")), (bc, ("BCConfig",))]
+SPEC_MODULES = [(train_config, ("TrainConfig", "PPOConfig", "BCConfig")), (net_config, ("NetConfig", "RelposConfig"))]
 
 
-@pytest.mark.parametrize("module, names", SPEC_MODULES, ids=["train", "net", "bc"])
+@pytest.mark.parametrize("module, names", SPEC_MODULES, ids=["train", "net"])
 def test_every_field_has_a_checked_range_and_the_reference_shows_that_range(module, names):
     for name in names:
         cls = getattr(module, name)

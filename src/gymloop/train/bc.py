@@ -32,71 +32,22 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
-from .._ranges import Range, check_fields, describe
 from ..batch import Batch, take
 from ..checkpoint import write_agent
 from ..errors import ConfigError, TrainingError
-from ..nn.config import NetConfig
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
 from ..trace import Trace, join, load_trace, load_traces, merge_spaces, relayout
-from .config import MAX_SEED, MAX_THREADS
+from .config import BCConfig
 from .optim import make_adam
 
 __all__ = ["BCConfig", "BCResult", "demo_returns", "train_bc"]
 
 log = logging.getLogger("gymloop.train")
-
-
-@dataclass
-class BCConfig:
-    """Behaviour cloning hyperparameters.
-
-    Attributes:
-        epochs: passes over all recorded decisions.
-        lr: Adam learning rate (decayed linearly to 10% over training).
-        minibatch_size: decisions per gradient step.
-        max_grad_norm: gradient norm clipping.
-        fit_value: fit the value head to the demonstrations' discounted returns at the end.
-        gamma: discount of those returns: PPO's ``ppo.gamma`` when PPO goes on from the clone
-            (``gymloop train --demos`` passes it).
-        seed: seed of the network initialization and the minibatch order.
-        threads: PyTorch threads.
-        net: network hyperparameters (as for PPO).
-    """
-
-    epochs: int = 20
-    lr: float = 3e-3
-    minibatch_size: int = 256
-    max_grad_norm: float = 2.0
-    fit_value: bool = True
-    gamma: float = 0.99
-    seed: int = 0
-    threads: int = 1
-    net: NetConfig = field(default_factory=NetConfig)
-
-    def check(self) -> None:
-        """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
-        for name in ("epochs", "minibatch_size", "threads"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"bc.{name} must be a positive int, got {v!r}")
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ConfigError(f"bc.seed must be an int, got {self.seed!r}")
-        if not isinstance(self.fit_value, bool):
-            raise ConfigError(f"bc.fit_value must be True or False, got {self.fit_value!r}")
-        if not self.lr > 0 or not self.max_grad_norm > 0:
-            raise ConfigError(f"bc.lr and bc.max_grad_norm must be positive, got {self.lr}, {self.max_grad_norm}")
-        if not 0 < self.gamma <= 1:
-            raise ConfigError(f"bc.gamma must be in (0, 1], got {self.gamma}")
-        check_fields(self, SPECS["BCConfig"], "bc.")  # the rest of the ranges (NaN, infinity, upper bounds)
-        if not isinstance(self.net, NetConfig):
-            raise ConfigError(f"bc.net must be a NetConfig, got {self.net!r}")
-        self.net.check()
 
 
 @dataclass
@@ -304,25 +255,3 @@ def _fit_value(policy: Policy, batch: Batch, returns: np.ndarray, chunk: int = 1
         policy.value_head.bias.fill_(float(w[-1]))
     var = float(y.var())
     return float(1.0 - np.mean((A @ w - y) ** 2) / var) if var > 0 else float("nan")
-
-
-#: The range of each field: what ``check()`` enforces besides its own checks, and as :data:`RANGES`
-#: what ``docs/config.md`` shows.
-SPECS: dict[str, dict[str, Range]] = {
-    "BCConfig": {
-        "epochs": Range("int", lo=1),
-        "lr": Range("float", lo=0, lo_open=True),
-        "minibatch_size": Range("int", lo=1),
-        "max_grad_norm": Range("float", lo=0, lo_open=True),
-        "fit_value": Range("bool"),
-        "gamma": Range("float", lo=0, hi=1, lo_open=True),
-        "seed": Range("int", lo=0, hi=MAX_SEED),
-        "threads": Range("int", lo=1, hi=MAX_THREADS),
-        "net": Range("any", text="the `net.` fields"),
-    },
-}
-
-#: The meaningful values of each field, as :mod:`gymloop.train.reference` shows them in ``docs/config.md``
-#: (``{class name: {field: range}}``), made from :data:`SPECS`. Every field needs one: the reference
-#: refuses to generate without it.
-RANGES: dict[str, dict[str, str]] = {name: describe(specs) for name, specs in SPECS.items()}

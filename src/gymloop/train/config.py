@@ -11,7 +11,7 @@ from .._ranges import Range, check_fields, describe
 from ..errors import ConfigError
 from ..nn.config import NetConfig
 
-__all__ = ["PPOConfig", "TrainConfig"]
+__all__ = ["BCConfig", "PPOConfig", "TrainConfig"]
 
 #: PPO updates the automatic ``num_envs`` aims at over a run (see :meth:`TrainConfig.resolved`).
 TARGET_UPDATES = 256
@@ -357,6 +357,53 @@ def _divisor_near(n: int, target: int) -> int:
     return min(divisors, key=lambda d: (abs(d - target), d))
 
 
+@dataclass
+class BCConfig:
+    """Behaviour cloning hyperparameters.
+
+    Attributes:
+        epochs: passes over all recorded decisions.
+        lr: Adam learning rate (decayed linearly to 10% over training).
+        minibatch_size: decisions per gradient step.
+        max_grad_norm: gradient norm clipping.
+        fit_value: fit the value head to the demonstrations' discounted returns at the end.
+        gamma: discount of those returns: PPO's ``ppo.gamma`` when PPO goes on from the clone
+            (``gymloop train --demos`` passes it).
+        seed: seed of the network initialization and the minibatch order.
+        threads: PyTorch threads.
+        net: network hyperparameters (as for PPO).
+    """
+
+    epochs: int = 20
+    lr: float = 3e-3
+    minibatch_size: int = 256
+    max_grad_norm: float = 2.0
+    fit_value: bool = True
+    gamma: float = 0.99
+    seed: int = 0
+    threads: int = 1
+    net: NetConfig = field(default_factory=NetConfig)
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
+        for name in ("epochs", "minibatch_size", "threads"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"bc.{name} must be a positive int, got {v!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ConfigError(f"bc.seed must be an int, got {self.seed!r}")
+        if not isinstance(self.fit_value, bool):
+            raise ConfigError(f"bc.fit_value must be True or False, got {self.fit_value!r}")
+        if not self.lr > 0 or not self.max_grad_norm > 0:
+            raise ConfigError(f"bc.lr and bc.max_grad_norm must be positive, got {self.lr}, {self.max_grad_norm}")
+        if not 0 < self.gamma <= 1:
+            raise ConfigError(f"bc.gamma must be in (0, 1], got {self.gamma}")
+        check_fields(self, SPECS["BCConfig"], "bc.")  # the rest of the ranges (NaN, infinity, upper bounds)
+        if not isinstance(self.net, NetConfig):
+            raise ConfigError(f"bc.net must be a NetConfig, got {self.net!r}")
+        self.net.check()
+
+
 #: The range of each field: what ``check()`` enforces (:func:`gymloop._ranges.check_fields`) and, as
 #: :data:`RANGES`, what ``docs/config.md`` shows.
 SPECS: dict[str, dict[str, Range]] = {
@@ -404,6 +451,17 @@ SPECS: dict[str, dict[str, Range]] = {
                                 note="; a divisor of the rollout (num_envs * agents_per_game * rollout_steps)"),
         "chunk_size": Range("int", lo=1),
         "scale_rewards": Range("bool"),
+    },
+    "BCConfig": {
+        "epochs": Range("int", lo=1),
+        "lr": Range("float", lo=0, lo_open=True),
+        "minibatch_size": Range("int", lo=1),
+        "max_grad_norm": Range("float", lo=0, lo_open=True),
+        "fit_value": Range("bool"),
+        "gamma": Range("float", lo=0, hi=1, lo_open=True),
+        "seed": Range("int", lo=0, hi=MAX_SEED),
+        "threads": Range("int", lo=1, hi=MAX_THREADS),
+        "net": Range("any", text="the `net.` fields"),
     },
 }
 

@@ -10,8 +10,6 @@ naming no field) is a :class:`~gymloop.errors.ConfigError`, so the reference can
 ``docs/config.md`` is its output (a test keeps them equal); regenerate it with::
 
     python -m gymloop.train.reference docs/config.md
-
-The ``bc.`` section needs PyTorch (``gymloop.train.bc`` imports it), like the trainer.
 """
 
 from __future__ import annotations
@@ -42,8 +40,7 @@ def config_reference() -> str:
             module's ``RANGES``, or one of those names no field.
     """
     from ..nn.config import FrameConfig, NetConfig, RelposConfig
-    from .bc import BCConfig  # imports torch
-    from .config import PPOConfig
+    from .config import BCConfig, PPOConfig
 
     sections: list[tuple[str, type, str]] = [
         ("", TrainConfig, "`gymloop.train.TrainConfig`: the run."),
@@ -55,7 +52,7 @@ def config_reference() -> str:
         ("net.frame.", FrameConfig,
          "`gymloop.train.FrameConfig`: the egocentric frame when `net.frame` is a `FrameConfig`. From Python only: "
          '`NetConfig(frame=FrameConfig("Car", ["x", "y"], "heading"))`; on the command line `net.frame` takes `auto` or `none`.'),
-        ("bc.", BCConfig, "`gymloop.train.bc.BCConfig`: behaviour cloning, with `gymloop train GAME --demos DIR` (the command line "
+        ("bc.", BCConfig, "`gymloop.train.BCConfig`: behaviour cloning, with `gymloop train GAME --demos DIR` (the command line "
                           "passes `seed`, `ppo.gamma`, `threads` and `net` on as `bc.seed`, `bc.gamma`, `bc.threads` and `bc.net`)."),
     ]
     prefixes = {cls: prefix for prefix, cls, _ in sections}

@@ -7,6 +7,7 @@ the policy's forward pass) and the PPO update. Add ``--profile`` for the top fun
 update cycle (cProfile).
 
     python benchmarks/train_throughput.py --steps 2000000
+    python benchmarks/train_throughput.py --steps 300000 --json   # also write benchmarks/results/train_throughput.json
 """
 
 from __future__ import annotations
@@ -18,18 +19,22 @@ import pstats
 import statistics
 import time
 
+from results import Run, add_json_option, figure
+
 from gymloop.games.snake import snake
 from gymloop.train import TrainConfig
 from gymloop.train.ppo import Trainer
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=2_000_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: the config's)")
     ap.add_argument("--profile", action="store_true", help="cProfile one update cycle after training")
-    args = ap.parse_args()
+    add_json_option(ap, "train_throughput")
+    args = ap.parse_args(argv)
+    run = Run("train_throughput", "Training throughput (snake, default configuration)", "2", argv)
     cfg = TrainConfig(steps=args.steps, seed=args.seed)
     if args.threads:
         cfg.threads = args.threads
@@ -56,6 +61,14 @@ def main() -> None:
     cycle = sorted(x["time/rollout_s"] + x["time/update_s"] for x in h)
     print(f"seconds per rollout+update: median {statistics.median(cycle):.3f}, p90 {cycle[9 * len(cycle) // 10]:.3f}, "
           f"max {cycle[-1]:.3f}, total {sum(cycle):.1f}")
+    lengths = [x["length_mean"] for x in h[-max(1, len(h) // 10):] if "length_mean" in x]
+    run.write(args, [
+        figure(f"snake training steps/s, environment + PPO, {result.steps:,} steps", result.steps / wall, "steps/s", decimals=0),
+        figure(f"snake mean final length after {result.steps:,} steps (last 10% of updates)", statistics.mean(lengths) if lengths else None,
+               "cells", decimals=1),
+    ], {"wall_s": wall, "steps": result.steps, "num_envs": cfg.num_envs, "rollout_steps": cfg.rollout_steps,
+        "cycle_s": {"median": statistics.median(cycle), "p90": cycle[9 * len(cycle) // 10], "max": cycle[-1]},
+        "history": [{k: x.get(k) for k in ("step", "steps_per_second", "time/rollout_s", "time/update_s", "length_mean")} for x in h]})
     if args.profile:
         t.cfg.steps = t.step + cfg.batch_size
         t.update = 0

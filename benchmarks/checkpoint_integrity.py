@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=15)
     add_json_option(ap, "checkpoint_integrity")
     args = ap.parse_args(argv)
-    run = Run("checkpoint_integrity", "Checkpoint integrity: checksums and durable writes", "6", argv)
+    run = Run(__file__, "checkpoint_integrity", "Checkpoint integrity: checksums and durable writes", "6", argv)
 
     from gymloop import checkpoint as ck
     from gymloop.checkpoint import read_agent, tensors_checksum, write_agent, write_safetensors

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-entities", type=int, default=100, help="rows per entity type (snake can fill its 10x10 board)")
     add_json_option(p, "gymnasium_adapter")
     args = p.parse_args(argv)
-    run = Run("gymnasium_adapter", "The Gymnasium adapter's vector env", "8", argv)
+    run = Run(__file__, "gymnasium_adapter", "The Gymnasium adapter's vector env", "8", argv)
     n = args.num_envs
     ours = GymloopVectorEnv(snake, n, workers=args.workers, max_entities=args.max_entities)
     sync = SyncVectorEnv([lambda: GymloopEnv(snake, max_entities=args.max_entities) for _ in range(n)],

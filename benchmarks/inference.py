@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
     add_json_option(p, "inference")
     args = p.parse_args(argv)
-    run = Run("inference", "Neural agent inference (snake, default network)", "3", argv)
+    run = Run(__file__, "inference", "Neural agent inference (snake, default network)", "3", argv)
     if args.quick:
         args.calls, args.batches, args.num_envs = 300, 3, 16
 

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
     add_json_option(p, "onnx_speed")
     args = p.parse_args(argv)
-    run = Run("onnx_speed", "ONNX export: onnxruntime beside the numpy runtime", "11", argv)
+    run = Run(__file__, "onnx_speed", "ONNX export: onnxruntime beside the numpy runtime", "11", argv)
     if args.quick:
         args.calls = 200
 

@@ -120,14 +120,15 @@ def figure(metric: str, value: float, unit: str, **extra: Any) -> dict[str, Any]
 class Run:
     """One benchmark run: made when the script starts (the time and load average then), written at its end."""
 
-    def __init__(self, name: str, title: str, section: str, argv: list[str] | None = None) -> None:
+    def __init__(self, file: str, name: str, title: str, section: str, argv: list[str] | None = None) -> None:
+        """``file``: the script (its ``__file__``); ``argv``: its arguments as ``main`` got them (None: ``sys.argv``)."""
         self.name, self.title, self.section = name, title, section
         args = list(sys.argv[1:] if argv is None else argv)
         if "--conditions" in args:  # words about the machine, not part of what reproduces the figures
             i = args.index("--conditions")
             del args[i : i + 2]
         args = [a for a in args if not a.startswith("--conditions=")]
-        script = os.path.relpath(os.path.abspath(sys.argv[0] if argv is None else f"benchmarks/{name}.py"), ROOT)
+        script = Path(os.path.abspath(file)).relative_to(ROOT).as_posix()
         self.script = script
         self.command = shlex.join(["python", script, *args])
         self.start = datetime.datetime.now(datetime.timezone.utc)

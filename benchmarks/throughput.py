@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
-    run = Run("throughput", "Environment throughput (snake)", "1", argv)
+    run = Run(__file__, "throughput", "Environment throughput (snake)", "1", argv)
     par = None if args.quick else cpu_parallelism()
     rows = run_benchmarks(
         seconds=args.seconds, repeats=args.repeats, num_envs=args.num_envs, workers=args.workers,

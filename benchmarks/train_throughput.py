@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile one update cycle after training")
     add_json_option(ap, "train_throughput")
     args = ap.parse_args(argv)
-    run = Run("train_throughput", "Training throughput (snake, default configuration)", "2", argv)
+    run = Run(__file__, "train_throughput", "Training throughput (snake, default configuration)", "2", argv)
     cfg = TrainConfig(steps=args.steps, seed=args.seed)
     if args.threads:
         cfg.threads = args.threads

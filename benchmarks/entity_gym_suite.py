@@ -58,6 +58,11 @@ ENVS = [
     "Xor", "CherryPick", "Count", "NotHotdog", "MoveToOrigin", "TreasureHunt", "MineSweeper", "PickMatchingBalls",
     "MultiArmedBandit", "MultiSnake", "FloorIsLava", "Minefield", "RockPaperScissors",
 ]
+#: the learning targets at 393,216 steps (BENCHMARKS.md §5), shown beside each game's final in a gymloop-only run of that length
+TARGETS_393K = {
+    "Xor": ">= 0.99", "Count": ">= 0.99", "CherryPick": ">= 0.95", "MultiArmedBandit": ">= 0.99",
+    "MultiSnake": "clearly above random (0.004)", "MineSweeper": "clearly above random (0.158)", "Minefield": "clearly above random (0.037)",
+}
 EVAL_EPISODES = 256
 FINAL_SHARE = 0.2
 
@@ -244,8 +249,9 @@ def figures(results: list[dict[str, Any]], trainers: list[str], envs: list[str],
             figure(f"entity-gym's examples, {steps:,} steps: games whose final return is at least enn-trainer's (within 0.01)",
                    level, f"of {len(games)}", decimals=0),
         ]
-    return [figure(f"entity-gym {e}, {steps:,} steps: final return, mean of seeds", mean_of(trainers[0], e, "final"), "", decimals=3)
-            for e in games]
+    seeds = len({r["seed"] for r in results})
+    return [figure(f"{e}, {steps:,} steps: final return, mean of {seeds} seeds", mean_of(trainers[0], e, "final"), "", decimals=3,
+                   target=TARGETS_393K.get(e) if steps >= 393_216 else None) for e in games]
 
 
 def main() -> None:

@@ -96,7 +96,7 @@ def _machine(doc: dict[str, Any]) -> str:
         text = m["description"]
     else:
         cpu = re.sub(r"\((R|TM)\)", "", m.get("cpu") or "").replace(" Processor", "").strip()
-        versions = ", ".join(f"{k} {m[k]}" for k in ("python", "numpy", "torch") if m.get(k))
+        versions = ", ".join(f"{label} {m[k]}" for k, label in (("python", "Python"), ("numpy", "numpy"), ("torch", "torch")) if m.get(k))
         text = f"{m.get('cores')} cores {cpu}; {versions}"
     load = doc.get("load")
     if load:

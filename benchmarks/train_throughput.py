@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         cfg.threads = args.threads
     t = Trainer(snake, cfg)
-    t0 = time.time()
+    t0, cpu0 = time.time(), time.process_time()
     result = t.train()
-    wall = time.time() - t0
+    wall, cpu = time.time() - t0, time.process_time() - cpu0
     h = result.history
     thirds = [h[: len(h) // 3], h[len(h) // 3 : 2 * len(h) // 3], h[2 * len(h) // 3 :]]
     print(f"snake, default config ({cfg.num_envs} envs x {cfg.rollout_steps} steps per rollout, "
@@ -57,16 +57,18 @@ def main(argv: list[str] | None = None) -> None:
         lengths = [x["length_mean"] for x in part if "length_mean" in x]
         ln = statistics.mean(lengths) if lengths else float("nan")
         print(f"{name:<8} {int(part[-1]['step']):>10,} {sps:>9,.0f} {ro:>10.3f} {up:>9.3f} {100 * ro / (ro + up):>8.0f}% {ln:>7.1f}")
-    print(f"overall: {result.steps:,} steps in {wall:.1f} s = {result.steps / wall:,.0f} steps/s (including set-up)")
+    print(f"overall: {result.steps:,} steps in {wall:.1f} s = {result.steps / wall:,.0f} steps/s (including set-up); "
+          f"{cpu:.1f} CPU-s of this process = {result.steps / cpu:,.0f} steps per CPU-second")
     cycle = sorted(x["time/rollout_s"] + x["time/update_s"] for x in h)
     print(f"seconds per rollout+update: median {statistics.median(cycle):.3f}, p90 {cycle[9 * len(cycle) // 10]:.3f}, "
           f"max {cycle[-1]:.3f}, total {sum(cycle):.1f}")
     lengths = [x["length_mean"] for x in h[-max(1, len(h) // 10):] if "length_mean" in x]
     run.write(args, [
         figure(f"snake training steps/s, environment + PPO, {result.steps:,} steps", result.steps / wall, "steps/s", decimals=0),
+        figure("the same per CPU-second of the training process (less sensitive to other load)", result.steps / cpu, "steps/CPU-s", decimals=0),
         figure(f"snake mean final length after {result.steps:,} steps (last 10% of updates)", statistics.mean(lengths) if lengths else None,
                "cells", decimals=1),
-    ], {"wall_s": wall, "steps": result.steps, "num_envs": cfg.num_envs, "rollout_steps": cfg.rollout_steps,
+    ], {"wall_s": wall, "cpu_s": cpu, "steps": result.steps, "num_envs": cfg.num_envs, "rollout_steps": cfg.rollout_steps,
         "cycle_s": {"median": statistics.median(cycle), "p90": cycle[9 * len(cycle) // 10], "max": cycle[-1]},
         "history": [{k: x.get(k) for k in ("step", "steps_per_second", "time/rollout_s", "time/update_s", "length_mean")} for x in h]})
     if args.profile:

@@ -130,7 +130,8 @@ class Run:
         args = [a for a in args if not a.startswith("--conditions=")]
         script = Path(os.path.abspath(file)).relative_to(ROOT).as_posix()
         self.script = script
-        self.command = shlex.join(["python", script, *args])
+        threads = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS",) if k in os.environ]
+        self.command = shlex.join([*threads, "python", script, *args])
         self.start = datetime.datetime.now(datetime.timezone.utc)
         self.load_start = os.getloadavg()[0]
         self.t0 = time.perf_counter()

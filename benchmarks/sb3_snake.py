@@ -159,11 +159,11 @@ def main(argv: list[str] | None = None) -> None:
     figs = []
     if mine and padded:
         figs.append(figure(f"snake eval return after {mine['steps']:,} steps, `gymloop train` defaults ({mine['env']})", mine["ret"], "",
-                           baseline=f"SB3 PPO through `GymloopSB3VecEnv` ({padded['env']})", baseline_value=padded["ret"],
+                           baseline=f"SB3 PPO ({padded['env']})", baseline_value=padded["ret"],
                            ratio=mine["ret"] / padded["ret"], decimals=2))
     if padded and dummy:
-        figs.append(figure(f"SB3 PPO training steps/s through `GymloopSB3VecEnv` ({padded['env']})", padded["steps"] / padded["seconds"], "steps/s",
-                           baseline=f"SB3 PPO through {dummy['env']}", baseline_value=dummy["steps"] / dummy["seconds"],
+        figs.append(figure(f"SB3 PPO training steps/s ({padded['env']})", padded["steps"] / padded["seconds"], "steps/s",
+                           baseline=f"SB3 PPO ({dummy['env']})", baseline_value=dummy["steps"] / dummy["seconds"],
                            ratio=(padded["steps"] / padded["seconds"]) / (dummy["steps"] / dummy["seconds"])))
     run.write(args, figs, {"trainers": results, "random": {"ret": rand_ret, "len": rand_len}, "environment_only": env_rates},
               packages=("stable-baselines3", "sb3-contrib", "gymnasium"))

@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     t = r["totals"]
     run.write(args, [
         figure(f"snake steps/s over {t['seconds']:.0f} s, {args.num_envs} copies, workers={args.workers}, "
-               f"{t['faults']} game faults restarted, {t['worker_restarts']} worker killed and replaced",
+               f"{t['faults']} game faults restarted, {t['worker_restarts']} worker restart(s)",
                statistics.median(w["steps_per_s"] for w in r["windows"]), "steps/s (median window)"),
         figure("resident memory growth after warm-up", 100 * t["rss_growth"], "%", target="within 5%", decimals=1),
         figure("checks passed (memory flat, no decay, nothing leaked, nothing lost)", sum(r["checks"].values()), f"of {len(r['checks'])}",

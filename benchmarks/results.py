@@ -130,7 +130,7 @@ class Run:
         args = [a for a in args if not a.startswith("--conditions=")]
         script = Path(os.path.abspath(file)).relative_to(ROOT).as_posix()
         self.script = script
-        threads = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS",) if k in os.environ]
+        threads = [f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ]
         self.command = shlex.join([*threads, "python", script, *args])
         self.start = datetime.datetime.now(datetime.timezone.utc)
         self.load_start = os.getloadavg()[0]

@@ -18,6 +18,7 @@ Usage::
 
     python benchmarks/checkpoint_integrity.py          # ~30 s
     python benchmarks/checkpoint_integrity.py --quick  # a tiny run, to check that it works
+    python benchmarks/checkpoint_integrity.py --json   # also write benchmarks/results/checkpoint_integrity.json
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
+
+from results import Run, add_json_option, figure
 
 
 def _timings(variants: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
@@ -46,11 +49,13 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:,.2f} ms" if s < 1 else f"{s:,.2f} s"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a tiny run (small agents, few rounds)")
     ap.add_argument("--rounds", type=int, default=15)
-    args = ap.parse_args()
+    add_json_option(ap, "checkpoint_integrity")
+    args = ap.parse_args(argv)
+    run = Run(__file__, "checkpoint_integrity", "Checkpoint integrity: checksums and durable writes", "6", argv)
 
     from gymloop import checkpoint as ck
     from gymloop.checkpoint import read_agent, tensors_checksum, write_agent, write_safetensors
@@ -112,6 +117,14 @@ def main() -> None:
     for label, nbytes, write, digest, read, load in rows:
         print(f"| {label} | {nbytes / 1e6:,.2f} MB | {_ms(write['with'])} | {_ms(write['without'])} | {_ms(write['bare'])} | {_ms(digest['with'])} | "
               f"{_ms(read['with'])} | {_ms(read['without'])} | {_ms(load['with'])} | {_ms(load['without'])} |")
+    figs = []
+    for label, nbytes, write, _, _, load in rows:
+        figs.append(figure(f"load an agent, checksum verified: {label}, {nbytes / 1e6:.2f} MB", load["with"] * 1e3, "ms",
+                           baseline="the same load unverified", baseline_value=load["without"] * 1e3, ratio=load["without"] / load["with"]))
+        figs.append(figure(f"write an agent, checksum + fsync: {label}", write["with"] * 1e3, "ms",
+                           baseline="neither", baseline_value=write["bare"] * 1e3, ratio=write["bare"] / write["with"]))
+    run.write(args, figs, [{"agent": label, "weight_bytes": nbytes, "write_s": write, "checksum_s": digest, "read_agent_s": read, "load_s": load}
+                           for label, nbytes, write, digest, read, load in rows])
 
 
 if __name__ == "__main__":

@@ -32,8 +32,12 @@ Usage::
     .venv-eg/bin/python benchmarks/entity_gym_suite.py --steps 49152 --seeds 1 2 --jobs 2
     .venv-eg/bin/python benchmarks/entity_gym_suite.py --trainers gymloop --envs Xor Count --steps 393216
 
-Results are printed as a table and written as JSON (``--out``); ``--set KEY=VALUE`` passes
-gymloop config overrides (as ``gymloop train --set``) for experiments.
+Results are printed as a table and written as JSON: ``--out`` every run's result, ``--json [PATH]``
+the result file of BENCHMARKS.md's table (``benchmarks/results/entity_gym_suite.json`` by default;
+with both trainers the median over games of the steps/CPU-s ratio and how many finals match
+enn-trainer's, with gymloop alone each game's final; a run at another budget wants its own PATH,
+e.g. ``--json benchmarks/results/entity_gym_suite_393k.json``). ``--set KEY=VALUE`` passes gymloop
+config overrides (as ``gymloop train --set``) for experiments.
 """
 
 from __future__ import annotations
@@ -48,10 +52,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from results import Run, add_json_option, figure
+
 ENVS = [
     "Xor", "CherryPick", "Count", "NotHotdog", "MoveToOrigin", "TreasureHunt", "MineSweeper", "PickMatchingBalls",
     "MultiArmedBandit", "MultiSnake", "FloorIsLava", "Minefield", "RockPaperScissors",
 ]
+#: the learning targets at 393,216 steps (BENCHMARKS.md §5), shown beside each game's final in a gymloop-only run of that length
+TARGETS_393K = {
+    "Xor": ">= 0.99", "Count": ">= 0.99", "CherryPick": ">= 0.95", "MultiArmedBandit": ">= 0.99",
+    "MultiSnake": "clearly above random (0.004)", "MineSweeper": "clearly above random (0.158)", "Minefield": "clearly above random (0.037)",
+}
 EVAL_EPISODES = 256
 FINAL_SHARE = 0.2
 
@@ -217,6 +228,32 @@ def table(results: list[dict[str, Any]], trainers: list[str], envs: list[str]) -
     return "\n".join(lines)
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[(n - 1) // 2] + xs[n // 2]) / 2
+
+
+def figures(results: list[dict[str, Any]], trainers: list[str], envs: list[str], steps: int) -> list[dict[str, Any]]:
+    """The result file's rows: with both trainers, the speed ratio and the finals compared; with one, each game's final."""
+    def mean_of(t: str, env: str, key: str) -> float:
+        return _mean([r[key] for r in results if r["env"] == env and r["trainer"] == t and "error" not in r])
+
+    games = [e for e in envs if all(mean_of(t, e, "final") == mean_of(t, e, "final") for t in trainers)]
+    if len(trainers) == 2 and games:
+        ratios = [mean_of("gymloop", e, "sps_cpu") / mean_of("enn", e, "sps_cpu") for e in games]
+        level = sum(mean_of("gymloop", e, "final") >= mean_of("enn", e, "final") - 0.01 for e in games)
+        return [
+            figure(f"entity-gym's examples, {steps:,} steps: training steps per CPU-second, median over {len(games)} games", _median(ratios), "x",
+                   baseline="enn-trainer's defaults, same games, steps and seeds", ratio_range=[min(ratios), max(ratios)]),
+            figure(f"entity-gym's examples, {steps:,} steps: games whose final return is at least enn-trainer's (within 0.01)",
+                   level, f"of {len(games)}", decimals=0),
+        ]
+    seeds = len({r["seed"] for r in results})
+    return [figure(f"{e}, {steps:,} steps: final return, mean of {seeds} seeds", mean_of(trainers[0], e, "final"), "", decimals=3,
+                   target=TARGETS_393K.get(e) if steps >= 393_216 else None) for e in games]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=49_152)
@@ -226,6 +263,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     ap.add_argument("--set", action="append", help="gymloop config override KEY=VALUE (experiments)")
     ap.add_argument("--out", default=None, help="write every run's result to this JSON file")
+    add_json_option(ap, "entity_gym_suite")
     ap.add_argument("--shared-random", action="store_true",
                     help="gymloop's games draw from the global generators as they are (isolate_random=False), as enn-trainer's do")
     ap.add_argument("--one", choices=["gymloop", "enn"], help=argparse.SUPPRESS)
@@ -235,6 +273,7 @@ def main() -> None:
     if args.one:
         _one(args)
         return
+    run = Run(__file__, "entity_gym_suite", "entity-gym's examples: gymloop's defaults against enn-trainer's", "5")
     jobs = [(t, e, s) for e in args.envs for t in args.trainers for s in args.seeds]
     t0 = time.time()
     results = []
@@ -252,6 +291,9 @@ def main() -> None:
         with open(args.out, "w") as f:
             json.dump({"steps": args.steps, "seeds": args.seeds, "sets": args.set or [], "shared_random": args.shared_random,
                        "results": results}, f, indent=1)
+    run.write(args, figures(results, args.trainers, args.envs, args.steps),
+              {"steps": args.steps, "seeds": args.seeds, "sets": args.set or [], "shared_random": args.shared_random, "results": results},
+              packages=("entity-gym", "enn-trainer"))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Usage::
     python benchmarks/inference.py            # ~10 s
     python benchmarks/inference.py --quick    # a tiny run, to check that it works
     python benchmarks/inference.py --checkpoint snake.safetensors   # a given snake agent
+    python benchmarks/inference.py --json     # also write benchmarks/results/inference.json
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from results import Run, add_json_option, figure
 
 
 def _timings(variants: dict[str, Callable[[], Any]], calls: int, rounds: int = 5, per_call: bool = True) -> dict[str, float]:
@@ -91,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch intra-op threads (default 1: faster than torch's default on batches this small)")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
+    add_json_option(p, "inference")
     args = p.parse_args(argv)
+    run = Run(__file__, "inference", "Neural agent inference (snake, default network)", "3", argv)
     if args.quick:
         args.calls, args.batches, args.num_envs = 300, 3, 16
 
@@ -208,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     tput = thr[3] / thr[2] * 1e6
     verdict.append(f"batched throughput {tput:,.0f} decisions/s (target >= 50,000): {'ok' if tput >= 50_000 else 'MISSED'}")
     print("; ".join(verdict))
+    torch_rows = {what: us for backend, what, us, _ in rows if backend == "torch"}
+    one, many = "forward+sample, 1-slot batch", f"forward+sample, {S}-slot batch"
+    figs = [figure(f"`NeuralAgent.act` latency (numpy), {rows[0][1].split(', ')[1]}", t_act, "µs", target="<= 100 µs")]
+    for what, value, unit in ((one, rows[2][2], "µs"), (many, tput, "decisions/s")):
+        base = torch_rows.get(what)
+        if base is not None and unit == "decisions/s":
+            base = S / base * 1e6
+        figs.append(figure(f"{what} (numpy)", value, unit, baseline=f"torch {torch.__version__}, 1 thread" if base else None,
+                           baseline_value=base, ratio=(base / value if unit == "µs" else value / base) if base else None,
+                           target=">= 50,000 decisions/s" if unit == "decisions/s" else None))
+    run.write(args, figs, [{"backend": b, "what": w, "median_us": us, "slots": n} for b, w, us, n in rows])
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -18,6 +18,7 @@ Usage::
 
     python benchmarks/onnx_speed.py            # ~20 s
     python benchmarks/onnx_speed.py --quick    # a tiny run, to check that it works
+    python benchmarks/onnx_speed.py --json     # also write benchmarks/results/onnx_speed.json
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+from results import Run, add_json_option, figure
 
 # the timing loop and the recording agent of the numpy runtime's benchmark (this folder)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -111,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=20_000, help="decisions timed per variant (default 20000)")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
+    add_json_option(p, "onnx_speed")
     args = p.parse_args(argv)
+    run = Run(__file__, "onnx_speed", "ONNX export: onnxruntime beside the numpy runtime", "11", argv)
     if args.quick:
         args.calls = 200
 
@@ -130,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, size, csize, ents, t in rows_out:
         print(f"| {name} | {size:,} | {csize:,} | {ents:g} | {t['numpy network']:.1f} | {t['onnxruntime (probs)']:.1f} "
               f"| {t['onnxruntime (all outputs)']:.1f} | {t['numpy act']:.1f} |")
+    figs = [figure(f"{name}: onnxruntime, one decision's probabilities ({ents:g} entities)", t["onnxruntime (probs)"], "µs",
+                   baseline="numpy runtime (`NumpyPolicy.logits_one`)", baseline_value=t["numpy network"],
+                   ratio=t["numpy network"] / t["onnxruntime (probs)"]) for name, _, _, ents, t in rows_out]
+    run.write(args, figs, [{"game": name, "onnx_bytes": size, "safetensors_bytes": csize, "entities_median": ents, "median_us": t}
+                           for name, size, csize, ents, t in rows_out], packages=("onnxruntime",))
     return 0
 
 

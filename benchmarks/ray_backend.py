@@ -24,12 +24,13 @@ Usage::
     python benchmarks/ray_backend.py --num-envs 1024 --seconds 5
     python benchmarks/ray_backend.py --train       # overlap off/on, 60K training steps each (~3 min)
     python benchmarks/ray_backend.py --train --quick
+    python benchmarks/ray_backend.py --json        # also write benchmarks/results/ray_backend.json
+                                                   # (--train: benchmarks/results/ray_backend_train.json)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -37,6 +38,8 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from results import RESULTS, Run, add_json_option, figure
 
 import gymloop as gl
 from gymloop.games.snake import Body, Food, Head, Move, snake
@@ -124,8 +127,9 @@ def train_overlap(args: argparse.Namespace) -> int:
     for name, row in rows.items():
         print(f"| {name} | {row['steps'] / row['train_s']:,.0f} | {row['steps'] / row['rollout_s']:,.0f} | {row['rollout_s']:.1f} | "
               f"{row['update_s']:.1f} | {row['wall_s'] - row['train_s']:.1f} |")
-    if args.json:
-        print(json.dumps(rows, indent=1))
+    on, off = (rows[k]["steps"] / rows[k]["train_s"] for k in ("on", "off"))
+    args.run.write(args, [figure(f"training steps/s with overlap, Ray backend, snake + {wait}, {args.num_envs} copies", on, "steps/s",
+                                 baseline="overlap off", baseline_value=off, ratio=on / off)], rows, packages=("ray",))
     return 0
 
 
@@ -149,12 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported (default 3)")
     p.add_argument("--learner-us", type=float, default=1000.0, help="work per step of the overlap rows, in µs (default 1000)")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
-    p.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    add_json_option(p, "ray_backend")
     p.add_argument("--train", action="store_true", help="training steps/s with overlap off and on (see above)")
     p.add_argument("--steps", type=int, default=60_000, help="--train: training steps per row (default 60,000)")
     p.add_argument("--wait-ms", type=float, default=2.0, help="--train: time.sleep per step and game copy (default 2 ms; 0: none)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if args.train and args.json == str(RESULTS / "ray_backend.json"):
+        args.json = str(RESULTS / "ray_backend_train.json")
+    name, title = ("ray_backend_train", "Ray backend: training with overlap") if args.train else ("ray_backend", "Ray backend")
+    args.run = Run(__file__, name, title, "10", argv)
     if args.train:
         if args.num_envs == 256:  # the stepping rows' default; training rows default to 32 copies
             args.num_envs = 32
@@ -206,8 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             over = " | "
         print(f"| {name} | {sps:,.0f} | {sps * n:,.0f} | {over} |")
-    if args.json:
-        print(json.dumps(med, indent=1))
+    args.run.write(args, [figure(f"snake env steps/s, Ray backend, {k} actor{'s' * (k > 1)}, {n} copies", med[f"ray, {k} actor{'s' * (k > 1)}"] * n,
+                                 "steps/s", baseline=f"process backend, {k} worker{'s' * (k > 1)}", baseline_value=base[str(k)] * n,
+                                 ratio=med[f"ray, {k} actor{'s' * (k > 1)}"] / base[str(k)]) for k in (1, 2)], med, packages=("ray",))
     return 0
 
 

@@ -22,6 +22,7 @@ number of copies with random actions through ``gl.VecEnv`` (ragged batches), ``G
 Run it with one thread per process (``OMP_NUM_THREADS=1``; the script also sets torch's)::
 
     OMP_NUM_THREADS=1 python benchmarks/sb3_snake.py --steps 100000
+    OMP_NUM_THREADS=1 python benchmarks/sb3_snake.py --steps 100000 --json   # also write benchmarks/results/sb3_snake.json
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from results import Run, add_json_option, figure
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -104,7 +106,7 @@ def env_only(n: int, steps: int, max_entities: int) -> list[tuple[str, float]]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=100_000, help="environment steps of each training")
     p.add_argument("--seed", type=int, default=0)
@@ -114,7 +116,9 @@ def main() -> None:
     p.add_argument("--eval-seed", type=int, default=10_000)
     p.add_argument("--env-steps", type=int, default=2_000, help="steps of the environment-only table")
     p.add_argument("--only", default="gymloop,ppo,maskable,dummy", help="rows to run, comma-separated")
-    args = p.parse_args()
+    add_json_option(p, "sb3_snake")
+    args = p.parse_args(argv)
+    run = Run(__file__, "sb3_snake", "Stable-Baselines3 through the adapter", "9", argv)
     torch.set_num_threads(1)
     rows = set(args.only.split(","))
     n, me = args.num_envs, args.max_entities
@@ -145,9 +149,24 @@ def main() -> None:
     print(f"\nenvironment only, random actions, {args.env_steps:,} steps (max_entities={me}):\n")
     print("| environment | steps/s |")
     print("|---|---:|")
+    env_rates = []
     for copies in sorted({n, 64}):
         for label, rate in env_only(copies, args.env_steps, me):
             print(f"| {label} | {rate:,.0f} |")
+            env_rates.append({"environment": label, "steps_per_s": rate})
+    by = {(r["trainer"].split()[0], r["env"].split(",")[0].split()[0]): r for r in results}
+    mine, padded, dummy = by.get(("gymloop", "gl.VecEnv")), by.get(("SB3", "GymloopSB3VecEnv")), by.get(("SB3", "DummyVecEnv"))
+    figs = []
+    if mine and padded:
+        figs.append(figure(f"snake eval return after {mine['steps']:,} steps, `gymloop train` defaults ({mine['env']})", mine["ret"], "",
+                           baseline=f"SB3 PPO ({padded['env']})", baseline_value=padded["ret"],
+                           ratio=mine["ret"] / padded["ret"], decimals=2))
+    if padded and dummy:
+        figs.append(figure(f"SB3 PPO training steps/s ({padded['env']})", padded["steps"] / padded["seconds"], "steps/s",
+                           baseline=f"SB3 PPO ({dummy['env']})", baseline_value=dummy["steps"] / dummy["seconds"],
+                           ratio=(padded["steps"] / padded["seconds"]) / (dummy["steps"] / dummy["seconds"])))
+    run.write(args, figs, {"trainers": results, "random": {"ret": rand_ret, "len": rand_len}, "environment_only": env_rates},
+              packages=("stable-baselines3", "sb3-contrib", "gymnasium"))
 
 
 if __name__ == "__main__":

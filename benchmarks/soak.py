@@ -23,7 +23,7 @@ Usage::
 
     python benchmarks/soak.py                   # 10 minutes, 2 workers, 256 copies
     python benchmarks/soak.py --minutes 0.5     # a short run, to check that it works
-    python benchmarks/soak.py --json            # also the windows as JSON
+    python benchmarks/soak.py --json            # also write benchmarks/results/soak.json (every window in it)
 
 Exit status 0 when every check holds, 1 otherwise.
 """
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 import os
 import random
@@ -41,6 +40,8 @@ import statistics
 import sys
 import time
 from typing import Any
+
+from results import Run, add_json_option, figure
 
 import gymloop as gl
 from gymloop.games.snake import Body, Food, Head, Move, snake
@@ -224,15 +225,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=float, default=10.0, help="seconds per table row (default 10)")
     p.add_argument("--warmup", type=float, default=60.0, help="seconds before memory is compared (default 60)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="also print everything as JSON")
+    add_json_option(p, "soak")
     args = p.parse_args(argv)
+    run = Run(__file__, "soak", "Soak: faulting games and a killed worker", "7", argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("gymloop").setLevel(logging.ERROR)  # one warning per injected fault would flood the output
     warmup = min(args.warmup, args.minutes * 60 / 4)
     r = soak(args.minutes, args.num_envs, args.workers, args.fault_every, args.window, warmup, args.seed)
     print(format_report(r))
-    if args.json:
-        print(json.dumps(r, indent=1))
+    t = r["totals"]
+    run.write(args, [
+        figure(f"snake steps/s over {t['seconds']:.0f} s, {args.num_envs} copies, workers={args.workers}, "
+               f"{t['faults']} game faults restarted, {t['worker_restarts']} worker restart(s)",
+               statistics.median(w["steps_per_s"] for w in r["windows"]), "steps/s (median window)"),
+        figure("resident memory growth after warm-up", 100 * t["rss_growth"], "%", target="within 5%", decimals=1),
+        figure("checks passed (memory flat, no decay, nothing leaked, nothing lost)", sum(r["checks"].values()), f"of {len(r['checks'])}",
+               decimals=0),
+    ], r)
     return 0 if all(r["checks"].values()) else 1
 
 

@@ -10,16 +10,40 @@ Usage::
     python benchmarks/throughput.py                 # 5 rounds, each timing every variant for 2 s (~1-2 min)
     python benchmarks/throughput.py --quick         # a tiny run, to check that it works
     python benchmarks/throughput.py --seconds 1 --repeats 3 --num-envs 512
+    python benchmarks/throughput.py --json          # also write benchmarks/results/throughput.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
+from typing import Any
+
+from results import Run, add_json_option, figure
 
 from gymloop.bench import VARIANTS, cpu_parallelism, format_table, run_benchmarks
+
+
+def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table's rows of the result file: each gymloop variant against its Gymnasium counterpart."""
+    by = {r["key"]: r for r in rows if r["steps_per_s"] is not None}
+    out = []
+    for key, other, label in (("loop_w0", "gym_sync", "vs SyncVectorEnv"), ("loop_w2", "gym_async", "vs AsyncVectorEnv")):
+        if key not in by:
+            continue
+        r, base = by[key], by.get(other)
+        per = r["ratio_runs"].get(label) or []
+        out.append(figure(
+            f"snake steps/s, Agent API, {r['num_envs']:,} copies, workers={r['workers']}", r["steps_per_s"], "steps/s",
+            baseline=f"Gymnasium {base['vectorizer'].split()[-1]}, {base['num_envs']:,} copies" if base else None,
+            baseline_value=base["steps_per_s"] if base else None, ratio=r["ratios"].get(label),
+            ratio_range=[min(per), max(per)] if per else None))
+    if "scale" in by:
+        s = by["scale"]
+        out.append(figure(f"resident memory of {s['num_envs']:,} snakes in one process", s["rss_mb"], "MiB",
+                          target="< 500 MB", decimals=0))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,10 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="run only these rows")
     p.add_argument("--quick", action="store_true", help="a tiny run (for tests)")
     p.add_argument("--worker-num-envs", type=int, default=None, help="game copies of the workers>0 row (default 1024)")
-    p.add_argument("--json", action="store_true", help="also print the rows as JSON")
+    add_json_option(p, "throughput")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    run = Run(__file__, "throughput", "Environment throughput (snake)", "1", argv)
     par = None if args.quick else cpu_parallelism()
     rows = run_benchmarks(
         seconds=args.seconds, repeats=args.repeats, num_envs=args.num_envs, workers=args.workers,
@@ -45,8 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         worker_num_envs=args.worker_num_envs,
     )
     print(format_table(rows, parallelism=par))
-    if args.json:
-        print(json.dumps(rows, indent=1))
+    run.write(args, figures(rows), {"effective_cores": par, "rows": rows}, packages=("gymnasium",))
     return 0
 
 

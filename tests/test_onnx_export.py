@@ -396,11 +396,12 @@ def test_cli_export(workdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 @pytest.mark.slow
-def test_speed_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_speed_benchmark_runs(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """``benchmarks/onnx_speed.py --quick``: checks parity on played observations, then prints the table."""
     import importlib.util
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "onnx_speed.py"
+    monkeypatch.syspath_prepend(str(path.parent))  # the script imports benchmarks/results.py, as when run from there
     spec = importlib.util.spec_from_file_location("onnx_speed", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

@@ -563,9 +563,9 @@ def test_behaviour_cloning_learns_select_entity_and_composite_choices():
     # the value head was fitted to the demonstrations' returns: the policy's own values give its R²
     import torch
 
-    from gymloop.trace import join
+    from gymloop.batch import stack
 
-    batch = join([t.batch for t in traces])
+    batch = stack([t.batch for t in traces])
     ret = np.concatenate([demo_returns(t, 0.99) for t in traces]).astype(np.float64)
     with torch.no_grad():
         v = res.policy(res.policy.pack(batch), greedy=True).value.double().numpy()

@@ -57,15 +57,16 @@ import logging
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import batch as _batch
 from ._version import __version__
 from .actions import action_spec
 from .agent import EpisodeResult, RunResult, check_action, pack_result, run
-from .batch import Batch, stack
+from .batch import Batch, SlotRanges, stack
 from .checkpoint import read_safetensors, write_safetensors
 from .errors import CheckpointError, ConfigError, InvalidObservationError, TraceError
 from .obs import Obs
@@ -145,18 +146,8 @@ class Trace:
 
     def save(self, path: str | os.PathLike) -> str:
         """Write the trace to ``path`` (conventionally ``*.trace.safetensors``); returns the path."""
-        b = self.batch
-        tensors: dict[str, np.ndarray] = {"globals": b.globals, "score": self.score, "agent": self.agent, "asked": self.asked}
-        for name in self.obs_space.entities:
-            tensors[f"entities/{name}"] = b.entities[name]
-            tensors[f"counts/{name}"] = b.counts[name]
-        for name, a in self.action_space.items():
-            tensors[f"actor_slot/{name}"] = b.actor_slot[name]
-            tensors[f"actor_index/{name}"] = b.actor_index[name]
-            tensors[f"masks/{name}"] = b.masks[name]
-            tensors[f"actions/{name}"] = self.actions[name]
-            if a.kind.selects_entities:
-                tensors[f"num_candidates/{name}"] = b.num_candidates[name]
+        tensors = {**self.batch.to_tensors(), "score": self.score, "agent": self.agent, "asked": self.asked}
+        tensors.update({f"actions/{name}": self.actions[name] for name in self.action_space})
         obs, acts = self.spaces.to_json()
         doc = {
             "format_version": TRACE_FORMAT_VERSION,
@@ -193,8 +184,8 @@ class Trace:
             raise IndexError(f"decision {k} out of range: the trace has {self.num_decisions}")
         w = self._where
         if w is None:
-            w = self._where = _Where(self.batch)
-        return w.slot(self.batch, k)
+            w = self._where = SlotRanges(self.batch)
+        return w.slot(k)
 
     def choices(self, k: int) -> dict[str, np.ndarray]:
         """The choice indices of decision ``k``, per action type asked (actors in order)."""
@@ -202,40 +193,10 @@ class Trace:
         w = self._where
         out = {}
         for name in self.actions:
-            lo, hi = w.act[name][k], w.act[name][k + 1]
+            lo, hi = w.span("actor", name, k)
             if hi > lo:
                 out[name] = self.actions[name][lo:hi]
         return out
-
-
-class _Where:
-    """Where each slot's rows lie in a batch whose actors are in slot order (O(1) slicing)."""
-
-    def __init__(self, b: Batch) -> None:
-        S = b.num_slots
-        self.ent = {n: np.concatenate([[0], np.cumsum(c)]) for n, c in b.counts.items()}
-        self.act = {n: np.searchsorted(sl, np.arange(S + 1)) for n, sl in b.actor_slot.items()}
-        self.cand = {n: np.concatenate([[0], np.cumsum(nc)]) for n, nc in b.num_candidates.items()}
-
-    def slot(self, b: Batch, k: int) -> Batch:
-        ents = {n: b.entities[n][e[k] : e[k + 1]] for n, e in self.ent.items()}
-        masks, ncand = {}, {}
-        for n, a in self.act.items():
-            lo, hi = a[k], a[k + 1]
-            if n in self.cand:
-                c = self.cand[n]
-                masks[n] = b.masks[n][c[lo] : c[hi]]
-                ncand[n] = b.num_candidates[n][lo:hi]
-            else:
-                masks[n] = b.masks[n][lo:hi]
-        return Batch(
-            num_slots=1, entities=ents, counts={n: c[k : k + 1] for n, c in b.counts.items()},
-            globals=b.globals[k : k + 1],
-            actor_slot={n: np.zeros(a[k + 1] - a[k], dtype=np.int64) for n, a in self.act.items()},
-            actor_index={n: b.actor_index[n][a[k] : a[k + 1]] for n, a in self.act.items()},
-            masks=masks, num_candidates=ncand, reward=b.reward[k : k + 1], terminated=b.terminated[k : k + 1],
-            truncated=b.truncated[k : k + 1], active=b.active[k : k + 1], candidate_types=b.candidate_types,
-        )
 
 
 # ---------------------------------------------------------------------- spaces
@@ -255,7 +216,7 @@ def relayout(b: Batch, src: Spaces, dst: Spaces) -> Batch:
 
     ``dst`` may have more entity and action types (they get zero rows / no actors); types of
     ``src`` that ``dst`` lacks must be absent from ``b``. Entity indices are renumbered for
-    ``dst``'s type order.
+    ``dst``'s type order (:func:`gymloop.batch.relayout`, after the checks).
 
     Raises:
         TraceError: ``b`` holds something ``dst`` cannot (the message lists every difference).
@@ -282,51 +243,7 @@ def relayout(b: Batch, src: Spaces, dst: Spaces) -> Batch:
             problems.append(f"action type {name!r} is {a.describe()}, in the trace {da[name].describe()}")
     if problems:
         raise TraceError("; ".join(problems))
-    src_names = list(so.entities)
-    dst_names = list(do.entities)
-    zi = np.zeros(S, dtype=np.int64)
-    C_src = np.stack([b.counts[n] for n in src_names]) if src_names else np.zeros((0, S), dtype=np.int64)
-    C_dst = np.stack([b.counts.get(n, zi) for n in dst_names]) if dst_names else np.zeros((0, S), dtype=np.int64)
-    end_src = np.cumsum(C_src, axis=0)
-    off_src = end_src - C_src
-    off_dst = np.cumsum(C_dst, axis=0) - C_dst
-    pos = np.array([dst_names.index(n) if n in do.entities else 0 for n in src_names], dtype=np.int64)
-
-    def remap(sl: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        if not idx.size:
-            return idx
-        t = (end_src[:, sl] <= idx).sum(axis=0)
-        return off_dst[pos[t], sl] + idx - off_src[t, sl]
-
-    out = Batch.empty(dst, 0)
-    out.num_slots = S
-    for n in dst_names:
-        if n in b.entities:
-            out.entities[n] = b.entities[n]
-        out.counts[n] = b.counts.get(n, zi)
-    out.globals = b.globals if so.globals == do.globals else np.zeros((S, len(do.globals)), dtype=np.float32)
-    for n in da:
-        if n in b.actor_slot:
-            out.actor_slot[n] = b.actor_slot[n]
-            # a global decision's rows have no actor entity (index -1): nothing to renumber
-            out.actor_index[n] = remap(b.actor_slot[n], b.actor_index[n]) if da[n].kind.actor_bound else b.actor_index[n]
-            out.masks[n] = b.masks[n]
-            if n in b.num_candidates:
-                out.num_candidates[n] = b.num_candidates[n]
-    out.reward, out.terminated, out.truncated, out.active = b.reward, b.terminated, b.truncated, b.active
-    return out
-
-
-def join(batches: Sequence[Batch], copy: bool = False) -> Batch:
-    """Concatenate batches of one layout, their slots renumbered one after the other (metrics dropped).
-
-    With ``copy=True`` the result never shares memory with the parts.
-    """
-    shifted, o = [], 0
-    for b in batches:
-        shifted.append(replace(b, actor_slot={k: v + o for k, v in b.actor_slot.items()}, metrics={}, final=None) if o else b)
-        o += b.num_slots
-    return Batch.concat(shifted, copy=copy)
+    return _batch.relayout(b, src, dst)
 
 
 def merge_spaces(spaces: Sequence[Spaces], names: Sequence[str] | None = None) -> Spaces:
@@ -597,7 +514,7 @@ class Recorder:
             raise TraceError("nothing was recorded: the game asked the recorder for no decision yet")
         self._compact()
         chunks = self._chunks
-        batch = join([relayout(b, s, space) for b, s in chunks], copy=True)
+        batch = stack([relayout(b, s, space) for b, s in chunks])
         batch.reward = np.zeros(batch.num_slots, dtype=np.float32)  # see the module docstring
         batch.terminated = np.zeros(batch.num_slots, dtype=bool)
         batch.truncated = np.zeros(batch.num_slots, dtype=bool)
@@ -728,7 +645,7 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
         raise bad(f"the game must be a name such as 'snake' or 'module:function', got {game!r}")
     used: set[str] = set()
 
-    def get(name: str, dtype: str, shape: tuple[int | None, ...]) -> np.ndarray:
+    def get(name: str, dtype: str | np.dtype, shape: tuple[int | None, ...]) -> np.ndarray:
         if name not in tensors:
             raise bad(f"tensor {name!r} is missing")
         a = tensors[name]
@@ -741,17 +658,28 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
             raise bad(f"tensor {name!r} holds values that are not finite (a game's features and scores always are)")
         return a
 
-    ents, counts = {}, {}
-    for n, feats in obs.entities.items():
-        c = get(f"counts/{n}", "int64", (N,))
-        if (c < 0).any() or c.sum(dtype=np.float64) > 2**62:
-            raise bad(f"counts/{n} must be non-negative entity counts, got entries from {c.min()} to {c.max()}")
-        counts[n] = c
-        ents[n] = get(f"entities/{n}", "float32", (int(c.sum()), len(feats)))
-    total = np.zeros(N, dtype=np.int64)
-    for c in counts.values():
-        total += c
-    glob = get("globals", "float32", (N, len(obs.globals)))
+    def check(b: Batch, field: str, n: str) -> None:  # each array's values, before the arrays it numbers
+        if field == "counts":
+            c = b.counts[n]
+            if (c < 0).any() or c.sum(dtype=np.float64) > 2**62:
+                raise bad(f"counts/{n} must be non-negative entity counts, got entries from {c.min()} to {c.max()}")
+            return
+        sl = b.actor_slot.get(n)
+        if sl is None or not sl.shape[0]:
+            return
+        if field == "actor_slot" and (sl.min() < 0 or sl.max() >= N or (np.diff(sl) < 0).any()):
+            raise bad(f"actor_slot/{n} must be slot indices in [0, {N}) in ascending order")
+        idx = b.actor_index[n]
+        if field == "actor_index" and not acts[n].kind.actor_bound:
+            if (idx != -1).any() or (np.diff(sl) == 0).any():
+                raise bad(f"actor_index/{n} must be -1 (a global decision has no actor entity), one per deciding slot")
+        elif field == "actor_index" and ((idx < 0).any() or (idx >= sum(c[sl] for c in b.counts.values())).any()):
+            raise bad(f"actor_index/{n} points outside its slot's entities")
+        if field == "num_candidates" and not np.array_equal(b.num_candidates[n], sum(b.counts[t][sl] for t in acts[n].among)):
+            raise bad(f"num_candidates/{n} must be each actor's number of {list(acts[n].among)} entities")
+
+    b = Batch.from_tensors(spaces, N, get, check)  # every field's tensor, its dtype, shape and values checked
+    b.active = np.ones(N, dtype=bool)
     score = get("score", "float64", (N,))
     agent = get("agent", "int64", (N,))
     if N and (agent.min() < 0 or agent.max() >= A):
@@ -770,43 +698,22 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
         table.append((names, req["single"]))
     if N and (asked.min() < 0 or asked.max() >= len(table)):
         raise bad(f"asked indices must be in [0, {len(table)})")
-    b = Batch.empty(spaces, 0)
-    b.num_slots = N
-    b.entities, b.counts, b.globals = ents, counts, glob
-    b.reward, b.terminated, b.truncated = np.zeros(N, dtype=np.float32), np.zeros(N, dtype=bool), np.zeros(N, dtype=bool)
-    b.active = np.ones(N, dtype=bool)
     actions = {}
     actors = {}  # per action type, actors per decision
     for n, a in acts.items():
-        sl = get(f"actor_slot/{n}", "int64", (None,))
+        sl, mask = b.actor_slot[n], b.masks[n]
         m = sl.shape[0]
-        if m and (sl.min() < 0 or sl.max() >= N or (np.diff(sl) < 0).any()):
-            raise bad(f"actor_slot/{n} must be slot indices in [0, {N}) in ascending order")
         actors[n] = np.bincount(sl, minlength=N)
-        idx = get(f"actor_index/{n}", "int64", (m,))
-        if not a.kind.actor_bound:
-            if m and ((idx != -1).any() or (np.diff(sl) == 0).any()):
-                raise bad(f"actor_index/{n} must be -1 (a global decision has no actor entity), one per deciding slot")
-        elif m and ((idx < 0).any() or (idx >= total[sl]).any()):
-            raise bad(f"actor_index/{n} points outside its slot's entities")
-        choice = get(f"actions/{n}", "int64", (m,))
+        choice = actions[n] = get(f"actions/{n}", "int64", (m,))
         if not a.kind.selects_entities:
-            mask = get(f"masks/{n}", "bool", (m, a.n))
             if m and ((choice < 0).any() or (choice >= a.n).any() or not mask[np.arange(m), np.clip(choice, 0, a.n - 1)].all()):
                 raise bad(f"actions/{n} holds a choice outside [0, {a.n}) or one its mask forbids")
-        else:
-            nc = get(f"num_candidates/{n}", "int64", (m,))
-            want = sum(counts[t][sl] for t in a.among)
-            if not np.array_equal(nc, want):
-                raise bad(f"num_candidates/{n} must be each actor's number of {list(a.among)} entities")
-            mask = get(f"masks/{n}", "bool", (int(nc.sum()) if m else 0,))
-            if m and ((choice < 0).any() or (choice >= nc).any()):
-                raise bad(f"actions/{n} holds a candidate index outside its actor's candidates")
-            if m and not mask[np.cumsum(nc) - nc + choice].all():
-                raise bad(f"actions/{n} holds a candidate its mask forbids")
-            b.num_candidates[n] = nc
-        b.actor_slot[n], b.actor_index[n], b.masks[n] = sl, idx, mask
-        actions[n] = choice
+            continue
+        nc = b.num_candidates[n]
+        if m and ((choice < 0).any() or (choice >= nc).any()):
+            raise bad(f"actions/{n} holds a candidate index outside its actor's candidates")
+        if m and not mask[np.cumsum(nc) - nc + choice].all():
+            raise bad(f"actions/{n} holds a candidate its mask forbids")
     extra = sorted(set(tensors) - used)
     if extra:
         raise bad(f"unexpected tensors {extra[:5]}")
@@ -952,24 +859,27 @@ class _Replayer:
 
 
 def _diff(live: Batch, rec: Batch, obs_space: ObsSpace) -> str | None:
-    """The first difference between two one-slot batches of one layout, in words (``None``: equal)."""
-    for name, feats in obs_space.entities.items():
-        a, r = live.entities[name], rec.entities[name]
-        if a.shape != r.shape:
-            return f"{a.shape[0]} entities of type {name!r} were observed, the trace has {r.shape[0]}"
-        if a.tobytes() != r.tobytes():
+    """The first difference between two one-slot batches of one layout, in words (``None``: equal).
+
+    Every saved field is compared bit for bit, except the actors' slots (all 0 in one slot).
+    """
+    for f, name, r in rec.arrays():
+        a = getattr(live, f.name)[name] if name else getattr(live, f.name)
+        if not f.saved or f.values == "slot" or (a.shape == r.shape and a.tobytes() == r.tobytes()):
+            continue
+        if f.name in ("counts", "entities") and a.shape[0] != r.shape[0]:
+            n_live, n_rec = (int(x[0]) for x in (a, r)) if f.name == "counts" else (a.shape[0], r.shape[0])
+            return f"{n_live} entities of type {name!r} were observed, the trace has {n_rec}"
+        if f.name in ("entities", "globals"):
             row, col = (int(i) for i in np.argwhere(a.view(np.uint32) != r.view(np.uint32))[0])
-            return f"entity type {name!r}, row {row}, feature {feats[col]!r} is {a[row, col]!r}, the trace has {r[row, col]!r}"
-    if live.globals.tobytes() != rec.globals.tobytes():
-        col = int(np.flatnonzero(live.globals[0].view(np.uint32) != rec.globals[0].view(np.uint32))[0])
-        return f"global feature {obs_space.globals[col]!r} is {live.globals[0, col]!r}, the trace has {rec.globals[0, col]!r}"
-    for name in rec.actor_slot:
-        if not np.array_equal(live.actor_index[name], rec.actor_index[name]):
-            return f"the actors of action type {name!r} are entities {live.actor_index[name].tolist()}, in the trace {rec.actor_index[name].tolist()}"
-        if name in rec.num_candidates and not np.array_equal(live.num_candidates[name], rec.num_candidates[name]):
-            return f"action type {name!r} has {live.num_candidates[name].tolist()} candidates per actor, the trace {rec.num_candidates[name].tolist()}"
-        if not np.array_equal(live.masks[name], rec.masks[name]):
-            return f"the mask of action type {name!r} is {live.masks[name].tolist()}, in the trace {rec.masks[name].tolist()}"
+            if f.name == "globals":
+                return f"global feature {obs_space.globals[col]!r} is {a[row, col]!r}, the trace has {r[row, col]!r}"
+            feat = obs_space.entities[name][col]
+            return f"entity type {name!r}, row {row}, feature {feat!r} is {a[row, col]!r}, the trace has {r[row, col]!r}"
+        what = {"actor_index": "the actors of action type {n!r} are entities {a}, in the trace {r}",
+                "num_candidates": "action type {n!r} has {a} candidates per actor, the trace {r}",
+                "masks": "the mask of action type {n!r} is {a}, in the trace {r}"}.get(f.name, "{f}[{n!r}] is {a}, the trace has {r}")
+        return what.format(n=name, f=f.name, a=a.tolist(), r=r.tolist())
     return None
 
 

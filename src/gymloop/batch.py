@@ -79,7 +79,9 @@ class Field:
         name: the :class:`Batch` attribute (and the trace file's tensor name, ``name/<type>`` per type).
         index: what indexes the first axis (``"slot"``, ``"row"``, ``"actor"``, ``"candidate"``, or
             ``"choice"``: actors, candidates for a select-entity action type).
-        per: ``None`` (one array), ``"entity type"``, ``"action type"`` or ``"select-entity action type"``.
+        per: ``None`` (one array, slot-indexed), or what keys its dict: ``"entity type"``,
+            ``"action type"`` or ``"select-entity action type"``. Every dict of a batch lists its
+            types in the order of the spaces (``obs.entities``, ``actions``).
         dtype: the arrays' dtype.
         width: the shape after the first axis for the given spaces and type (``None``: ``()``).
         values: ``"slot"`` when the values are slot numbers (renumbered by :func:`stack` and
@@ -161,6 +163,17 @@ def _index(b: Batch, f: Field, key: str) -> str:
     if f.index != CHOICE:
         return f.index
     return CANDIDATE if key in b.num_candidates else ACTOR
+
+
+_PLANS: dict[type, tuple[tuple[str, str | None], ...]] = {}
+
+
+def _plan(cls: type[Batch]) -> tuple[tuple[str, str | None], ...]:
+    """``(name, per)`` of each field of a batch class (read on every flat (de)serialization)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = tuple((f.name, f.per) for f in cls.FIELDS)
+    return plan
 
 
 def _length(b: Batch, index: str, key: str) -> int:
@@ -293,8 +306,7 @@ class Batch:
             if f.per is None:
                 yield f, "", a
             else:
-                for k in _keys(self, f.per):
-                    yield f, k, a[k]
+                yield from ((f, k, v) for k, v in a.items())
 
     @staticmethod
     def concat(parts: list[Batch], copy: bool = False) -> Batch:
@@ -333,28 +345,32 @@ class Batch:
         )
 
     def to_flat(self) -> list[np.ndarray]:
-        """The layout's arrays in :data:`FIELDS` order (what a worker writes to shared memory;
-        :meth:`from_flat` reads them back). Metrics and ``final`` are not included."""
-        out = []
-        for f in self.FIELDS:
-            a = getattr(self, f.name)
-            if f.per is None:
-                out.append(a)
+        """The layout's arrays in :data:`FIELDS` order, types in the order of the spaces (what a worker
+        writes to shared memory; :meth:`from_flat` reads them back). Metrics and ``final`` are not included."""
+        d = self.__dict__
+        out: list[np.ndarray] = []
+        for name, per in _plan(type(self)):
+            if per is None:
+                out.append(d[name])
             else:
-                out += [a[k] for k in _keys(self, f.per)]
+                out += d[name].values()
         return out
 
     @classmethod
     def from_flat(cls, arrays: Iterator[np.ndarray], spaces: Spaces, n: int) -> Batch:
         """The batch of ``n`` slots whose :meth:`to_flat` arrays come next from ``arrays`` (not copied)."""
-        kw: dict[str, Any] = {}
-        for f in cls.FIELDS:
-            if f.per is None:
-                kw[f.name] = next(arrays)
-            else:
-                kw[f.name] = {k: next(arrays) for k in _space_keys(spaces, f.per)}
         acts = spaces.actions
-        cand = {k: acts[k].among for k in kw["num_candidates"]}
+        cand = {k: a.among for k, a in acts.items() if a.kind.selects_entities}
+        keys: dict[str, Iterable[str]] = {ENTITY_TYPE: spaces.obs.entities, ACTION_TYPE: acts, SELECT_TYPE: cand}
+        kw: dict[str, Any] = {}
+        for name, per in _plan(cls):
+            if per is None:
+                kw[name] = next(arrays)
+            else:
+                x: dict[str, np.ndarray] = {}
+                kw[name] = x
+                for k in keys[per]:
+                    x[k] = next(arrays)
         return cls(num_slots=n, candidate_types=cand, **kw)
 
     def to_tensors(self) -> dict[str, np.ndarray]:
@@ -451,29 +467,21 @@ def take(b: Batch, slots: np.ndarray) -> tuple[Batch, dict[str, np.ndarray]]:
     keep_slot[slots] = True
     remap = np.cumsum(keep_slot) - 1
     sel = {k: keep_slot[sl] for k, sl in b.actor_slot.items()}
-    picks: dict[tuple[str, str], np.ndarray] = {}
-
-    def pick(index: str, k: str) -> np.ndarray:
-        if index == SLOT:
-            return slots
-        if (index, k) not in picks:
-            if index == ROW:
-                picks[index, k] = np.repeat(keep_slot, b.counts[k])
-            elif index == ACTOR:
-                picks[index, k] = sel[k]
-            else:
-                picks[index, k] = np.repeat(sel[k], b.num_candidates[k])
-        return picks[index, k]
-
+    cand = {k: np.repeat(sel[k], nc) for k, nc in b.num_candidates.items()}
+    picks = {ROW: {k: np.repeat(keep_slot, c) for k, c in b.counts.items()}, ACTOR: sel, CANDIDATE: cand, CHOICE: {**sel, **cand}}
     kw: dict[str, Any] = {}
     for f in b.FIELDS:
         a = getattr(b, f.name)
-        if f.per is None:
-            kw[f.name] = a[pick(f.index, "")]
+        if f.per is None:  # (one array: slot-indexed)
+            v = a[slots]
+        elif f.index == SLOT:
+            v = {k: x[slots] for k, x in a.items()}
         else:
-            kw[f.name] = {k: v[pick(_index(b, f, k), k)] for k, v in a.items()}
+            p = picks[f.index]
+            v = {k: x[p[k]] for k, x in a.items()}
         if f.values == SLOT:
-            kw[f.name] = remap[kw[f.name]] if f.per is None else {k: remap[v] for k, v in kw[f.name].items()}
+            v = remap[v] if f.per is None else {k: remap[x] for k, x in v.items()}
+        kw[f.name] = v
     return type(b)(num_slots=int(slots.size), candidate_types=b.candidate_types, **kw), sel
 
 

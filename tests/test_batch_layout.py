@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gymloop as gl
-import gymloop.trace as trace_module
+import gymloop.tracefile as tracefile_module
 from gymloop.batch import ACTION_TYPE, ACTOR, ENTITY_TYPE, FIELDS, ROW, Batch, Field, SlotRanges, relayout, stack, take
 from gymloop.checkpoint import read_safetensors
 from gymloop.games.tactics import tactics
@@ -125,7 +125,7 @@ def test_an_added_field_is_saved_and_loaded_with_a_trace(tmp_path, monkeypatch):
     assert "reward" not in tensors and "active" not in tensors  # not saved: zeros and ones when loaded
     with pytest.raises(gl.TraceError, match=r"unexpected tensors \['age/"):
         gl.load_trace(path)  # a gymloop without the field refuses what it does not know
-    monkeypatch.setattr(trace_module, "Batch", TaggedBatch)
+    monkeypatch.setattr(tracefile_module, "Batch", TaggedBatch)
     loaded = gl.load_trace(path)
     assert isinstance(loaded.batch, TaggedBatch)
     assert loaded.batch.equal(trace.batch)

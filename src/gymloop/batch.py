@@ -56,7 +56,10 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from .spaces import Spaces
 
-__all__ = ["Batch", "Field", "FIELDS", "SlotRanges", "stack", "take", "relayout"]
+__all__ = [
+    "ACTION_TYPE", "ACTOR", "CANDIDATE", "CHOICE", "ENTITY_TYPE", "FIELDS", "ROW", "SELECT_TYPE", "SLOT",
+    "Batch", "Field", "SlotRanges", "relayout", "stack", "take",
+]
 
 # What indexes the first axis of a field's arrays.
 SLOT = "slot"  # one row per slot
@@ -85,8 +88,8 @@ class Field:
         dtype: the arrays' dtype.
         width: the shape after the first axis for the given spaces and type (``None``: ``()``).
         values: ``"slot"`` when the values are slot numbers (renumbered by :func:`stack` and
-            :func:`take`), ``"row"`` when they are entity indices within the slot, ``-1`` for none
-            (renumbered by :func:`relayout`), else ``None``.
+            :func:`take`), ``"row"`` when they are entity indices within the slot (``-1``: none;
+            renumbered by :func:`relayout`), else ``None``.
         saved: whether trace files keep it (the others load as zeros).
     """
 

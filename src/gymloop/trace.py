@@ -62,7 +62,7 @@ import numpy as np
 from . import batch as _batch
 from .actions import action_spec
 from .agent import EpisodeResult, RunResult, check_action, pack_result, run
-from .batch import Batch, stack
+from .batch import SLOT, Batch, stack
 from .errors import ConfigError, InvalidObservationError, TraceError
 from .obs import Obs
 from .spaces import ActionDesc, ObsSpace, Spaces, declared_types
@@ -507,11 +507,10 @@ def _diff(live: Batch, rec: Batch, obs_space: ObsSpace) -> str | None:
     """
     for f, name, r in rec.arrays():
         a = getattr(live, f.name)[name] if name else getattr(live, f.name)
-        if not f.saved or f.values == "slot" or (a.shape == r.shape and a.tobytes() == r.tobytes()):
+        if not f.saved or f.values == SLOT or (a.shape == r.shape and a.tobytes() == r.tobytes()):
             continue
-        if f.name in ("counts", "entities") and a.shape[0] != r.shape[0]:
-            n_live, n_rec = (int(x[0]) for x in (a, r)) if f.name == "counts" else (a.shape[0], r.shape[0])
-            return f"{n_live} entities of type {name!r} were observed, the trace has {n_rec}"
+        if f.name == "counts":  # (before the rows: equal counts, rows of equal shapes)
+            return f"{int(a[0])} entities of type {name!r} were observed, the trace has {int(r[0])}"
         if f.name in ("entities", "globals"):
             row, col = (int(i) for i in np.argwhere(a.view(np.uint32) != r.view(np.uint32))[0])
             if f.name == "globals":

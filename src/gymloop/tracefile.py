@@ -17,7 +17,7 @@ import numpy as np
 
 from ._version import __version__
 from .agent import EpisodeResult
-from .batch import Batch, SlotRanges
+from .batch import ACTOR, Batch, SlotRanges
 from .checkpoint import read_safetensors, write_safetensors
 from .errors import CheckpointError, ConfigError, TraceError
 from .spaces import ActionDesc, ObsSpace, Spaces
@@ -142,7 +142,7 @@ class Trace:
         w = self._where
         out = {}
         for name in self.actions:
-            lo, hi = w.span("actor", name, k)
+            lo, hi = w.span(ACTOR, name, k)
             if hi > lo:
                 out[name] = self.actions[name][lo:hi]
         return out

@@ -435,7 +435,8 @@ class Batch:
             rows = a.shape[0] if _NUMBERED_BY.get(index) == f.name and a.ndim else _length(self, index, k)
             want = (rows, *f.shape(spaces, k))
             if a.dtype != f.dtype or a.shape != want:
-                return f"{name} is {a.dtype} of shape {a.shape}, expected {f.dtype} of shape {want} (one row per {index})"
+                per = {ROW: "entity"}.get(index, index)
+                return f"{name} is {a.dtype} of shape {a.shape}, expected {f.dtype} of shape {want} (one row per {per})"
         return None
 
 

@@ -328,13 +328,12 @@ class Batch:
         def cat(xs: list[np.ndarray]) -> np.ndarray:
             return xs[0].copy() if single else np.concatenate(xs)
         kw: dict[str, Any] = {}
-        for f in first.FIELDS:
-            name = f.name
-            if f.per is None:
-                kw[name] = cat([getattr(p, name) for p in parts])
+        dicts = [vars(p) for p in parts]
+        for name, per in _plan(type(first)):
+            if per is None:
+                kw[name] = cat([d[name] for d in dicts])
             else:
-                ds = [getattr(p, name) for p in parts]
-                kw[name] = {k: cat([d[k] for d in ds]) for k in ds[0]}
+                kw[name] = {k: cat([d[name][k] for d in dicts]) for k in dicts[0][name]}
         metrics: dict[str, np.ndarray] = {}
         keys = sorted(set().union(*(p.metrics.keys() for p in parts)))
         for k in keys:
@@ -350,7 +349,7 @@ class Batch:
     def to_flat(self) -> list[np.ndarray]:
         """The layout's arrays in :data:`FIELDS` order, types in the order of the spaces (what a worker
         writes to shared memory; :meth:`from_flat` reads them back). Metrics and ``final`` are not included."""
-        d = self.__dict__
+        d = vars(self)
         out: list[np.ndarray] = []
         for name, per in _plan(type(self)):
             if per is None:

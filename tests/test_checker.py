@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
 import pytest
 
 import gymloop as gl
@@ -137,3 +138,22 @@ def test_evaluation_warns_when_no_episode_ends(caplog):
     assert out == {}
     assert f"no episode has ended in {SILENT_DECISIONS} decisions of each of 2 game copies" in caplog.text
     assert "0 of 2 episodes ended within max_steps=4010 decisions; does the game call agent.game_over(...)" in caplog.text
+
+
+def test_a_batch_off_the_layout_is_named():
+    from gymloop.checker import _batch_consistent
+    from gymloop.games.tactics import tactics
+
+    env = gl.VecEnv(tactics, num_envs=2, seed=0)
+    try:
+        b = env.reset()
+        _batch_consistent(b, env)
+        b.reward = b.reward.astype(np.float64)
+        with pytest.raises(CheckError, match=r"batch reward is float64 of shape \(2,\), expected float32 of shape \(2,\) \(one row per slot\)"):
+            _batch_consistent(b, env)
+        b = env.reset()
+        b.entities["Unit"] = b.entities["Unit"][1:]
+        with pytest.raises(CheckError, match=r"batch entities\['Unit'\] is float32 of shape .*\(one row per entity\)"):
+            _batch_consistent(b, env)
+    finally:
+        env.close()

@@ -564,9 +564,9 @@ def test_behaviour_cloning_learns_select_entity_and_composite_choices():
     # the value head was fitted to the demonstrations' returns: the policy's own values give its R²
     import torch
 
-    from gymloop.trace import join
+    from gymloop.batch import stack
 
-    batch = join([t.batch for t in traces])
+    batch = stack([t.batch for t in traces])
     ret = np.concatenate([demo_returns(t, 0.99) for t in traces]).astype(np.float64)
     with torch.no_grad():
         v = res.policy(res.policy.pack(batch), greedy=True).value.double().numpy()
@@ -745,3 +745,24 @@ def test_replay_with_another_bundled_game_and_a_short_repr():
         gl.replay(trace, duel)
     r = repr(trace)
     assert r.startswith("Trace(game='snake', seed=1, agents=1, decisions=5") and len(r) < 200
+
+
+def test_replay_names_the_first_difference_field_by_field():
+    from dataclasses import replace
+
+    from gymloop.trace import _diff
+
+    trace = gl.record_trace(tactics, gl.RandomAgent(seed=0), seed=1, max_steps=3)
+    rec, space = trace.decision(0), trace.obs_space
+    assert _diff(rec, rec, space) is None
+    n = int(rec.counts["Unit"][0])
+    more = replace(rec, counts={**rec.counts, "Unit": rec.counts["Unit"] + 1})
+    assert _diff(more, rec, space) == f"{n + 1} entities of type 'Unit' were observed, the trace has {n}"
+    moved = replace(rec, entities={**rec.entities, "Unit": rec.entities["Unit"] + np.float32(1)})
+    assert _diff(moved, rec, space).startswith(f"entity type 'Unit', row 0, feature {space.entities['Unit'][0]!r} is ")
+    others = replace(rec, actor_index={**rec.actor_index, "Order": rec.actor_index["Order"][::-1].copy()})
+    assert _diff(others, rec, space).startswith("the actors of action type 'Order' are entities ")
+    masked = replace(rec, masks={**rec.masks, "Order": ~rec.masks["Order"]})
+    assert _diff(masked, rec, space).startswith("the mask of action type 'Order' is ")
+    fewer = replace(rec, num_candidates={**rec.num_candidates, "Target": rec.num_candidates["Target"] - 1})
+    assert _diff(fewer, rec, space).startswith("action type 'Target' has ")

@@ -35,25 +35,166 @@ trainer bootstraps the truncated episode's return from its value.
 
 **Aliasing.** Every array of a batch is newly allocated for that batch; nothing is overwritten by a
 later ``step``, so a trainer may keep batches in a rollout buffer without copying.
+
+**The layout** is one table, :data:`FIELDS`: each :class:`Field` names an attribute, what indexes its
+rows (slot, entity row, actor, select-entity candidate), what keys it (entity type, action type) and
+its dtype. Empty batches, :meth:`Batch.concat` (the shards of one step), :func:`stack` (independent
+batches, slots renumbered), :func:`take` (some slots), :func:`relayout` (the types of other spaces),
+:class:`SlotRanges` (one slot), the worker's flat arrays (:meth:`Batch.to_flat`), the trace file's
+tensors (:meth:`Batch.to_tensors`) and the comparisons (:meth:`Batch.equal`) all read it: a new
+field is one row of the table, one attribute of :class:`Batch`, and the builders that fill it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spaces import Spaces
 
-__all__ = ["Batch"]
+__all__ = [
+    "ACTION_TYPE", "ACTOR", "CANDIDATE", "CHOICE", "ENTITY_TYPE", "FIELDS", "ROW", "SELECT_TYPE", "SLOT",
+    "Batch", "Field", "SlotRanges", "relayout", "stack", "take",
+]
+
+# What indexes the first axis of a field's arrays.
+SLOT = "slot"  # one row per slot
+ROW = "row"  # one row per entity (rows of ``entities[type]``, slot after slot)
+ACTOR = "actor"  # one row per actor of an action type (the rows of ``actor_slot[name]``)
+CANDIDATE = "candidate"  # one row per candidate of a select-entity action type, actor after actor
+CHOICE = "choice"  # ACTOR rows, or CANDIDATE rows when the action type selects entities (the masks)
+
+# What keys a field's dict (``None``: the field is one array).
+ENTITY_TYPE = "entity type"
+ACTION_TYPE = "action type"
+SELECT_TYPE = "select-entity action type"
+
+
+@dataclass(frozen=True)
+class Field:
+    """One entry of the batch layout (:data:`FIELDS`): an array, or one array per type, of a :class:`Batch`.
+
+    Attributes:
+        name: the :class:`Batch` attribute (and the trace file's tensor name, ``name/<type>`` per type).
+        index: what indexes the first axis (``"slot"``, ``"row"``, ``"actor"``, ``"candidate"``, or
+            ``"choice"``: actors, candidates for a select-entity action type).
+        per: ``None`` (one array, slot-indexed), or what keys its dict: ``"entity type"``,
+            ``"action type"`` or ``"select-entity action type"``. Every dict of a batch lists its
+            types in the order of the spaces (``obs.entities``, ``actions``).
+        dtype: the arrays' dtype.
+        width: the shape after the first axis for the given spaces and type (``None``: ``()``).
+        values: ``"slot"`` when the values are slot numbers (renumbered by :func:`stack` and
+            :func:`take`), ``"row"`` when they are entity indices within the slot (``-1``: none;
+            renumbered by :func:`relayout`), else ``None``.
+        saved: whether trace files keep it (the others load as zeros).
+    """
+
+    name: str
+    index: str
+    per: str | None
+    dtype: np.dtype
+    width: Callable[[Spaces, str], tuple[int, ...]] | None = None
+    values: str | None = None
+    saved: bool = True
+
+    def shape(self, spaces: Spaces, key: str) -> tuple[int, ...]:
+        """The shape after the first axis of this field's array for ``key`` (a type name or ``""``)."""
+        return self.width(spaces, key) if self.width is not None else ()
+
+
+def _features(sp: Spaces, key: str) -> tuple[int, ...]:
+    return (len(sp.obs.entities[key]),)
+
+
+def _globals(sp: Spaces, key: str) -> tuple[int, ...]:
+    return (len(sp.obs.globals),)
+
+
+def _choices(sp: Spaces, key: str) -> tuple[int, ...]:
+    d = sp.actions[key]
+    return () if d.kind.selects_entities else (d.n,)
+
+
+_I64, _F32, _BOOL = np.dtype(np.int64), np.dtype(np.float32), np.dtype(np.bool_)
+
+#: The batch layout, in dependency order: ``counts`` number the rows, ``actor_slot`` the actors and
+#: ``num_candidates`` the candidates of the fields after them. Every operation on batches (empty
+#: batches, :meth:`Batch.concat`, :func:`stack`, :func:`take`, :func:`relayout`, :class:`SlotRanges`,
+#: the worker's flat arrays, the trace file's tensors, the checker's comparisons) reads this table.
+FIELDS: tuple[Field, ...] = (
+    Field("counts", SLOT, ENTITY_TYPE, _I64),
+    Field("entities", ROW, ENTITY_TYPE, _F32, _features),
+    Field("globals", SLOT, None, _F32, _globals),
+    Field("actor_slot", ACTOR, ACTION_TYPE, _I64, values=SLOT),
+    Field("actor_index", ACTOR, ACTION_TYPE, _I64, values=ROW),
+    Field("num_candidates", ACTOR, SELECT_TYPE, _I64),
+    Field("masks", CHOICE, ACTION_TYPE, _BOOL, _choices),
+    Field("reward", SLOT, None, _F32, saved=False),
+    Field("terminated", SLOT, None, _BOOL, saved=False),
+    Field("truncated", SLOT, None, _BOOL, saved=False),
+    Field("active", SLOT, None, _BOOL, saved=False),
+)
+
+# the field that numbers each index (its own length is free)
+_NUMBERED_BY = {ROW: "counts", ACTOR: "actor_slot", CANDIDATE: "num_candidates"}
+
+
+def _keys(b: Batch, per: str) -> Iterable[str]:
+    """The types keying a field of ``b`` (in the order of its spaces)."""
+    if per == ENTITY_TYPE:
+        return b.counts
+    if per == ACTION_TYPE:
+        return b.actor_slot
+    return [k for k in b.actor_slot if k in b.num_candidates]
+
+
+def _space_keys(sp: Spaces, per: str) -> Iterable[str]:
+    """The types keying a field of a batch laid out for ``sp``."""
+    if per == ENTITY_TYPE:
+        return sp.obs.entities
+    if per == ACTION_TYPE:
+        return sp.actions
+    return [k for k, d in sp.actions.items() if d.kind.selects_entities]
+
+
+def _index(b: Batch, f: Field, key: str) -> str:
+    """The index of ``f``'s array for ``key`` (``"choice"`` resolved)."""
+    if f.index != CHOICE:
+        return f.index
+    return CANDIDATE if key in b.num_candidates else ACTOR
+
+
+_PLANS: dict[type, tuple[tuple[str, str | None], ...]] = {}
+
+
+def _plan(cls: type[Batch]) -> tuple[tuple[str, str | None], ...]:
+    """``(name, per)`` of each field of a batch class (read on every flat (de)serialization)."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        plan = _PLANS[cls] = tuple((f.name, f.per) for f in cls.FIELDS)
+    return plan
+
+
+def _length(b: Batch, index: str, key: str) -> int:
+    """How many rows an index has in ``b`` (for ``key``), read from the field that numbers it."""
+    if index == SLOT:
+        return b.num_slots
+    if index == ROW:
+        return int(b.counts[key].sum())
+    if index == ACTOR:
+        return int(b.actor_slot[key].shape[0])
+    return int(b.num_candidates[key].sum())
 
 
 @dataclass
 class Batch:
     """One step of a vectorized environment, as numpy arrays (see the module docstring)."""
+
+    FIELDS: ClassVar[tuple[Field, ...]] = FIELDS
 
     num_slots: int
     entities: dict[str, np.ndarray]
@@ -71,8 +212,8 @@ class Batch:
     candidate_types: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     final: Batch | None = field(default=None, repr=False)
 
-    @staticmethod
-    def empty(spaces: Spaces, num_slots: int = 0) -> Batch:
+    @classmethod
+    def empty(cls, spaces: Spaces, num_slots: int = 0) -> Batch:
         """A batch of ``num_slots`` inactive slots with no entities and no actors, laid out for ``spaces``.
 
         Every slot's counts, reward, ends and ``active`` are zero; each action type has the empty
@@ -88,13 +229,9 @@ class Batch:
             >>> b.entities["Head"].shape, b.masks["Move"].shape, b.active.tolist()
             ((0, 2), (0, 2), [False, False, False])
         """
-        acts = spaces.actions
-        return Batch._zeros(
-            num_slots,
-            {name: len(f) for name, f in spaces.obs.entities.items()},
-            len(spaces.obs.globals),
-            {name: d.kind.empty_masks(d.n) for name, d in acts.items()},
-            {name: d.among for name, d in acts.items() if d.kind.selects_entities},
+        return cls._zeros(
+            num_slots, lambda per: _space_keys(spaces, per), lambda f, k: f.shape(spaces, k),
+            {name: d.among for name, d in spaces.actions.items() if d.kind.selects_entities},
         )
 
     def no_final(self) -> Batch:
@@ -103,43 +240,26 @@ class Batch:
         The same as :meth:`empty` for this batch's spaces, read from its arrays (a batch does not
         keep its :class:`~gymloop.spaces.Spaces`).
         """
-        return Batch._zeros(
-            self.num_slots,
-            {k: v.shape[1] for k, v in self.entities.items()},
-            self.globals.shape[1],
-            {k: np.zeros((0,) + v.shape[1:], dtype=bool) for k, v in self.masks.items()},
-            self.candidate_types,
-            num_candidates=self.num_candidates,
-        )
+        def width(f: Field, k: str) -> tuple[int, ...]:
+            a = getattr(self, f.name)
+            return (a if f.per is None else a[k]).shape[1:]
 
-    @staticmethod
+        return self._zeros(self.num_slots, lambda per: _keys(self, per), width, self.candidate_types)
+
+    @classmethod
     def _zeros(
-        n: int,
-        features: Mapping[str, int],
-        n_globals: int,
-        masks: dict[str, np.ndarray],
+        cls, n: int, keys: Callable[[str], Iterable[str]], width: Callable[[Field, str], tuple[int, ...]],
         candidate_types: dict[str, tuple[str, ...]],
-        num_candidates: Mapping[str, np.ndarray] | None = None,
     ) -> Batch:
-        """The one constructor of empty batches: ``masks`` are the empty masks by action type."""
-        def z() -> np.ndarray:  # a fresh array each (no two arrays of a batch share memory)
-            return np.zeros(0, dtype=np.int64)
-
-        return Batch(
-            num_slots=n,
-            entities={k: np.zeros((0, nf), dtype=np.float32) for k, nf in features.items()},
-            counts={k: np.zeros(n, dtype=np.int64) for k in features},
-            globals=np.zeros((n, n_globals), dtype=np.float32),
-            actor_slot={k: z() for k in masks},
-            actor_index={k: z() for k in masks},
-            masks=masks,
-            num_candidates={k: z() for k in (candidate_types if num_candidates is None else num_candidates)},
-            reward=np.zeros(n, dtype=np.float32),
-            terminated=np.zeros(n, dtype=bool),
-            truncated=np.zeros(n, dtype=bool),
-            active=np.zeros(n, dtype=bool),
-            candidate_types=candidate_types,
-        )
+        """The one constructor of empty batches: ``n`` slots, no rows, actors or candidates."""
+        kw: dict[str, Any] = {}
+        for f in cls.FIELDS:  # a fresh array each (no two arrays of a batch share memory)
+            rows = n if f.index == SLOT else 0
+            if f.per is None:
+                kw[f.name] = np.zeros((rows, *width(f, "")), dtype=f.dtype)
+            else:
+                kw[f.name] = {k: np.zeros((rows, *width(f, k)), dtype=f.dtype) for k in keys(f.per)}
+        return cls(num_slots=n, candidate_types=candidate_types, **kw)
 
     @property
     def done(self) -> np.ndarray:
@@ -182,11 +302,23 @@ class Batch:
         out[:] = rep_start + np.arange(total)
         return out
 
+    def arrays(self) -> Iterator[tuple[Field, str, np.ndarray]]:
+        """Every array of the layout: ``(field, type name or "", array)``, in :data:`FIELDS` order."""
+        for f in self.FIELDS:
+            a = getattr(self, f.name)
+            if f.per is None:
+                yield f, "", a
+            else:
+                yield from ((f, k, v) for k, v in a.items())
+
     @staticmethod
     def concat(parts: list[Batch], copy: bool = False) -> Batch:
-        """Join the batches of consecutive slot ranges (their ``actor_slot`` already global).
+        """The batch of one step from its shards: batches of consecutive slot ranges whose
+        ``actor_slot`` already count from the first shard's slot 0 (what the backends gather).
 
-        With ``copy=True`` the result never shares memory with the parts.
+        Metrics are joined (NaN where a shard lacks one) and so are the ``final`` batches. With
+        ``copy=True`` the result never shares memory with the parts. To join independent batches,
+        renumbering their slots, use :func:`stack`.
         """
         if len(parts) == 1 and not copy:
             return parts[0]
@@ -195,6 +327,13 @@ class Batch:
 
         def cat(xs: list[np.ndarray]) -> np.ndarray:
             return xs[0].copy() if single else np.concatenate(xs)
+        kw: dict[str, Any] = {}
+        dicts = [vars(p) for p in parts]
+        for name, per in _plan(type(first)):
+            if per is None:
+                kw[name] = cat([d[name] for d in dicts])
+            else:
+                kw[name] = {k: cat([d[name][k] for d in dicts]) for k in dicts[0][name]}
         metrics: dict[str, np.ndarray] = {}
         keys = sorted(set().union(*(p.metrics.keys() for p in parts)))
         for k in keys:
@@ -202,72 +341,230 @@ class Batch:
         final = None
         if any(p.final is not None for p in parts):
             final = Batch.concat([p.final if p.final is not None else p.no_final() for p in parts], copy=copy)
-        return Batch(
-            final=final,
-            num_slots=sum(p.num_slots for p in parts),
-            entities={k: cat([p.entities[k] for p in parts]) for k in first.entities},
-            counts={k: cat([p.counts[k] for p in parts]) for k in first.counts},
-            globals=cat([p.globals for p in parts]),
-            actor_slot={k: cat([p.actor_slot[k] for p in parts]) for k in first.actor_slot},
-            actor_index={k: cat([p.actor_index[k] for p in parts]) for k in first.actor_index},
-            masks={k: cat([p.masks[k] for p in parts]) for k in first.masks},
-            num_candidates={k: cat([p.num_candidates[k] for p in parts]) for k in first.num_candidates},
-            reward=cat([p.reward for p in parts]),
-            terminated=cat([p.terminated for p in parts]),
-            truncated=cat([p.truncated for p in parts]),
-            active=cat([p.active for p in parts]),
-            metrics=metrics,
-            candidate_types=first.candidate_types,
+        return type(first)(
+            num_slots=sum(p.num_slots for p in parts), metrics=metrics, candidate_types=first.candidate_types,
+            final=final, **kw,
         )
+
+    def to_flat(self) -> list[np.ndarray]:
+        """The layout's arrays in :data:`FIELDS` order, types in the order of the spaces (what a worker
+        writes to shared memory; :meth:`from_flat` reads them back). Metrics and ``final`` are not included."""
+        d = vars(self)
+        out: list[np.ndarray] = []
+        for name, per in _plan(type(self)):
+            if per is None:
+                out.append(d[name])
+            else:
+                out += d[name].values()
+        return out
+
+    @classmethod
+    def from_flat(cls, arrays: Iterator[np.ndarray], spaces: Spaces, n: int) -> Batch:
+        """The batch of ``n`` slots whose :meth:`to_flat` arrays come next from ``arrays`` (not copied)."""
+        acts = spaces.actions
+        cand = {k: a.among for k, a in acts.items() if a.kind.selects_entities}
+        keys: dict[str, Iterable[str]] = {ENTITY_TYPE: spaces.obs.entities, ACTION_TYPE: acts, SELECT_TYPE: cand}
+        kw: dict[str, Any] = {}
+        for name, per in _plan(cls):
+            if per is None:
+                kw[name] = next(arrays)
+            else:
+                x: dict[str, np.ndarray] = {}
+                kw[name] = x
+                for k in keys[per]:
+                    x[k] = next(arrays)
+        return cls(num_slots=n, candidate_types=cand, **kw)
+
+    def to_tensors(self) -> dict[str, np.ndarray]:
+        """The saved fields by tensor name (``globals``, ``entities/<type>``, ...), as trace files hold them."""
+        return {f.name + (f"/{k}" if f.per is not None else ""): a for f, k, a in self.arrays() if f.saved}
+
+    @classmethod
+    def from_tensors(
+        cls, spaces: Spaces, n: int, read: Callable[[str, np.dtype, tuple[int | None, ...]], np.ndarray],
+        check: Callable[[Batch, str, str], None] | None = None,
+    ) -> Batch:
+        """The batch of ``n`` slots laid out for ``spaces`` whose saved fields ``read(name, dtype, shape)``
+        returns (names as in :meth:`to_tensors`; ``None`` in ``shape``: any length); the fields that are
+        not saved are zeros. ``read`` checks each array's dtype and shape; ``check(batch, field, type)``,
+        called after each saved array of a type is read, its values (before the fields it numbers)."""
+        b = cls.empty(spaces, 0)
+        b.num_slots = n  # the slot-indexed arrays read first; the zeros are made once they fixed n
+        for saved in (True, False):
+            for f in cls.FIELDS:
+                if f.saved is not saved:
+                    continue
+                if f.per is None:
+                    shape = (n if f.index == SLOT else 0, *f.shape(spaces, ""))
+                    setattr(b, f.name, read(f.name, f.dtype, shape) if saved else np.zeros(shape, dtype=f.dtype))
+                    continue
+                d = getattr(b, f.name)
+                for k in d:
+                    index = _index(b, f, k)
+                    rows = None if _NUMBERED_BY.get(index) == f.name else _length(b, index, k)
+                    if not saved:
+                        d[k] = np.zeros((rows or 0, *f.shape(spaces, k)), dtype=f.dtype)
+                        continue
+                    d[k] = read(f"{f.name}/{k}", f.dtype, (rows, *f.shape(spaces, k)))
+                    if check is not None:
+                        check(b, f.name, k)
+        return b
+
+    def equal(self, other: Batch) -> bool:
+        """Whether two batches hold the same arrays, metrics and ``final`` (NaN equal to NaN)."""
+        def eq(x: Any, y: Any) -> bool:
+            if isinstance(x, dict):
+                return x.keys() == y.keys() and all(eq(x[k], y[k]) for k in x)
+            return np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
+
+        fa, fb = self.final, other.final
+        if fa is None or fb is None:
+            if fa is not fb:
+                return False
+        elif not fa.equal(fb):
+            return False
+        return all(eq(getattr(self, f.name), getattr(other, f.name)) for f in self.FIELDS) and eq(self.metrics, other.metrics)
+
+    def layout_problem(self, spaces: Spaces) -> str | None:
+        """The first array whose dtype or shape disagrees with :data:`FIELDS` laid out for ``spaces``,
+        in words (``None``: none)."""
+        for f, k, a in self.arrays():
+            name = f"{f.name}[{k!r}]" if k else f.name
+            index = _index(self, f, k)
+            rows = a.shape[0] if _NUMBERED_BY.get(index) == f.name and a.ndim else _length(self, index, k)
+            want = (rows, *f.shape(spaces, k))
+            if a.dtype != f.dtype or a.shape != want:
+                per = {ROW: "entity"}.get(index, index)
+                return f"{name} is {a.dtype} of shape {a.shape}, expected {f.dtype} of shape {want} (one row per {per})"
+        return None
 
 
 def stack(batches: list[Batch]) -> Batch:
-    """Stack batches of the same slots over time: slot ``t * S + s`` is slot ``s`` of batch ``t``.
+    """Independent batches one after another, their slots renumbered: slot ``s`` of the ``t``-th
+    batch becomes slot ``s`` plus the slots of the batches before it (for batches of the same slots
+    over time, ``t * S + s``).
 
-    Metrics are dropped; the inputs are not modified.
+    Metrics and ``final`` are dropped; the result never shares memory with the inputs. (To join the
+    shards of one step, whose slots are already numbered, use :meth:`Batch.concat`.)
     """
-    S = batches[0].num_slots
-    shifted = [
-        Batch(
-            num_slots=b.num_slots, entities=b.entities, counts=b.counts, globals=b.globals,
-            actor_slot={k: v + t * S for k, v in b.actor_slot.items()}, actor_index=b.actor_index,
-            masks=b.masks, num_candidates=b.num_candidates, reward=b.reward, terminated=b.terminated,
-            truncated=b.truncated, active=b.active, metrics={}, candidate_types=b.candidate_types,
-        )
-        for t, b in enumerate(batches)
-    ]
-    return Batch.concat(shifted, copy=len(shifted) == 1)
+    shifted, o = [], 0
+    for b in batches:
+        kw: dict[str, Any] = {}
+        for f in b.FIELDS:
+            a = getattr(b, f.name)
+            if f.values == SLOT:
+                a = a + o if f.per is None else {k: v + o for k, v in a.items()}
+            kw[f.name] = a
+        shifted.append(type(b)(num_slots=b.num_slots, candidate_types=b.candidate_types, **kw))
+        o += b.num_slots
+    return Batch.concat(shifted, copy=True)
 
 
 def take(b: Batch, slots: np.ndarray) -> tuple[Batch, dict[str, np.ndarray]]:
     """The sub-batch of the given slots (sorted ascending), renumbered ``0..len(slots)-1``.
 
-    Returns the sub-batch and, per action type, the boolean selection of its actors (to select
-    per-actor data such as actions and log-probabilities the same way).
+    Returns the sub-batch (no metrics, no ``final``) and, per action type, the boolean selection of
+    its actors (to select per-actor data such as actions and log-probabilities the same way).
     """
     keep_slot = np.zeros(b.num_slots, dtype=bool)
     keep_slot[slots] = True
     remap = np.cumsum(keep_slot) - 1
-    entities, counts = {}, {}
-    for k, c in b.counts.items():
-        entities[k] = b.entities[k][np.repeat(keep_slot, c)]
-        counts[k] = c[slots]
-    actor_slot, actor_index, masks, ncand, sel = {}, {}, {}, {}, {}
-    for k, sl in b.actor_slot.items():
-        keep = keep_slot[sl]
-        sel[k] = keep
-        actor_slot[k] = remap[sl[keep]]
-        actor_index[k] = b.actor_index[k][keep]
-        if k in b.num_candidates:
-            nc = b.num_candidates[k]
-            ncand[k] = nc[keep]
-            masks[k] = b.masks[k][np.repeat(keep, nc)]
+    sel = {k: keep_slot[sl] for k, sl in b.actor_slot.items()}
+    cand = {k: np.repeat(sel[k], nc) for k, nc in b.num_candidates.items()}
+    picks = {ROW: {k: np.repeat(keep_slot, c) for k, c in b.counts.items()}, ACTOR: sel, CANDIDATE: cand, CHOICE: {**sel, **cand}}
+    kw: dict[str, Any] = {}
+    for f in b.FIELDS:
+        a = getattr(b, f.name)
+        if f.per is None:  # (one array: slot-indexed)
+            v = a[slots]
+        elif f.index == SLOT:
+            v = {k: x[slots] for k, x in a.items()}
         else:
-            masks[k] = b.masks[k][keep]
-    sub = Batch(
-        num_slots=int(slots.size), entities=entities, counts=counts, globals=b.globals[slots],
-        actor_slot=actor_slot, actor_index=actor_index, masks=masks, num_candidates=ncand,
-        reward=b.reward[slots], terminated=b.terminated[slots], truncated=b.truncated[slots],
-        active=b.active[slots], metrics={}, candidate_types=b.candidate_types,
-    )
-    return sub, sel
+            p = picks[f.index]
+            v = {k: x[p[k]] for k, x in a.items()}
+        if f.values == SLOT:
+            v = remap[v] if f.per is None else {k: remap[x] for k, x in v.items()}
+        kw[f.name] = v
+    return type(b)(num_slots=int(slots.size), candidate_types=b.candidate_types, **kw), sel
+
+
+class SlotRanges:
+    """Where each slot's rows, actors and candidates lie in a batch whose actors are in slot order,
+    for O(1) slicing of one slot (:meth:`slot`)."""
+
+    def __init__(self, b: Batch) -> None:
+        self.batch = b
+        S = b.num_slots
+        self.rows = {n: np.concatenate([[0], np.cumsum(c)]) for n, c in b.counts.items()}
+        self.actors = {n: np.searchsorted(sl, np.arange(S + 1)) for n, sl in b.actor_slot.items()}
+        self.candidates = {n: np.concatenate([[0], np.cumsum(nc)]) for n, nc in b.num_candidates.items()}
+
+    def span(self, index: str, key: str, k: int) -> tuple[int, int]:
+        """Slot ``k``'s rows ``[lo, hi)`` of an index (for ``key``)."""
+        if index == SLOT:
+            return k, k + 1
+        if index == ROW:
+            e = self.rows[key]
+            return int(e[k]), int(e[k + 1])
+        a = self.actors[key]
+        if index == ACTOR:
+            return int(a[k]), int(a[k + 1])
+        c = self.candidates[key]
+        return int(c[a[k]]), int(c[a[k + 1]])
+
+    def slot(self, k: int) -> Batch:
+        """Slot ``k`` as a one-slot batch (views into the batch; no metrics, no ``final``)."""
+        b = self.batch
+        kw: dict[str, Any] = {}
+        for f in b.FIELDS:
+            a = getattr(b, f.name)
+            if f.per is None:
+                lo, hi = self.span(f.index, "", k)
+                kw[f.name] = np.zeros(hi - lo, dtype=f.dtype) if f.values == SLOT else a[lo:hi]
+                continue
+            d = kw[f.name] = {}
+            for n, v in a.items():
+                lo, hi = self.span(_index(b, f, n), n, k)
+                d[n] = np.zeros(hi - lo, dtype=f.dtype) if f.values == SLOT else v[lo:hi]
+        return type(b)(num_slots=1, candidate_types=b.candidate_types, **kw)
+
+
+def relayout(b: Batch, src: Spaces, dst: Spaces) -> Batch:
+    """The batch ``b`` (laid out for the spaces ``src``) laid out for the spaces ``dst``.
+
+    ``dst`` may have more entity and action types (they get zero rows / no actors); types of
+    ``src`` that ``dst`` lacks must be absent from ``b`` and the types both have must agree (what
+    :func:`gymloop.trace.relayout` checks). Entity indices are renumbered for ``dst``'s type order.
+    """
+    so, do = src.obs, dst.obs
+    if so == do and src.actions == dst.actions:
+        return b
+    S = b.num_slots
+    src_names = list(so.entities)
+    dst_names = list(do.entities)
+    zi = np.zeros(S, dtype=np.int64)
+    C_src = np.stack([b.counts[n] for n in src_names]) if src_names else np.zeros((0, S), dtype=np.int64)
+    C_dst = np.stack([b.counts.get(n, zi) for n in dst_names]) if dst_names else np.zeros((0, S), dtype=np.int64)
+    end_src = np.cumsum(C_src, axis=0)
+    off_src = end_src - C_src
+    off_dst = np.cumsum(C_dst, axis=0) - C_dst
+    pos = np.array([dst_names.index(n) if n in do.entities else 0 for n in src_names], dtype=np.int64)
+
+    def renumber(sl: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Entity indices within their slots, for ``dst``'s type order (``-1``, no entity, kept)."""
+        if not idx.size or idx[0] < 0:  # a global decision's rows have no actor entity: nothing to renumber
+            return idx
+        t = (end_src[:, sl] <= idx).sum(axis=0)
+        return off_dst[pos[t], sl] + idx - off_src[t, sl]
+
+    out = type(b).empty(dst, S)
+    for f in out.FIELDS:
+        a, z = getattr(b, f.name), getattr(out, f.name)
+        if f.per is None:
+            if a.shape[1:] == z.shape[1:]:
+                setattr(out, f.name, a)
+            continue
+        for k in z:
+            if k in a:
+                z[k] = renumber(b.actor_slot[k], a[k]) if f.values == ROW else a[k]
+    return out

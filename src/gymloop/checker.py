@@ -97,15 +97,13 @@ class _Inspector:
 
 
 def _batch_consistent(b: Batch, env: Any) -> None:
-    n = b.num_slots
+    problem = b.layout_problem(env.spaces)
+    if problem:
+        raise CheckError(f"batch {problem}")
     for name, arr in b.entities.items():
-        if arr.dtype != np.float32 or arr.ndim != 2:
-            raise CheckError(f"batch entities[{name!r}] must be 2-D float32, got {arr.dtype} {arr.shape}")
-        if int(b.counts[name].sum()) != arr.shape[0]:
-            raise CheckError(f"batch counts[{name!r}] do not add up to its rows")
         if not np.isfinite(arr).all():
             raise CheckError(f"batch entities[{name!r}] has non-finite values")
-    total = sum(b.counts.values(), np.zeros(n, dtype=np.int64))
+    total = sum(b.counts.values(), np.zeros(b.num_slots, dtype=np.int64))
     for name in b.actor_slot:
         sl, ai = b.actor_slot[name], b.actor_index[name]
         if not env.spaces.actions[name].kind.actor_bound:  # one decision per observation, no actor entity
@@ -113,28 +111,10 @@ def _batch_consistent(b: Batch, env: Any) -> None:
                 raise CheckError(f"global decision {name!r} must have one row per deciding slot and actor index -1")
         elif sl.size and ((ai < 0).any() or (ai >= total[sl]).any()):
             raise CheckError(f"actor indices of {name!r} point outside their slot's entities")
-    for arr, what in ((b.reward, "reward"), (b.terminated, "terminated"), (b.truncated, "truncated")):
-        if arr.shape != (n,):
-            raise CheckError(f"batch {what} has shape {arr.shape}, expected ({n},)")
 
 
 def _same(a: Batch, b: Batch) -> bool:
-    def eq(x: Any, y: Any) -> bool:
-        if isinstance(x, dict):
-            return x.keys() == y.keys() and all(eq(x[k], y[k]) for k in x)
-        return np.array_equal(x, y, equal_nan=x.dtype.kind == "f")
-
-    fa, fb = a.final, b.final
-    if fa is None or fb is None:
-        if fa is not fb:
-            return False
-    elif not _same(fa, fb):
-        return False
-    return all(
-        eq(getattr(a, f), getattr(b, f))
-        for f in ("entities", "counts", "globals", "actor_slot", "actor_index", "masks", "num_candidates",
-                  "reward", "terminated", "truncated", "active", "metrics")
-    )
+    return a.equal(b)
 
 
 def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_game: int = 1, num_envs: int = 4) -> CheckReport:

@@ -129,25 +129,13 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 # ---------------------------------------------------------------------- batch <-> flat arrays
 def _flatten(b: Batch) -> tuple[list[np.ndarray], list[str]]:
-    arrays = _flatten_core(b)
+    arrays = b.to_flat()
     arrays.append(np.array([b.final is not None], dtype=np.int64))
     if b.final is not None:
-        arrays += _flatten_core(b.final)
+        arrays += b.final.to_flat()
     names = list(b.metrics)
     arrays += [b.metrics[k] for k in names]
     return arrays, names
-
-
-def _flatten_core(b: Batch) -> list[np.ndarray]:
-    arrays = [b.reward, b.terminated, b.truncated, b.active, b.globals]
-    for k in b.entities:
-        arrays.append(b.counts[k])
-        arrays.append(b.entities[k])
-    for k in b.actor_slot:
-        arrays += [b.actor_slot[k], b.actor_index[k], b.masks[k]]
-        if k in b.num_candidates:
-            arrays.append(b.num_candidates[k])
-    return arrays
 
 
 def _layout(arrays: list[np.ndarray]) -> tuple[np.ndarray, int]:
@@ -185,32 +173,13 @@ def _read(buf: memoryview, head: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _unflatten(arrays: list[np.ndarray], names: list[str], spaces: Any, n: int) -> Batch:
+def _unflatten(arrays: list[np.ndarray], names: list[str], spaces: Spaces, n: int) -> Batch:
     it = iter(arrays)
-    b = _unflatten_core(it, spaces, n)
+    b = Batch.from_flat(it, spaces, n)
     if int(next(it)[0]):
-        b.final = _unflatten_core(it, spaces, n)
+        b.final = Batch.from_flat(it, spaces, n)
     b.metrics = {k: next(it) for k in names}
     return b
-
-
-def _unflatten_core(it: Any, spaces: Spaces, n: int) -> Batch:
-    reward, term, trunc, active, globs = next(it), next(it), next(it), next(it), next(it)
-    entities, counts = {}, {}
-    for k in spaces.obs.entities:
-        counts[k] = next(it)
-        entities[k] = next(it)
-    actor_slot, actor_index, masks, ncand, cand_types = {}, {}, {}, {}, {}
-    for k, d in spaces.actions.items():
-        actor_slot[k], actor_index[k], masks[k] = next(it), next(it), next(it)
-        if d.kind.selects_entities:
-            ncand[k] = next(it)
-            cand_types[k] = d.among
-    return Batch(
-        num_slots=n, entities=entities, counts=counts, globals=globs, actor_slot=actor_slot,
-        actor_index=actor_index, masks=masks, num_candidates=ncand, reward=reward, terminated=term,
-        truncated=trunc, active=active, metrics={}, candidate_types=cand_types,
-    )
 
 
 # ---------------------------------------------------------------------- worker process

@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from ..batch import Batch, take
+from ..batch import Batch, stack, take
 from ..checkpoint import write_agent
 from ..errors import ConfigError, TrainingError
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
-from ..trace import Trace, join, load_trace, load_traces, merge_spaces, relayout
+from ..trace import Trace, load_trace, load_traces, merge_spaces, relayout
 from .config import BCConfig
 from .optim import make_adam
 
@@ -156,7 +156,7 @@ def train_bc(
     elif len({t.game for t in trs}) == 1:
         game_name = trs[0].game
     space = merge_spaces([t.spaces for t in trs], [t.path or f"trace {i}" for i, t in enumerate(trs)])
-    batch = join([relayout(t.batch, t.spaces, space) for t in trs])
+    batch = stack([relayout(t.batch, t.spaces, space) for t in trs])
     names = list(space.actions)
     actions = {n: np.concatenate([t.actions[n] if n in t.actions else np.zeros(0, np.int64) for t in trs]) for n in names}
     N = batch.num_slots

@@ -46,21 +46,12 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import entity_gym.env as eg
-except ImportError as e:  # pragma: no cover - depends on the environment
-    from ..errors import ConfigError
-
-    raise ConfigError(
-        "gymloop.adapters.entity_gym needs entity-gym: pip install --ignore-requires-python --prefer-binary "
-        f'entity-gym==0.1.10 "numpy<2" ({e})'
-    ) from e
-
 from ..env import Environment, EnvObservation
 from ..errors import InvalidObservationError, SchemaError
-from ..runtime.envexec import _flag
+from ..runtime.envexec import end_flag
 from ..spaces import ActionDesc, ObsSpace
-from ._streams import Streams
+from ._entity_gym_lib import eg
+from ._streams import Streams, as_caller
 
 __all__ = ["EntityGymEnv", "from_entity_gym", "is_entity_gym_env"]
 
@@ -117,6 +108,9 @@ class EntityGymEnv(Environment):
 
     def __init__(self, make: Callable[..., Any], *args: Any, isolate_random: bool = True, **kwargs: Any) -> None:
         self._streams = Streams() if isolate_random else None
+        as_caller(self._make, make, args, kwargs)  # (drawing from the caller's streams, also inside the executor's batch)
+
+    def _make(self, make: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.env = make(*args, **kwargs)
         if not isinstance(self.env, eg.Environment):
             raise SchemaError(f"{make!r} made {self.env!r}, not an entity_gym.env.Environment")
@@ -199,13 +193,13 @@ class EntityGymEnv(Environment):
         return self._convert(o)
 
     def close(self) -> None:
-        self.env.close()
+        as_caller(self.env.close)
 
     # ------------------------------------------------------------------ helpers
     def _done(self, done: Any) -> bool:
         """``Observation.done`` that is not a Python bool: a numpy bool, 0 or 1 (as the executor takes an end)."""
         try:
-            return _flag(done, "done")
+            return end_flag(done, "done")
         except InvalidObservationError as e:
             raise self._bad(str(e)) from None
 

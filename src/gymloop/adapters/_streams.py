@@ -67,15 +67,16 @@ def _take_out() -> _Outside:
 
 
 def _put_back(outside: _Outside) -> None:
+    """Put the caller's states back (called inside an alarm-deferred section, entered in the caller's own frame: the
+    first check for the alarm's signal in a Python call comes before the call's first line)."""
     py, bg, state = outside
-    with deferred():
-        random.setstate(py)
-        if bg is None:
+    random.setstate(py)
+    if bg is None:
+        np.random.set_state(state)
+    else:
+        _set_bg(bg)  # (the bit generator's own state went out with it, untouched)
+        if state["has_gauss"]:  # ... but its cached deviate stayed in numpy's generator, which the swap cleared
             np.random.set_state(state)
-        else:
-            _set_bg(bg)  # (the bit generator's own state went out with it, untouched)
-            if state["has_gauss"]:  # ... but its cached deviate stayed in numpy's generator, which the swap cleared
-                np.random.set_state(state)
 
 
 class Streams:
@@ -108,17 +109,22 @@ class Streams:
             self._calls += 1
         else:
             self._seed, self._calls = seed, 1
-        if _HELD.depth:
-            if _HELD.outside is None:
-                _HELD.outside = _take_out()
-            self._load(seed is not None)
-            return fn(*args)
+        if not _HELD.depth:
+            return self._call_alone(fn, args, seed is not None)
+        if _HELD.outside is None:
+            _HELD.outside = _take_out()
+        self._load(seed is not None)
+        return fn(*args)
+
+    def _call_alone(self, fn: Callable[..., Any], args: tuple[Any, ...], first: bool) -> Any:
+        """:meth:`call` outside :func:`held`: the caller's states taken out and put back around it."""
         outside = _take_out()
         try:
-            self._load(seed is not None)
+            self._load(first)
             return fn(*args)
         finally:
-            _put_back(outside)
+            with deferred():
+                _put_back(outside)
 
     def _load(self, first: bool) -> None:
         """Put this copy's streams into the global generators (its episode has a seed)."""
@@ -126,12 +132,13 @@ class Streams:
         random.seed(x)
         if not _SWAP:
             np.random.seed(x & _M32)
-            return
-        if self._bg is None:
-            self._bg = np.random.MT19937(0)
-        _set_bg(self._bg)
-        if first:
-            np.random.seed(x & _M32)
+        else:
+            bg = self._bg
+            if bg is None:
+                bg = self._bg = np.random.MT19937(0)
+            _set_bg(bg)
+            if first:
+                np.random.seed(x & _M32)
 
 
 class _Held:

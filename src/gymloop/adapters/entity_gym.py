@@ -11,15 +11,15 @@
 
 entity-gym's examples draw their randomness from the global :mod:`random` and ``numpy.random``
 generators and take no seed. :class:`EntityGymEnv` gives each copy its own streams of both
-(:mod:`gymloop.adapters._streams`): an episode's first call starts them from the copy's episode seed
-(``reset(seed)``), and every call of the copy runs with its own generator states put into the
-global generators and taken out afterwards (about 1.4 µs a call inside the executor's batches,
-which take the caller's states out once; 7 µs for an episode's first), the caller's states put
-back. A copy's episodes then depend on its seed only (not on the other copies stepped before it,
-nor on how copies are split among worker processes, nor on what the caller draws), and a fault
-is reproduced by the seed its :class:`~gymloop.errors.GameError` names. ``isolate_random=False``
-leaves the generators alone (the games draw from one shared stream, as under entity-gym's own
-vector environments).
+(:mod:`gymloop.adapters._streams`, public APIs only): an episode's first call seeds them from the
+copy's episode seed (``reset(seed)``) as ``random.seed`` and ``np.random.seed`` do, and every call
+of the copy draws from its own streams, the caller's states taken out of the global generators once
+per executor batch and put back when it ends (about 6 µs a call, 8 µs an episode's first; the
+adapter's page has the figures). A copy's episodes then depend on its seed only (not on the other
+copies stepped before it, nor on how copies are split among worker processes, nor on what the
+caller draws), and a fault is reproduced by the seed its :class:`~gymloop.errors.GameError` names.
+``isolate_random=False`` leaves the generators alone (the games draw from one shared stream, as
+under entity-gym's own vector environments).
 
 A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``
 build ``obs_space()`` anew to call them) is called through them with the space it declared, as

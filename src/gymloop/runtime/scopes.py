@@ -2,15 +2,15 @@
 
 Some state is process-wide and shared by every copy: the global ``random`` and ``numpy.random``
 generators that entity-gym's games draw from. A module that gives each copy its own view of such
-state (:mod:`gymloop.adapters._streams`) can register a *batch scope* here: a reentrant context
-manager that :class:`~gymloop.runtime.envexec.EnvExecutor` enters around ``start`` and ``step``
+state (the entity-gym adapter's per-copy random streams) can register a *batch scope* here: a
+reentrant context manager that :class:`~gymloop.runtime.envexec.EnvExecutor` enters around ``start`` and ``step``
 (outside the step alarm), so that the caller's state is taken out once per batch rather than once
 per call and put back when the batch ends, however it ends. The runtime knows nothing of who
 registered what: with none registered a batch enters a scope that does nothing.
 
 Example:
-    >>> from gymloop.runtime.scopes import batch_scope, register_batch_scope
-    >>> with batch_scope():
+    >>> from gymloop.runtime.scopes import batch_scope
+    >>> with batch_scope():  # what the executor does around a batch
     ...     pass
 """
 

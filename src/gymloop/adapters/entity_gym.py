@@ -11,15 +11,15 @@
 
 entity-gym's examples draw their randomness from the global :mod:`random` and ``numpy.random``
 generators and take no seed. :class:`EntityGymEnv` gives each copy its own streams of both
-(:mod:`gymloop.adapters._streams`): an episode's first call starts them from the copy's episode seed
-(``reset(seed)``), and every call of the copy runs with its own generator states put into the
-global generators and taken out afterwards (about 1.4 µs a call inside the executor's batches,
-which take the caller's states out once; 7 µs for an episode's first), the caller's states put
-back. A copy's episodes then depend on its seed only (not on the other copies stepped before it,
-nor on how copies are split among worker processes, nor on what the caller draws), and a fault
-is reproduced by the seed its :class:`~gymloop.errors.GameError` names. ``isolate_random=False``
-leaves the generators alone (the games draw from one shared stream, as under entity-gym's own
-vector environments).
+(:mod:`gymloop.adapters._streams`, public APIs only): an episode's first call seeds them from the
+copy's episode seed (``reset(seed)``) as ``random.seed`` and ``np.random.seed`` do, and every call
+of the copy draws from its own streams, the caller's states taken out of the global generators once
+per executor batch and put back when it ends (about 6 µs a call, 8 µs an episode's first; the
+adapter's page has the figures). A copy's episodes then depend on its seed only (not on the other
+copies stepped before it, nor on how copies are split among worker processes, nor on what the
+caller draws), and a fault is reproduced by the seed its :class:`~gymloop.errors.GameError` names.
+``isolate_random=False`` leaves the generators alone (the games draw from one shared stream, as
+under entity-gym's own vector environments).
 
 A class that overrides ``reset_filter``/``act_filter`` (most examples do: their ``reset``/``act``
 build ``obs_space()`` anew to call them) is called through them with the space it declared, as
@@ -46,21 +46,12 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import entity_gym.env as eg
-except ImportError as e:  # pragma: no cover - depends on the environment
-    from ..errors import ConfigError
-
-    raise ConfigError(
-        "gymloop.adapters.entity_gym needs entity-gym: pip install --ignore-requires-python --prefer-binary "
-        f'entity-gym==0.1.10 "numpy<2" ({e})'
-    ) from e
-
 from ..env import Environment, EnvObservation
 from ..errors import InvalidObservationError, SchemaError
-from ..runtime.envexec import _flag
+from ..runtime.envexec import end_flag
 from ..spaces import ActionDesc, ObsSpace
-from ._streams import Streams
+from ._entity_gym_lib import eg
+from ._streams import Streams, as_caller
 
 __all__ = ["EntityGymEnv", "from_entity_gym", "is_entity_gym_env"]
 
@@ -117,6 +108,9 @@ class EntityGymEnv(Environment):
 
     def __init__(self, make: Callable[..., Any], *args: Any, isolate_random: bool = True, **kwargs: Any) -> None:
         self._streams = Streams() if isolate_random else None
+        as_caller(self._make, make, args, kwargs)  # (drawing from the caller's streams, also inside the executor's batch)
+
+    def _make(self, make: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.env = make(*args, **kwargs)
         if not isinstance(self.env, eg.Environment):
             raise SchemaError(f"{make!r} made {self.env!r}, not an entity_gym.env.Environment")
@@ -199,13 +193,13 @@ class EntityGymEnv(Environment):
         return self._convert(o)
 
     def close(self) -> None:
-        self.env.close()
+        as_caller(self.env.close)
 
     # ------------------------------------------------------------------ helpers
     def _done(self, done: Any) -> bool:
         """``Observation.done`` that is not a Python bool: a numpy bool, 0 or 1 (as the executor takes an end)."""
         try:
-            return _flag(done, "done")
+            return end_flag(done, "done")
         except InvalidObservationError as e:
             raise self._bad(str(e)) from None
 

@@ -67,22 +67,12 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import entity_gym.env as eg
-    from ragged_buffer import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64
-except ImportError as e:  # pragma: no cover - depends on the environment
-    from ..errors import ConfigError
-
-    raise ConfigError(
-        "gymloop.adapters.entity_gym_vec needs entity-gym: pip install --ignore-requires-python --prefer-binary "
-        f'entity-gym==0.1.10 "numpy<2" ({e})'
-    ) from e
-
 from .._ranges import _short
 from ..batch import Batch
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
 from ..spaces import ActionDesc, Spaces
 from ..vector import VecEnv
+from ._entity_gym_lib import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64, eg
 
 __all__ = ["GymloopVecEnv", "entity_gym_spaces", "env_factory"]
 

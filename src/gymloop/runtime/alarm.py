@@ -20,6 +20,10 @@ The handler is installed at the first armed call (and checked at every reset) an
 ``SIGALRM`` handler is restored when the last executor using it closes; while installed it forwards
 alarms that are not a step's to the previous handler, and a timer the caller had pending is put back
 (with its remaining time) when a step disarms. Cost per step: about 1.5 microseconds.
+
+Code that must not be cut in half by the alarm (moving process-wide state in and out around a game's
+call, as the entity-gym adapter's random streams do) runs inside :func:`deferred`: a deadline that
+passes there raises nothing until the section has ended (the handler looks again every 5 ms).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-__all__ = ["StepTimeout", "AlarmOwner", "StepAlarm"]
+__all__ = ["StepTimeout", "AlarmOwner", "StepAlarm", "deferred"]
 
 _RETRY_S = 0.005  # the timer fired while executor code ran: look again this much later
 
@@ -53,6 +57,7 @@ _previous: Any = None  # the SIGALRM handler before ours
 _installed = False
 _users = 0  # alarms that armed at least once and are not released
 _stale = False  # our timer expired right before a disarm: its signal may still be delivered
+_deferring = 0  # deferred() sections running now (nested ones counted)
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -66,10 +71,51 @@ def _handler(signum: int, frame: Any) -> None:
         if callable(prev):
             prev(signum, frame)
         return
-    if a.owner.alarm_may_raise(frame):
+    if not _deferring and frame.f_code not in _DEFERRAL_CODE and a.owner.alarm_may_raise(frame):
         signal.setitimer(signal.ITIMER_REAL, a.timeout or _RETRY_S)  # the rest of the call gets a fresh budget
         raise StepTimeout
     signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+
+
+class _Deferred:
+    """The section :func:`deferred` returns (one object, reentrant: it counts how deep it is entered)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _deferring
+        _deferring += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _deferring
+        _deferring -= 1
+
+
+_DEFERRED = _Deferred()
+
+
+def deferred() -> _Deferred:
+    """An alarm-deferred section: the step alarm raises no :class:`StepTimeout` inside ``with deferred():``.
+
+    A deadline that passes inside is acted on once the section has ended (the handler looks again
+    every 5 ms). For code that moves process-wide state in and out around a game's call, which an
+    exception half-way through would leave half moved; the game's own call must run outside it (a game
+    that loops inside would never be interrupted). Sections nest; entering and leaving one costs
+    about 0.2 µs, nothing is done per step for code that does not use them.
+
+    Example:
+        >>> import random
+        >>> from gymloop.runtime.alarm import deferred
+        >>> with deferred():  # a step deadline passing here waits until both lines have run
+        ...     saved = random.getstate()
+        ...     random.seed(1)
+    """
+    return _DEFERRED
+
+
+#: frames of the section's own code: the handler may run there before ``__enter__`` has counted, or after
+#: ``__exit__`` has (the first check of a Python call), and waits there too
+_DEFERRAL_CODE = frozenset({deferred.__code__, _Deferred.__enter__.__code__, _Deferred.__exit__.__code__})
 
 
 def _install() -> None:

@@ -15,11 +15,9 @@ with a fresh seed, its episode ends as truncated, and the error goes to :attr:`E
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +31,7 @@ from . import alarm as _alarm_mod
 from . import executor as _executor_mod
 from .alarm import StepAlarm, StepTimeout
 from .executor import CLOSE_TIMEOUT_S, MAX_START_FAILURES, game_error, seed_base, seed_of_run
+from .scopes import batch_scope
 
 log = logging.getLogger("gymloop.executor")
 
@@ -95,25 +94,6 @@ def _joined_rows(rows: list[Any], nf: int) -> np.ndarray | None:
     return arr if arr.dtype == np.float32 else arr.astype(np.float32)
 
 
-def _streams() -> Any:
-    """:mod:`gymloop.adapters._streams` when an entity-gym game brought it in, else ``None`` (never imported here)."""
-    return sys.modules.get("gymloop.adapters._streams")
-
-
-def _streams_held() -> Any:
-    """The batch scope of the per-copy random streams (:func:`gymloop.adapters._streams.held`: the caller's
-    generator states taken out once for all copies' calls, not once per call) when that module is in
-    use, else a scope that does nothing."""
-    streams = _streams()
-    return streams.held() if streams is not None else contextlib.nullcontext()
-
-
-def _as_caller(fn: Callable[[], Any]) -> Any:
-    """``fn()`` drawing from the caller's random states even inside :func:`_streams_held` (games' constructors)."""
-    streams = _streams()
-    return fn() if streams is None else streams.as_caller(fn)
-
-
 class EnvExecutor:
     """Steps environment copies ``[env_lo, env_lo + num)`` and batches their observations.
 
@@ -173,10 +153,10 @@ class EnvExecutor:
         self.envs[i] = None
         if old is not None:
             try:
-                _as_caller(old.close)
+                old.close()
             except Exception:
                 log.exception("environment copy %d: close() raised", self.env_lo + i)
-        self.envs[i] = _as_caller(self.factory)
+        self.envs[i] = self.factory()
 
     def _reset_env(self, i: int) -> Any:
         seed = seed_of_run(self._seed_bases[i], self.restarts[i])
@@ -216,9 +196,6 @@ class EnvExecutor:
         That is code called from this executor where a ``try`` turns the exception into an error of
         that copy, never this module's own code.
         """
-        streams = _streams()
-        if streams is not None and streams.in_bookkeeping(frame):  # (moving a copy's generator states: wait)
-            return False
         f = frame
         while f is not None:
             if os.path.normcase(f.f_code.co_filename) in _OUR_FILES:
@@ -248,7 +225,7 @@ class EnvExecutor:
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []
-        with _streams_held():  # (outside the alarm: the step alarm never fires while it moves states)
+        with batch_scope():  # (outside the alarm: a scope's own bookkeeping is never interrupted)
             token = self.alarm.arm(check=True)
             try:
                 for i in range(self.n):
@@ -297,7 +274,7 @@ class EnvExecutor:
             for d, k in zip(per_env, self._actor_counts[a]):
                 d[name] = arr[o : o + k]
                 o += k
-        with _streams_held():  # (outside the alarm: see start())
+        with batch_scope():  # (outside the alarm: see start())
             token = self.alarm.arm()
             try:
                 obs, rew, term, trunc, mets, finals, errors = self._act(per_env)
@@ -327,9 +304,9 @@ class EnvExecutor:
                 if type(r) is not float or r - r != 0.0:
                     r = _reward(r)
                 if type(t1) is not bool:
-                    t1 = _flag(t1, "terminated")
+                    t1 = end_flag(t1, "terminated")
                 if type(t2) is not bool:
-                    t2 = _flag(t2, "truncated")
+                    t2 = end_flag(t2, "truncated")
                 self.ep_ret[i] += r
                 self.ep_len[i] += 1
                 m = None
@@ -652,8 +629,14 @@ def _reward(x: Any) -> float:
     return r
 
 
-def _flag(x: Any, what: str) -> bool:
-    """``terminated``/``truncated`` as a bool: a bool or a numpy bool (not a string or a number that may mean anything)."""
+def end_flag(x: Any, what: str) -> bool:
+    """An episode's end (``terminated``, ``truncated``, entity-gym's ``done``: ``what`` names it) as a bool.
+
+    A bool, a numpy bool or 0 and 1 (not a string or another number, which may mean anything).
+
+    Raises:
+        InvalidObservationError: anything else, naming ``what`` and the value.
+    """
     if type(x) is bool:
         return x
     if isinstance(x, np.bool_) or (isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype == np.bool_):

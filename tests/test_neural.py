@@ -221,7 +221,7 @@ def test_direct_path_packs_exactly_like_the_executors_batch(ckpt_dir, name):
     npol = agent.policy
     for b, reqs in env_batches(name, 12):
         ref = npol.pack(b)
-        mine, _ = agent._rt.packed([(agent, obs, *types) for obs, types in reqs])
+        mine, _ = agent.encoder.packed([(agent, obs, *types) for obs, types in reqs])
         assert (mine.S, mine.L) == (ref.S, ref.L)
         for k in ref.feats:
             np.testing.assert_array_equal(mine.feats[k], ref.feats[k], err_msg=k)

@@ -110,12 +110,12 @@ class EpisodeState:
         self.prev_score[s] = math.nan
         if truncated:
             self.trunc[s] = True
-            if obs._chunks or obs._actors:
+            if obs.has_entities:
                 self.final_obs[s] = obs
         else:
             self.term[s] = True
         self.any_done = True
-        self.episode_end(s, obs._metrics)
+        self.episode_end(s, obs.view()[4])
 
     def game_returned(self, s: int) -> None:
         """Slot ``s``'s game function returned: close its open episode (if any) as truncated."""
@@ -260,7 +260,7 @@ class BatchBuilder:
                 obs = pobs[s]
                 if obs is None:
                     continue
-                g = obs._globals
+                g = obs.global_features
                 if g is None or type(g) is not gs.cls:
                     raise InvalidObservationError(
                         f"slot {self.slot_lo + s}: the observation space has globals of type {gs.name!r} but the "
@@ -383,8 +383,9 @@ class BatchBuilder:
                     self._unknown_type(type(o))
                 objs[t].append(o)
                 cnt[t][s] += 1
-            if gs is not None and type(obs._globals) is gs.cls:
-                globs[s] = self._featurize(gs, [obs._globals], [1])[0]
+            g = obs.global_features
+            if gs is not None and type(g) is gs.cls:
+                globs[s] = self._featurize(gs, [g], [1])[0]
         f.entities = {sc.name: self._featurize(sc, objs[t], cnt[t]) for t, sc in enumerate(schemas)}
         f.counts = {sc.name: np.array(cnt[t], dtype=np.int64) for t, sc in enumerate(schemas)}
         return f
@@ -466,19 +467,19 @@ class BatchBuilder:
                 idx.append(s)
                 scores.append(obs.score)
                 pt = ptypes[s]
-                if obs._single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
-                    x = obs._actors[0]
+                acts, chunks, _, omasks, ometrics, single = obs.view()
+                if single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
+                    x = acts[0]
                     t = tindex[type(x)]
                     objs[t].append(x)
                     cnt[t][s] = 1
                     a = aindex[pt[0]]
-                    if obs._masks is not None:
+                    if omasks is not None:
                         masked.append((s, a, len(a_slot[a]), obs))
                     a_slot[a].append(s)
                     a_t[a].append(t)
                 else:
                     simple = False
-                    acts = obs._actors
                     if not acts and any(bound[aindex[key]] for key in pt):
                         raise InvalidObservationError(
                             f"slot {self.slot_lo + s}: " + no_actor_message([sp.action_specs[aindex[key]] for key in pt])
@@ -493,7 +494,7 @@ class BatchBuilder:
                     for key in pt:
                         a = aindex[key]
                         sl_a, t_a, r_a = a_slot[a], a_t[a], a_rank[a]
-                        if obs._masks is not None:
+                        if omasks is not None:
                             masked.append((s, a, len(sl_a), obs))
                         if not bound[a]:  # one decision for the observation: no actor entity
                             sl_a.append(s)
@@ -504,12 +505,12 @@ class BatchBuilder:
                                 r_a.append((len(sl_a), r))
                             sl_a.append(s)
                             t_a.append(t)
-                for ch in obs._chunks:
+                for ch in chunks:
                     t = tindex[type(ch[0])]
                     objs[t] += ch
                     cnt[t][s] += len(ch)
-                if obs._metrics:
-                    for mname, mv in obs._metrics.items():
+                if ometrics:
+                    for mname, mv in ometrics.items():
                         mbuf.setdefault(mname, {})[s] = mv
         except KeyError as e:
             key = e.args[0] if e.args else None
@@ -639,27 +640,21 @@ class BatchBuilder:
         for obs in pobs:
             if obs is None:
                 continue
-            new: list[Any] = []
-            for ch in obs._chunks:
+            for ch in obs.view()[1]:
                 first = type(ch[0])
                 if all(type(o) is first for o in ch):
-                    new.append(ch)
                     continue
-                groups: dict[type, list[Any]] = {}
                 for o in ch:
-                    t = type(o)
-                    if t not in tindex:
-                        self._unknown_type(t)
-                    groups.setdefault(t, []).append(o)
-                new.extend(groups.values())
-            obs._chunks = new
+                    if type(o) not in tindex:
+                        self._unknown_type(type(o))
+            obs.split_chunks_by_type()
 
     def _apply_masks(self, masked: list, masks: dict[str, np.ndarray], ncand: dict[str, np.ndarray], specs: list, ptypes: list[Any]) -> None:
         """Write the masks the games set (slow path, only for observations that have masks)."""
         ncand_cum = {k: np.cumsum(v) - v for k, v in ncand.items()}
         for s, a, pos, obs in masked:
             spec = specs[a]
-            raw_list = obs._masks.get(spec.key)
+            raw_list = obs.view()[3].get(spec.key)
             if raw_list is None:
                 continue
             for i, raw in enumerate(raw_list):
@@ -677,7 +672,7 @@ class BatchBuilder:
                     who = f"actor {i}" if spec.kind.actor_bound else "the observation"
                     raise InvalidObservationError(f"slot {self.slot_lo + s}, {who}: {e}") from None
         for s, _a, _pos, obs in masked:
-            unknown = [k for k in obs._masks if k not in ptypes[s]]
+            unknown = [k for k in obs.view()[3] if k not in ptypes[s]]
             if unknown:
                 raise InvalidObservationError(
                     f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
@@ -771,7 +766,7 @@ class ObsValidator:
         self.builder = None
 
     def _builder(self, obs: Obs) -> BatchBuilder:
-        g = obs._globals
+        g = obs.global_features
         if g is not None and type(g) is not self.glob:
             if self.glob is not None:
                 raise InvalidObservationError(
@@ -812,7 +807,7 @@ class ObsValidator:
         observation-level mask is set; False sends the observation through the full checks (which
         name the problem). Masks of actors are checked against the agent's answer by ``gl.run``."""
         b = self.builder
-        if b is None or obs._masks is not None:
+        if b is None or obs.has_masks:
             return False
         aindex = b.spaces.action_index
         for t in action_types:
@@ -828,19 +823,19 @@ class ObsValidator:
             return False
         schemas = sp.entity_schemas
         tindex = sp.entity_index
+        actors, chunks, g, *_ = obs.view()
         try:
-            for x in obs._actors:
+            for x in actors:
                 i = tindex.get(type(x))
                 if i is None or not sum(map(abs, schemas[i].flat((x,)))) <= FLOAT32_MAX:
                     return False
-            for ch in obs._chunks:
+            for ch in chunks:
                 first = type(ch[0])
                 i = tindex.get(first)
                 if i is None or not all(type(o) is first for o in ch):
                     return False
                 if not sum(map(abs, schemas[i].flat(ch))) <= FLOAT32_MAX:
                     return False
-            g = obs._globals
             gs = sp.globals_schema
             if gs is None:
                 return g is None
@@ -860,11 +855,11 @@ class ObsValidator:
         for _ in range(64):
             try:
                 b = self._builder(obs)
-                if obs._chunks or obs._actors:
+                if obs.has_entities:
                     b.build_final({0: obs})
                 gs = b.spaces.globals_schema
-                if gs is not None and obs._globals is not None:
-                    b._featurize(gs, [obs._globals], [1])
+                if gs is not None and obs.global_features is not None:
+                    b._featurize(gs, [obs.global_features], [1])
                 return
             except _UnknownType as e:
                 self._grow(e)

@@ -98,13 +98,12 @@ class NetConfig:
             attention. Attention alone can harden onto one entity and stop seeing the others:
             entity-gym's Xor then stayed at 0.875 (the summary could not tell two equal bits from
             two different ones); with the mean both seeds reached 1.0 (docs/training.md).
-            Checkpoints written before this option load with ``False``.
         frame: egocentric positions (:class:`FrameConfig`). ``"auto"`` enables it when exactly
             one entity type has a recognized position pair (:data:`POSITION_NAMES`) and a heading
             (:data:`HEADING_NAMES`, radians) and another type has the same position pair: an agent
             that moves the way it faces needs the world in its own frame, a rotation that one
             attention layer and a small MLP do not learn from an angle (docs/training.md);
-            ``None`` disables it. Checkpoints written before this option load with ``None``.
+            ``None`` disables it.
     """
 
     d_model: int = 32
@@ -198,9 +197,6 @@ class NetConfig:
     @classmethod
     def from_dict(cls, d: dict) -> NetConfig:
         d = dict(d)
-        d.setdefault("readout", False)  # files written before the readout option used full blocks
-        d.setdefault("summary_mean", False)  # files written before it: attention-only summary
-        d.setdefault("frame", None)  # files written before it: positions as the game gave them
         r = d.get("relpos")
         if isinstance(r, dict):
             d["relpos"] = RelposConfig(**r)

@@ -28,10 +28,10 @@ import numpy as np
 
 from ..errors import CheckpointError, ConfigError, InvalidObservationError
 from ..spaces import ActionDesc
-from .config import NetConfig, RelposConfig
+from .config import RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import FrameIndex, Packed, pack
-from .shapes import _check_shapes, _parse, _relpos_of, _shapes, check_weights, expected_shapes
+from .shapes import NetSpec, check_weights, expected_shapes, resolve
 
 __all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
 
@@ -309,6 +309,8 @@ class NumpyPolicy:
             they are copied to contiguous float32 once).
         info: the checkpoint's metadata (``obs_space``, ``action_space``, ``net``).
         path: where they came from, for error messages.
+        net: the metadata already resolved against these tensors' shapes (``read_agent`` does it:
+            :attr:`~gymloop.checkpoint.AgentFile.net`); ``None`` resolves ``info`` here.
 
     Raises:
         CheckpointError: the metadata is malformed, or a tensor is missing, unexpected, has a
@@ -337,12 +339,11 @@ class NumpyPolicy:
         ((3, 4), (3,))
     """
 
-    def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>") -> None:
-        have = {k: tuple(np.shape(t)) for k, t in tensors.items()}
-        ents, glob, acts, cfg = _parse(info, path, have)
-        rp = _relpos_of(cfg, ents, path)
-        shapes = _shapes(ents, glob, acts, cfg, rp)
-        _check_shapes(have, shapes, path)
+    def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>",
+                 net: NetSpec | None = None) -> None:
+        if net is None:
+            net = resolve(info, path, {k: tuple(np.shape(t)) for k, t in tensors.items()})
+        ents, glob, cfg, shapes = net.entities, net.globals, net.cfg, net.shapes
         width = sum(len(f) + len(glob) for f in ents.values())
         if len(ents) * (width + 3 * cfg.d_model) > _MAX_TABLE:
             raise CheckpointError(
@@ -367,14 +368,14 @@ class NumpyPolicy:
                     )
         try:
             with np.errstate(over="raise", invalid="raise"):
-                self._build(tensors, info, path, ents, glob, acts, cfg, rp)
+                self._build(tensors, net, path)
         except FloatingPointError as e:
             raise CheckpointError(f"{path}: the weights overflow float32 when prepared ({e}); the checkpoint is corrupt") from None
 
-    def _build(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str, ents: dict, glob: tuple, acts: dict,
-               cfg: NetConfig, rp: RelposConfig | None) -> None:
+    def _build(self, tensors: Mapping[str, np.ndarray], net: NetSpec, path: str) -> None:
+        ents, glob, acts, cfg, rp = net.entities, net.globals, net.actions, net.cfg, net.relpos
         self.path = path
-        self.info = dict(info)
+        self.info = dict(net.info)
         self.cfg = cfg
         self.entity_names: list[str] = list(ents)
         self.entity_features = ents
@@ -384,10 +385,7 @@ class NumpyPolicy:
         self.summary_actions = frozenset(n for n, a in acts.items() if head_of(a) == SUMMARY)
         self.relpos_cfg = rp
         self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
-        try:
-            self.frame = FrameIndex.of(cfg.resolve_frame(ents), ents)
-        except ConfigError as e:
-            raise CheckpointError(f"{path}: {e}") from None
+        self.frame = FrameIndex.of(net.frame, ents)
 
         def g(k: str) -> np.ndarray:
             return np.ascontiguousarray(tensors[k], dtype=_F32)
@@ -447,7 +445,7 @@ class NumpyPolicy:
         from ..checkpoint import read_agent
 
         af = read_agent(path)
-        return cls(af.tensors, af.info, af.path)
+        return cls(af.tensors, af.info, af.path, af.net)
 
     def __repr__(self) -> str:
         return f"NumpyPolicy({self.path!r}, entities={self.entity_names}, actions={list(self.action_space)})"

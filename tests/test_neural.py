@@ -560,9 +560,9 @@ def test_repr_and_metadata(ckpt_dir):
 
 def test_embedding_paths(ckpt_dir):
     """Featureless types take the type-by-type path; everything else the fused one."""
-    assert load(checkpoint(ckpt_dir, "tokens")[0]).policy._one is None
+    assert load(checkpoint(ckpt_dir, "tokens")[0]).policy.one_tables is None
     beacons = load(checkpoint(ckpt_dir, "beacons")[0]).policy
-    assert beacons._one is not None and beacons.entity_features["Token"] == ()
+    assert beacons.one_tables is not None and beacons.entity_features["Token"] == ()
 
 
 def test_bad_calls(ckpt_dir):

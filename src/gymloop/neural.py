@@ -48,7 +48,8 @@ from .errors import CheckpointError, ConfigError, InvalidObservationError
 from .formats import format_of
 from .kinds import ActionKind
 from .nn.inputs import Packed, add_choices, add_select, pack_entities
-from .nn.numpy_policy import OBS_SUMMARY, NumpyPolicy
+from .nn.numpy_policy import NumpyPolicy
+from .nn.single import OBS_SUMMARY
 from .obs import Obs
 from .schema import name_clash_message, schema_of
 from .spaces import declared_types

@@ -85,11 +85,11 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             checkpoint needs.
 
     Example:
-        >>> import os, tempfile
+        >>> import tempfile
         >>> import gymloop as gl
         >>> from gymloop.games.snake import snake
         >>> from gymloop.neural import random_checkpoint
-        >>> path = os.path.join(tempfile.mkdtemp(), "agent.safetensors")
+        >>> path = tempfile.mkdtemp() + "/agent.safetensors"
         >>> random_checkpoint(path, snake)                  # (gymloop train writes real ones)
         >>> greedy = gl.load(path, greedy=True)              # the most probable choice, every time
         >>> a, b = gl.load(path, seed=1), gl.load(path, seed=1)

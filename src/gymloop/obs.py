@@ -262,15 +262,11 @@ class Obs:
         * ``single``: built with :meth:`actor` (``act`` returns values, not lists).
 
         Example:
-            >>> from dataclasses import dataclass
             >>> import gymloop as gl
-            >>> @dataclass
-            ... class Unit:
-            ...     x: int
-            >>> a, b = Unit(0), Unit(1)
-            >>> actors, chunks, g, masks, metrics, single = gl.Obs().entities([b]).actor(a).view()
+            >>> from gymloop.games.snake import Food, Head
+            >>> actors, chunks, g, masks, metrics, single = gl.Obs().entities([Food(1, 1)]).actor(Head(0, 0)).view()
             >>> actors, chunks, g, masks, metrics, single
-            ((Unit(x=0),), [[Unit(x=1)]], None, None, None, True)
+            ((Head(x=0, y=0),), [[Food(x=1, y=1)]], None, None, None, True)
         """
         return self._actors, self._chunks, self._globals, self._masks, self._metrics, self._single
 

@@ -177,15 +177,14 @@ class NumpyPolicy:
 
     Example:
         >>> import os, tempfile
-        >>> import gymloop as gl
+        >>> from gymloop import VecEnv, neural
         >>> from gymloop.games.snake import snake
-        >>> from gymloop.neural import random_checkpoint
         >>> path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
-        >>> random_checkpoint(path, snake)  # (writing one needs torch; reading it does not)
+        >>> neural.random_checkpoint(path, snake)  # (writing one needs torch; reading it does not)
         >>> policy = NumpyPolicy.from_file(path)
         >>> policy.entity_names, list(policy.action_space)
         (['Body', 'Food', 'Head'], ['Move'])
-        >>> with gl.VecEnv(snake, num_envs=3) as env:
+        >>> with VecEnv(snake, num_envs=3) as env:
         ...     p = policy.pack(env.reset())
         >>> out = policy.forward(p)
         >>> out.logp["Move"].shape, out.value.shape

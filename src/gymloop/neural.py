@@ -47,7 +47,7 @@ from .agent import no_actor_message, pack_result
 from .errors import CheckpointError, ConfigError, InvalidObservationError
 from .formats import format_of
 from .kinds import ActionKind
-from .nn.inputs import Packed, add_choices, add_select, pack_entities
+from .nn.inputs import ObsInputs, Packed, pack_observations
 from .nn.numpy_policy import NumpyPolicy
 from .nn.single import OBS_SUMMARY
 from .obs import Obs
@@ -483,69 +483,28 @@ class ObsEncoder:
         :func:`~gymloop.nn.inputs.pack` lays out a VecEnv batch of them, and per request and asked
         action type ``(name, position of its first actor (categorical) or first candidate
         (select-entity), n_actors, choice values)``."""
-        S = len(reqs)
-        T = self.T
-        ng = self.ng
         policy = self.policy
-        space = policy.action_space
-        prepared = [self.prepare_one(r[1], tuple(r[2:])) for r in reqs]
-        counts = np.zeros((S, T), dtype=np.int64)
-        for s, prep in enumerate(prepared):
-            for t, f in prep[0]:
-                counts[s, t] = f if isinstance(f, int) else f.shape[0]
-        # per entity type, the rows of every slot (slot after slot), then the shared layout
-        offs = np.cumsum(counts, axis=0) - counts  # first row of each slot within its type
-        nfs = [len(policy.entity_features[name]) for name in self.names]
-        arrs = [np.zeros((int(counts[:, t].sum()), nfs[t]), dtype=_F32) for t in range(T)]
-        globs = np.zeros((S, ng), dtype=_F32)
-        offs_l = offs.tolist()
-        for s, (parts, g, *_) in enumerate(prepared):
-            for t, f in parts:
-                if not isinstance(f, int):
-                    o = offs_l[s][t]
-                    arrs[t][o : o + f.shape[0]] = f
-            if ng:
-                globs[s] = g
-        p = pack_entities(dict(zip(self.names, arrs)), counts, globs, self.names, policy.position_idx, policy.frame)
-        L = p.L
-        actors: dict[str, list[np.ndarray]] = {n: [] for n in space}
-        masks: dict[str, list[np.ndarray]] = {n: [] for n in space}
-        cand: dict[str, list[np.ndarray]] = {n: [] for n in space}
-        ncand: dict[str, list[int]] = {n: [] for n in space}
-        pos = {n: 0 for n in space}
+        inputs: list[ObsInputs] = []
+        pos = dict.fromkeys(policy.action_space, 0)
         decode = []
-        for s, (_, _, rows, requests, dec) in enumerate(prepared):
-            base = s * L
+        for r in reqs:
+            parts, g, rows, requests, dec = self.prepare_one(r[1], tuple(r[2:]))
             n_act = rows.shape[0]
+            asked = {}
             d = []
             for (name, mask, cr), vals in zip(requests, dec):
-                if cr is OBS_SUMMARY:  # answered from the slot's summary: the slot, one row
-                    actors[name].append(np.array([s], dtype=np.int64))
+                if cr is OBS_SUMMARY:  # one decision, from the observation summary
+                    asked[name] = (None, mask, None)
                     d.append((name, pos[name], 1, vals))
-                    masks[name].append(np.ones((1, len(vals)), dtype=bool) if mask is None else mask)
                     pos[name] += 1
                     continue
-                actors[name].append(rows + base)
+                asked[name] = (rows, mask, cr)
                 d.append((name, pos[name], n_act, vals))
-                if cr is None:
-                    masks[name].append(np.ones((n_act, len(vals)), dtype=bool) if mask is None else mask)
-                    pos[name] += n_act
-                else:
-                    nc = len(vals)
-                    masks[name].append(np.ones(n_act * nc, dtype=bool) if mask is None else mask.reshape(-1))
-                    cand[name].append(np.tile(cr + base, n_act))
-                    ncand[name] += [nc] * n_act
-                    pos[name] += n_act * nc
+                pos[name] += n_act if cr is None else n_act * len(vals)
+            inputs.append((parts, g, asked))
             decode.append(d)
-        for name, a in space.items():
-            act = np.concatenate(actors[name]).astype(np.int64) if actors[name] else np.zeros(0, np.int64)
-            if not a.kind.selects_entities:
-                add_choices(p, name, act, np.concatenate(masks[name]) if masks[name] else np.zeros((0, a.n), dtype=bool))
-            else:
-                add_select(
-                    p, name, act, np.concatenate(cand[name]).astype(np.int64) if cand[name] else np.zeros(0, np.int64),
-                    np.array(ncand[name], dtype=np.int64), np.concatenate(masks[name]) if masks[name] else np.zeros(0, dtype=bool),
-                )
+        widths = [len(policy.entity_features[name]) for name in self.names]
+        p = pack_observations(inputs, self.names, widths, self.ng, policy.action_space, policy.position_idx, policy.frame)
         return p, decode
 
 

@@ -326,7 +326,7 @@ def run(
         )
     multi = isinstance(agent, (list, tuple))
     check_agents(game, len(agent) if multi else 1, "run")
-    from .runtime.builder import ObsValidator  # (the builder imports this module)
+    from .featurize import ObsValidator  # (it imports the batch builder, which imports this module)
     st = _RunState(max_steps, max_episodes, check, ObsValidator(declared_types(game)))
     wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
     if multi:

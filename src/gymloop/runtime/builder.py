@@ -61,14 +61,13 @@ from ..spaces import Spaces
 
 FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
 
-__all__ = ["BatchBuilder", "EpisodeState", "Plan", "ObsValidator"]
+__all__ = ["BatchBuilder", "EpisodeState", "Plan"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 # A float64 feature vector whose sum of squares is at most this has every value finite and within
 # the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
 # returns inf on overflow without a RuntimeWarning, and NaN propagates).
 _SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
-_FLOAT64_MAX = float(np.finfo(np.float64).max)
 _FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
 
 
@@ -210,8 +209,6 @@ class BatchBuilder:
         self.apg = agents_per_game
         #: what :meth:`decode` needs from the last batch (``None`` before the first)
         self.plan: Plan | None = None
-        #: report a type outside the spaces as :class:`_UnknownType` (for :class:`ObsValidator`, whose spaces grow)
-        self.grow = False
         self._bound = [spec.kind.actor_bound for spec in spaces.action_specs]
         # the action types not tied to an actor (global decisions); empty in most games, so the
         # single-actor fast path of _gather costs one truth test for them
@@ -556,8 +553,6 @@ class BatchBuilder:
         )
 
     def _unknown_type(self, key: Any, is_action: bool = False) -> NoReturn:
-        if self.grow:
-            raise _UnknownType(key, is_action)
         sp = self.spaces
         known_e = [s.name for s in sp.entity_schemas]
         known_a = [s.name for s in sp.action_specs]
@@ -702,165 +697,3 @@ class Plan:
             self._offs = [(np.cumsum(c) - np.array(c)).tolist() for c in self.cnt]
         return self._offs
 
-
-class _UnknownType(InvalidObservationError):
-    """A type outside a growing builder's spaces (caught by :class:`ObsValidator`, which adds it)."""
-
-    def __init__(self, key: Any, is_action: bool) -> None:
-        super().__init__(f"type {key!r} is not in the spaces")
-        self.key = key
-        self.is_action = is_action
-
-
-class ObsValidator:
-    """Checks observations one at a time with the batch builder's checks (``gl.run`` uses it).
-
-    Each observation is built into a one-slot batch by a :class:`BatchBuilder`, so it is refused
-    exactly where a :class:`~gymloop.VecEnv` would refuse it: entity, globals and action types
-    compiled by the same schemas (unsupported field types and undeclared classes are
-    :class:`~gymloop.errors.SchemaError`), features and scores finite numbers (no strings), masks of
-    the right shape and type that leave a legal choice, an actor for actor-bound action types. The
-    spaces grow as types appear (a single game need not declare them up front).
-
-    The first ``full_checks`` decisions get every check; after that each observation gets cheap
-    ones (a few microseconds): the score a finite int or float, every type known, and the sum of
-    the magnitudes of each object's features finite and within float32 (so NaN and infinity are
-    always refused, and so are strings and other non-numbers); an observation that fails them, or
-    has a type never seen or masks of global decisions, gets the full checks, which name the
-    problem. Actors' masks are then checked against the agent's answers (``gl.run(check=True)``).
-
-    Args:
-        declared: ``(entity classes, globals class, action types)`` declared on the game, or ``None``.
-        full_checks: how many decisions to check fully.
-
-    Example:
-        >>> from dataclasses import dataclass
-        >>> import gymloop as gl
-        >>> from gymloop.games.snake import Move
-        >>> @dataclass
-        ... class P:
-        ...     x: float
-        >>> v = ObsValidator()
-        >>> v.check(gl.Obs().actor(P(1.0)), (Move,))
-        >>> v.check(gl.Obs().actor(P(float("nan"))), (Move,))
-        Traceback (most recent call last):
-        ...
-        gymloop.errors.InvalidObservationError: entity type 'P', feature 'x' is nan in env 0 (slot 0); features must be finite numbers
-    """
-
-    def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None = None, full_checks: int = 100) -> None:
-        self.ents: set[type] = set(declared[0]) if declared else set()
-        self.glob: type | None = declared[1] if declared else None
-        self.acts: list[Any] = list(declared[2]) if declared else []
-        self.full_checks = full_checks
-        self.decisions = 0
-        self.builder: BatchBuilder | None = None
-
-    def _grow(self, e: _UnknownType) -> None:
-        if e.is_action and e.key not in self.acts:
-            self.acts.append(e.key)
-        elif isinstance(e.key, type):
-            self.ents.add(e.key)
-        else:  # pragma: no cover - the builder only reports types
-            raise InvalidObservationError(f"the observation holds {e.key!r} where an entity was expected") from None
-        self.builder = None
-
-    def _builder(self, obs: Obs) -> BatchBuilder:
-        g = obs.global_features
-        if g is not None and type(g) is not self.glob:
-            if self.glob is not None:
-                raise InvalidObservationError(
-                    f"the observation's globals are a {type(g).__qualname__}, but earlier observations gave a "
-                    f"{self.glob.__qualname__}; a game uses one globals class"
-                )
-            self.glob = type(g)
-            self.builder = None
-        if self.builder is None:
-            sp = Spaces.build(self.ents, self.glob, self.acts)
-            self.builder = BatchBuilder(sp, 1)
-            self.builder.grow = True
-        return self.builder
-
-    def check(self, obs: Any, action_types: Sequence[Any]) -> None:
-        """Check the observation of one decision (``agent.act(obs, *action_types)``)."""
-        if type(obs) is not Obs:
-            raise InvalidObservationError(
-                f"agent.act expects a gl.Obs as its first argument, got {obs!r} of type {type(obs).__name__}"
-            )
-        self.decisions += 1
-        if not action_types:
-            return  # the agent itself reports that (act needs an action type)
-        if self.decisions > self.full_checks and self._cheap(obs, action_types):
-            return
-        pt = tuple(action_types)
-        for _ in range(64):  # each round adds one type
-            try:
-                self._builder(obs).build([obs], [pt])
-                return
-            except _UnknownType as e:
-                self._grow(e)
-        raise InvalidObservationError("too many new types in one observation")  # pragma: no cover
-
-    def _cheap(self, obs: Obs, action_types: Sequence[Any]) -> bool:
-        """The cheap checks after the first decisions: True when the score and every feature are
-        numbers with a finite sum of magnitudes within float32, every type is known and no
-        observation-level mask is set; False sends the observation through the full checks (which
-        name the problem). Masks of actors are checked against the agent's answer by ``gl.run``."""
-        b = self.builder
-        if b is None or obs.has_masks:
-            return False
-        aindex = b.spaces.action_index
-        for t in action_types:
-            if t not in aindex:
-                return False
-        return self._cheap_values(b, obs)
-
-    def _cheap_values(self, b: BatchBuilder, obs: Obs) -> bool:
-        """The cheap checks of the score, the types and the feature values (see :meth:`_cheap`)."""
-        sp = b.spaces
-        sc = obs.score
-        if type(sc) is not float and type(sc) is not int or not abs(sc) <= _FLOAT64_MAX:
-            return False
-        schemas = sp.entity_schemas
-        tindex = sp.entity_index
-        actors, chunks, g, *_ = obs.view()
-        try:
-            for x in actors:
-                i = tindex.get(type(x))
-                if i is None or not sum(map(abs, schemas[i].flat((x,)))) <= FLOAT32_MAX:
-                    return False
-            for ch in chunks:
-                first = type(ch[0])
-                i = tindex.get(first)
-                if i is None or not all(type(o) is first for o in ch):
-                    return False
-                if not sum(map(abs, schemas[i].flat(ch))) <= FLOAT32_MAX:
-                    return False
-            gs = sp.globals_schema
-            if gs is None:
-                return g is None
-            if type(g) is not gs.cls or not sum(map(abs, gs.flat((g,)))) <= FLOAT32_MAX:
-                return False
-        except Exception:  # anything odd: the full checks say what
-            return False
-        return True
-
-    def check_final(self, obs: Any) -> None:
-        """Check the observation given to ``game_over``: its score, features and globals."""
-        if type(obs) is not Obs:
-            raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
-        check_score(obs.score, "game_over: ")
-        if self.decisions > self.full_checks and self.builder is not None and self._cheap_values(self.builder, obs):
-            return
-        for _ in range(64):
-            try:
-                b = self._builder(obs)
-                if obs.has_entities:
-                    b.build_final({0: obs})
-                gs = b.spaces.globals_schema
-                if gs is not None and obs.global_features is not None:
-                    b._featurize(gs, [obs.global_features], [1])
-                return
-            except _UnknownType as e:
-                self._grow(e)
-        raise InvalidObservationError("too many new types in one observation")  # pragma: no cover

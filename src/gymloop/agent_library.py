@@ -248,9 +248,10 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
             raise CheckpointError("pack_library: agent names must be non-empty")
         path = files[name]
         try:
+            net = None
             if path.endswith(_SUFFIX):
                 af = read_agent(path)
-                weights, info = af.tensors, af.info
+                weights, info, net = af.tensors, af.info, af.net
             else:  # an enn-trainer checkpoint
                 from .enn import is_enn_checkpoint, read_checkpoint
 
@@ -258,7 +259,7 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
                     raise CheckpointError(f"{path}: not an agent checkpoint (a .safetensors agent or an enn-trainer checkpoint)")
                 weights, info = read_checkpoint(path)
                 info = {**info, "format_version": FORMAT_VERSION}
-            NumpyPolicy(weights, info, path)  # refuse a checkpoint whose weights do not fit its metadata
+            NumpyPolicy(weights, info, path, net)  # refuse a checkpoint whose weights do not fit its metadata
         except CheckpointError as e:
             raise CheckpointError(f"pack_library: agent {name!r}: {e}") from None
         aid = f"a{i}"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .batch import Batch
-from .errors import InvalidObservationError
+from .errors import InvalidObservationError, SchemaError
 from .obs import FLOAT32_MAX, Obs, check_score
 from .spaces import Spaces
 
@@ -56,10 +56,10 @@ class OneSlotFeaturizer:
 
     def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None, late_globals: bool = False) -> None:
         self.late_globals = late_globals
-        self.parts: list[tuple[Any, Any, Any]] = []
-        if declared:
-            e, g, a = declared
-            self.parts.append((list(e), [g] if g is not None else [], list(a)))
+        e, g, a = declared if declared else ([], None, [])
+        self.ents: set[type] = set(e)
+        self.glob: type | None = g
+        self.acts: list[Any] = list(a)
         self.known: set[Any] = set()
         self.space: Spaces | None = None
         self.builder: BatchBuilder | None = None
@@ -81,16 +81,21 @@ class OneSlotFeaturizer:
         """The one-slot builder of spaces that hold every type of ``obs`` and ``types`` (grown
         when one is new)."""
         from .runtime.builder import BatchBuilder
-        from .runtime.executor import merge_types
 
         known = self.known
         ents = obs.entity_types()
         g = obs.global_features
-        glob = [type(g)] if g is not None else []
-        new = [c for c in ents if c not in known] + [g for g in glob if g not in known] + [t for t in types if t not in known]
+        gcls = type(g) if g is not None else None
+        new = [c for c in ents if c not in known] + [t for t in types if t not in known]
+        if gcls is not None and gcls not in known:
+            new.append(gcls)
         if new or self.builder is None:
-            self.parts.append((ents, glob, list(types)))
-            sp = Spaces.build(*merge_types(self.parts))
+            if gcls is not None and self.glob is not None and gcls is not self.glob:
+                raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in (gcls, self.glob))}; use one")
+            self.ents |= ents
+            self.glob = self.glob or gcls
+            self.acts += [t for t in types if t not in self.acts]
+            sp = Spaces.build(self.ents, self.glob, self.acts)
             if not self.late_globals and self.space is not None and sp.globals_schema is not None and not self.space.obs.globals:
                 name = sp.globals_schema.name
                 raise InvalidObservationError(

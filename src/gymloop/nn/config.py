@@ -98,12 +98,13 @@ class NetConfig:
             attention. Attention alone can harden onto one entity and stop seeing the others:
             entity-gym's Xor then stayed at 0.875 (the summary could not tell two equal bits from
             two different ones); with the mean both seeds reached 1.0 (docs/training.md).
+            Checkpoints written before this option load with ``False``.
         frame: egocentric positions (:class:`FrameConfig`). ``"auto"`` enables it when exactly
             one entity type has a recognized position pair (:data:`POSITION_NAMES`) and a heading
             (:data:`HEADING_NAMES`, radians) and another type has the same position pair: an agent
             that moves the way it faces needs the world in its own frame, a rotation that one
             attention layer and a small MLP do not learn from an angle (docs/training.md);
-            ``None`` disables it.
+            ``None`` disables it. Checkpoints written before this option load with ``None``.
     """
 
     d_model: int = 32
@@ -196,6 +197,9 @@ class NetConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> NetConfig:
+        """The config of :meth:`to_dict`'s dict; a missing field takes its default (a checkpoint's
+        ``net`` comes through :func:`gymloop.nn.migrate.current_document` first, which fills what
+        older files lack)."""
         d = dict(d)
         r = d.get("relpos")
         if isinstance(r, dict):

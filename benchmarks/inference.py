@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     n_long = len(long_obs.entity_list())
 
     # the same observations as one-slot batches (built by the agent's own batch path)
-    packed1 = [agent._rt.packed([(agent, o, *t)])[0] for o, t in seen]
+    packed1 = [agent.encoder.packed([(agent, o, *t)])[0] for o, t in seen]
     j = 0
 
     def np_forward1() -> None:

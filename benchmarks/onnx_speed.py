@@ -88,7 +88,7 @@ def _measure(name: str, game: Any, tmp: str, calls: int, quick: bool) -> tuple:
     rec = _Recorder(seed=1)
     gl.run(game, rec, seed=1, max_steps=50 if quick else 2000)
     seen = rec.seen[:: max(1, len(rec.seen) // 200)]
-    preps = [agent._rt.prepare_one(obs, types) for obs, types in seen]
+    preps = [agent.encoder.prepare_one(obs, types) for obs, types in seen]
     feeds = [feeds_of(io, policy, pr) for pr in preps]
     probs = [a["probs"] for a in io["actions"]]
     for pr, f in zip(preps, feeds):  # the same answers before timing them

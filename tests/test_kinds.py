@@ -249,7 +249,7 @@ def test_neural_agent_answers_global_decisions_one_by_one_and_batched(tmp_path):
     res = gl.act_all([(a, masked, Stance, Move), (b, gl.Obs().actors([Unit(1, 1.0), Unit(2, 0.5)]), Stance, Move)])
     assert res[0][0] is Stance.RETREAT and len(res[1][1]) == 2 and isinstance(res[1][0], Stance)
     # the batched pass gives the same logits as one observation at a time
-    p, _ = agent._rt.packed([(a, masked, Stance, Move)])
+    p, _ = agent.encoder.packed([(a, masked, Stance, Move)])
     lg, _ = agent.policy.logits(p)
     np.testing.assert_allclose(lg["Stance"], one[0], atol=1e-5)
 

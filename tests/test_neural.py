@@ -216,7 +216,7 @@ def test_direct_path_packs_exactly_like_the_executors_batch(ckpt_dir, name):
     npol = agent.policy
     for b, reqs in env_batches(name, 12):
         ref = npol.pack(b)
-        mine, _ = agent._rt.packed([(agent, obs, *types) for obs, types in reqs])
+        mine, _ = agent.encoder.packed([(agent, obs, *types) for obs, types in reqs])
         assert (mine.S, mine.L) == (ref.S, ref.L)
         for k in ref.feats:
             np.testing.assert_array_equal(mine.feats[k], ref.feats[k], err_msg=k)
@@ -555,9 +555,9 @@ def test_repr_and_metadata(ckpt_dir):
 
 def test_embedding_paths(ckpt_dir):
     """Featureless types take the type-by-type path; everything else the fused one."""
-    assert load(checkpoint(ckpt_dir, "tokens")[0]).policy._one is None
+    assert load(checkpoint(ckpt_dir, "tokens")[0]).policy.one_tables is None
     beacons = load(checkpoint(ckpt_dir, "beacons")[0]).policy
-    assert beacons._one is not None and beacons.entity_features["Token"] == ()
+    assert beacons.one_tables is not None and beacons.entity_features["Token"] == ()
 
 
 def test_bad_calls(ckpt_dir):

@@ -807,3 +807,20 @@ def test_run_grows_its_spaces_for_types_that_appear_later():
             agent.act(gl.Obs().entities([Pos(1.0, 2.0)] * (t >= 200)).actor(Unit(t, 0)), Move)
 
     assert gl.run(game, gl.RandomAgent(0)).steps == 300
+
+
+def test_view_returns_the_containers_themselves_and_the_readers_agree_with_it():
+    f1, f2, e1 = Food(1, 1), Food(2, 2), Enemy(5)
+    u, v = Unit(0, 0), Unit(1, 1)
+    obs = gl.Obs(score=1).entities([f1, e1, f2]).actors([u, v], masks={Move: [[Move.LEFT], None]}).globals(Clock(3))
+    obs.metric("coins", 2)
+    actors, chunks, g, masks, metrics, single = obs.view()
+    assert actors == [u, v] and chunks == [[f1, e1, f2]] and g == Clock(3) and metrics == {"coins": 2.0}
+    assert masks == {Move: [[Move.LEFT], None]} and single is False
+    assert obs.view()[1] is chunks  # no copies
+    assert obs.n_actors == 2 and obs.has_masks and obs.has_entities and obs.entity_types() == {Food, Enemy, Unit}
+    obs.split_chunks_by_type()
+    assert obs.view()[1] == [[f1, f2], [e1]]  # one chunk per type, order kept within each
+    assert obs.entity_list() == [u, v, f1, f2, e1]
+    empty = gl.Obs()
+    assert not empty.has_entities and not empty.has_masks and empty.n_actors == 0 and empty.entity_types() == set()

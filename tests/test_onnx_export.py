@@ -270,7 +270,7 @@ def test_parity_of_a_played_observation(workdir: Path) -> None:
     agent = gl.load(src)
     head, body, food = Head(x=3, y=4), [Body(x=3, y=3), Body(x=3, y=2)], Food(x=7, y=1)
     obs = gl.Obs().actor(head, masks={Move: [Move.UP, Move.LEFT, Move.RIGHT]}).entities(body).entities([food])
-    parts, g, rows, reqs, _ = agent._rt.prepare_one(obs, (Move,))
+    parts, g, rows, reqs, _ = agent.encoder.prepare_one(obs, (Move,))
     (lg,) = policy.logits_one(parts, g, rows, reqs)
     feeds = {"entities.Head": np.array([[3, 4]], np.float32), "entities.Body": np.array([[3, 3], [3, 2]], np.float32),
              "entities.Food": np.array([[7, 1]], np.float32), "actors": np.array([3]),

@@ -65,7 +65,7 @@ def pack_result(obs: Obs, per_type: list[list[Any]], action_types: Sequence[Any]
     A single actor's choice comes alone, several actors' as a list; a global decision (one choice
     per observation; ``action_types`` tells which) always comes alone.
     """
-    if obs._single:
+    if obs.is_single_actor:
         vals = [lst[0] for lst in per_type]
     elif action_types is not None:
         vals = [lst if action_spec(t).kind.actor_bound else lst[0] for t, lst in zip(action_types, per_type)]
@@ -101,7 +101,7 @@ class RandomAgent:
     def act(self, obs: Obs, *action_types: Any) -> Any:
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
-        n = len(obs._actors)
+        n = obs.n_actors
         specs = [action_spec(t) for t in action_types]
         if n == 0 and any(s.kind.actor_bound for s in specs):
             raise InvalidObservationError(no_actor_message(specs))
@@ -109,7 +109,7 @@ class RandomAgent:
         choice = self._rng.choice
         for t, spec in zip(action_types, specs):
             rows = n if spec.kind.actor_bound else 1
-            if obs._masks is None and not spec.kind.selects_entities:
+            if not obs.has_masks and not spec.kind.selects_entities:
                 per_type.append([choice(spec.values) for _ in range(rows)])
                 continue
             out = []
@@ -265,11 +265,11 @@ def check_action(obs: Obs, action_types: Sequence[Any], res: Any) -> None:
         )
     for t, vals in zip(action_types, per_type):
         spec = action_spec(t)
-        if obs._single or not spec.kind.actor_bound:
+        if obs.is_single_actor or not spec.kind.actor_bound:
             vals = [vals]
-        elif not isinstance(vals, list) or len(vals) != len(obs._actors):
+        elif not isinstance(vals, list) or len(vals) != obs.n_actors:
             raise InvalidActionError(
-                f"action type {spec.name!r}: expected a list of {len(obs._actors)} choices (one per actor), got {vals!r}"
+                f"action type {spec.name!r}: expected a list of {obs.n_actors} choices (one per actor), got {vals!r}"
             )
         for i, v in enumerate(vals):
             legal = obs.legal(i, t)
@@ -326,7 +326,7 @@ def run(
         )
     multi = isinstance(agent, (list, tuple))
     check_agents(game, len(agent) if multi else 1, "run")
-    from .runtime.builder import ObsValidator  # (the builder imports this module)
+    from .featurize import ObsValidator  # (it imports the batch builder, which imports this module)
     st = _RunState(max_steps, max_episodes, check, ObsValidator(declared_types(game)))
     wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
     if multi:

@@ -62,6 +62,7 @@ from .checkpoint import (
 )
 from .errors import CheckpointError
 from .neural import NeuralAgent, load
+from .nn.migrate import current_document
 from .nn.numpy_policy import NumpyPolicy
 
 __all__ = ["LIBRARY_FORMAT_VERSION", "AgentLibrary", "library", "pack_library"]
@@ -124,7 +125,7 @@ class AgentLibrary:
         """An agent's metadata (spaces, network, training step, game) without building its network."""
         self._check_name(name)
         if self.kind == "archive":
-            return self._infos[name]
+            return current_document(self._infos[name])
         path = self._files[name]
         if path.endswith(_SUFFIX):
             return read_agent(path).info
@@ -198,12 +199,12 @@ def library(path: str | os.PathLike) -> AgentLibrary:
         CheckpointError: the path does not exist, or the archive is not a valid agent library.
 
     Example:
-        >>> import os, tempfile
+        >>> import tempfile
         >>> import gymloop as gl
         >>> from gymloop.games.snake import snake
         >>> from gymloop.neural import random_checkpoint
         >>> d = tempfile.mkdtemp()
-        >>> random_checkpoint(os.path.join(d, "rookie.safetensors"), snake)
+        >>> random_checkpoint(d + "/rookie.safetensors", snake)
         >>> lib = gl.library(d)
         >>> lib.names(), type(lib.load("rookie", seed=0)).__name__
         (['rookie'], 'NeuralAgent')
@@ -247,9 +248,10 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
             raise CheckpointError("pack_library: agent names must be non-empty")
         path = files[name]
         try:
+            net = None
             if path.endswith(_SUFFIX):
                 af = read_agent(path)
-                weights, info = af.tensors, af.info
+                weights, info, net = af.tensors, af.info, af.net
             else:  # an enn-trainer checkpoint
                 from .enn import is_enn_checkpoint, read_checkpoint
 
@@ -257,7 +259,7 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
                     raise CheckpointError(f"{path}: not an agent checkpoint (a .safetensors agent or an enn-trainer checkpoint)")
                 weights, info = read_checkpoint(path)
                 info = {**info, "format_version": FORMAT_VERSION}
-            NumpyPolicy(weights, info, path)  # refuse a checkpoint whose weights do not fit its metadata
+            NumpyPolicy(weights, info, path, net)  # refuse a checkpoint whose weights do not fit its metadata
         except CheckpointError as e:
             raise CheckpointError(f"pack_library: agent {name!r}: {e}") from None
         aid = f"a{i}"

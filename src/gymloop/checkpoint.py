@@ -34,7 +34,8 @@ import numpy as np
 
 from ._version import __version__
 from .errors import CheckpointError
-from .nn.shapes import check_net_sizes, check_weights
+from .nn.migrate import FORMAT_VERSION, READABLE_VERSIONS
+from .nn.shapes import NetSpec, check_net_sizes, resolve
 from .spaces import Spaces
 
 __all__ = [
@@ -47,7 +48,6 @@ _log = logging.getLogger(__name__)
 #: the network architecture gymloop's own agents are written with
 ARCH = "gymloop-entity-transformer"
 
-FORMAT_VERSION = 1
 #: the ``__metadata__`` entry that holds the checksum of everything else in the file
 CHECKSUM_KEY = "gymloop_checksum"
 #: the checksum algorithm (``hashlib`` name); a checksum reads ``"sha256:<hex digest>"``
@@ -454,20 +454,26 @@ def agent_document(spaces: Spaces, net: Mapping[str, Any], **extra: Any) -> dict
 
 
 class AgentFile:
-    """A loaded agent checkpoint: weights and the parsed ``gymloop`` metadata (see :func:`read_agent`)."""
+    """A loaded agent checkpoint: weights and the ``gymloop`` metadata (see :func:`read_agent`).
 
-    def __init__(self, path: str, tensors: dict[str, np.ndarray], info: dict[str, Any]) -> None:
+    Attributes:
+        path: the file.
+        tensors: the weights by name (memory-mapped).
+        net: the metadata resolved (:class:`~gymloop.nn.shapes.NetSpec`): spaces, network
+            configuration, tensor shapes.
+        info: the metadata document in the current format version (``net.info``).
+    """
+
+    def __init__(self, path: str, tensors: dict[str, np.ndarray], net: NetSpec) -> None:
         self.path = path
         self.tensors = tensors
-        self.info = info
-        self._spaces: Spaces | None = None
+        self.net = net
+        self.info = net.info
 
     @property
     def spaces(self) -> Spaces:
-        """The agent's spaces, validated (a :class:`CheckpointError` names the file and the problem)."""
-        if self._spaces is None:
-            self._spaces = spaces_of(self.info, self.path)
-        return self._spaces
+        """The agent's spaces, validated when the file was read."""
+        return self.net.spaces
 
     @property
     def obs_space(self) -> dict[str, Any]:
@@ -480,23 +486,15 @@ class AgentFile:
 
 def check_agent_document(info: Any, where: str, who: str = "the gymloop metadata") -> None:
     """Raise :class:`CheckpointError` unless ``info`` is an agent document of this format version
-    with its required entries (its spaces are validated by :func:`spaces_of`)."""
+    with its required entries (the rest is validated by :func:`~gymloop.nn.shapes.resolve`)."""
     if not isinstance(info, dict):
         raise CheckpointError(f"{where}: {who} must be a JSON object")
     v = info.get("format_version")
-    if v != FORMAT_VERSION:
+    if v not in READABLE_VERSIONS or type(v) is not int:
         raise CheckpointError(f"{where}: unknown checkpoint format version {v!r}; this gymloop reads version {FORMAT_VERSION}")
     for key in ("obs_space", "action_space", "net"):
         if key not in info:
             raise CheckpointError(f"{where}: {who} lacks {key!r}")
-
-
-def spaces_of(info: Mapping[str, Any], where: str) -> Spaces:
-    """The validated :class:`Spaces` of an agent document (``where`` names the file in errors)."""
-    for key in ("obs_space", "action_space"):
-        if key not in info:
-            raise CheckpointError(f"{where}: the gymloop metadata lacks {key!r}")
-    return Spaces.from_json(info["obs_space"], info["action_space"], CheckpointError, f"{where}: ")
 
 
 def write_agent(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> None:
@@ -546,8 +544,5 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
             f"{p}: the file is corrupt: its metadata says it carries a {str(info['checksum'])[:40]} checksum, but it has none; restore it "
             "from a copy, or write it again"
         )
-    check_net_sizes(info["net"], f.shapes(), p)
-    af = AgentFile(p, {k: f.tensor(k) for k in f.keys()}, info)
-    af.spaces  # validated once, here  # noqa: B018
-    check_weights(f.shapes(), info, p)
-    return af
+    net = resolve(info, p, f.shapes())  # the current document, sizes, spaces, configuration, tensor shapes
+    return AgentFile(p, {k: f.tensor(k) for k in f.keys()}, net)

@@ -47,8 +47,9 @@ from .agent import no_actor_message, pack_result
 from .errors import CheckpointError, ConfigError, InvalidObservationError
 from .formats import format_of
 from .kinds import ActionKind
-from .nn.inputs import Packed, add_choices, add_select, pack_entities
-from .nn.numpy_policy import OBS_SUMMARY, NumpyPolicy
+from .nn.inputs import ObsInputs, Packed, pack_observations
+from .nn.numpy_policy import NumpyPolicy
+from .nn.single import OBS_SUMMARY
 from .obs import Obs
 from .schema import name_clash_message, schema_of
 from .spaces import declared_types
@@ -57,7 +58,7 @@ __all__ = ["NeuralAgent", "load"]
 
 _F32 = np.float32
 _loaded: weakref.WeakValueDictionary[tuple, NumpyPolicy] = weakref.WeakValueDictionary()
-_runtimes: weakref.WeakKeyDictionary[NumpyPolicy, _Runtime] = weakref.WeakKeyDictionary()
+_encoders: weakref.WeakKeyDictionary[NumpyPolicy, ObsEncoder] = weakref.WeakKeyDictionary()
 
 
 def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None) -> NeuralAgent:
@@ -84,11 +85,11 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             checkpoint needs.
 
     Example:
-        >>> import os, tempfile
+        >>> import tempfile
         >>> import gymloop as gl
         >>> from gymloop.games.snake import snake
         >>> from gymloop.neural import random_checkpoint
-        >>> path = os.path.join(tempfile.mkdtemp(), "agent.safetensors")
+        >>> path = tempfile.mkdtemp() + "/agent.safetensors"
         >>> random_checkpoint(path, snake)                  # (gymloop train writes real ones)
         >>> greedy = gl.load(path, greedy=True)              # the most probable choice, every time
         >>> a, b = gl.load(path, seed=1), gl.load(path, seed=1)
@@ -163,8 +164,14 @@ class _Missing(enum.Enum):
 _MISSING: Final = _Missing.MISSING
 
 
-class _Runtime:
-    """A policy plus the caches that bind game classes to it (shared by the agents of one policy)."""
+class ObsEncoder:
+    """Turns a game's observations into one policy's inputs (shared by the agents of that policy).
+
+    It binds game classes to the checkpoint by name, once per class (entity types and their feature
+    columns, global features, action labels and candidate types), and lays out one observation
+    (:meth:`prepare_one`, for :meth:`NumpyPolicy.logits_one`) or several (:meth:`packed`, for
+    :meth:`NumpyPolicy.logits`) the way a batch holds them.
+    """
 
     def __init__(self, policy: NumpyPolicy) -> None:
         self.policy = policy
@@ -191,18 +198,23 @@ class _Runtime:
             self.ents[cls] = None  # an entity type the checkpoint does not know: not fed
             return None
         want = self.policy.entity_features[sc.name]
-        have = {f: i for i, f in enumerate(sc.features)}
-        missing = [f for f in want if f not in have]
-        if missing:
-            raise CheckpointError(
-                f"{self.where}: entity type {sc.name!r} (class {cls.__qualname__}) lacks the features {missing} that the "
-                f"checkpoint was trained with (the game's features: {list(sc.features)})"
-            )
-        cols = [have[f] for f in want]
-        cols_arr = None if cols == list(range(len(sc.features))) else np.array(cols, dtype=np.intp)
-        b = _EntBind(t, sc.name, sc, cols_arr, not want and not self.ng)
+        cols = self._columns(sc.features, want, f"entity type {sc.name!r} (class {cls.__qualname__}) lacks", "features")
+        b = _EntBind(t, sc.name, sc, cols, not want and not self.ng)
         self.ents[cls] = b
         return b
+
+    def _columns(self, have: Sequence[str], want: Sequence[str], who: str, what: str) -> np.ndarray | None:
+        """The game's columns of the checkpoint's features ``want`` (``None``: all, in order);
+        ``who`` names the game's class and its verb (``"the globals 'Clock' lack"``)."""
+        index = {f: i for i, f in enumerate(have)}
+        missing = [f for f in want if f not in index]
+        if missing:
+            raise CheckpointError(
+                f"{self.where}: {who} the features {missing} that the checkpoint was trained with (the game's "
+                f"{what}: {list(have)})"
+            )
+        cols = [index[f] for f in want]
+        return None if cols == list(range(len(have))) else np.array(cols, dtype=np.intp)
 
     def bind_action(self, key: Any) -> _ActBind:
         b = self.acts.get(key)
@@ -267,16 +279,8 @@ class _Runtime:
         cols = self.globs.get(cls, _MISSING)
         sc = schema_of(cls)
         if cols is _MISSING:
-            have = {f: i for i, f in enumerate(sc.features)}
-            missing = [f for f in self.globals if f not in have]
-            if missing:
-                raise CheckpointError(
-                    f"{self.where}: the globals {sc.name!r} lack the features {missing} that the checkpoint was trained "
-                    f"with (the game's global features: {list(sc.features)})"
-                )
-            c = [have[f] for f in self.globals]
-            cols = None if c == list(range(len(sc.features))) else np.array(c, dtype=np.intp)
-            self.globs[cls] = cols
+            cols = self.globs[cls] = self._columns(sc.features, self.globals, f"the globals {sc.name!r} lack", "global features")
+
         arr = np.array(sc.flat((g,)), dtype=_F32)
         if cols is not None:
             arr = arr[cols]
@@ -285,14 +289,14 @@ class _Runtime:
         return arr
 
     # ------------------------------------------------------------------ one observation
-    def gather(self, obs: Obs) -> tuple[list, list, list[tuple[int, int]]]:
+    def gather(self, actors: Sequence[Any], chunks: Sequence[Sequence[Any]]) -> tuple[list, list, list[tuple[int, int]]]:
         """Objects per network entity type (actors first), their bindings, and each actor's (type, rank)."""
         T = self.T
         per: list[list[Any] | None] = [None] * T
         binds: list[_EntBind | None] = [None] * T
         ents = self.ents
         actor_loc = []
-        for x in obs._actors:
+        for x in actors:
             c = type(x)
             b = ents.get(c, _MISSING)
             if b is _MISSING:
@@ -312,7 +316,7 @@ class _Runtime:
                 self._two_classes(bt, b)
             actor_loc.append((t, len(lst)))
             lst.append(x)
-        for ch in obs._chunks:
+        for ch in chunks:
             if not ch:  # a list the game emptied after observing it
                 continue
             c = type(ch[0])
@@ -386,10 +390,9 @@ class _Runtime:
                 objs.extend(lst)
         return np.array(rows, dtype=np.intp), objs
 
-    def mask(self, obs: Obs, ab: _ActBind, n_act: int, n_cand: int) -> np.ndarray | None:
+    def mask(self, obs: Obs, masks: dict[Any, list[Any]] | None, ab: _ActBind, n_act: int, n_cand: int) -> np.ndarray | None:
         """The network's ``(n_actors, n)`` mask of an action type for ``obs`` (``None``: all legal);
-        a global decision has one row."""
-        masks = obs._masks
+        a global decision has one row. ``masks``: the observation's (:meth:`Obs.view`)."""
         if masks is None or ab.key not in masks:
             return None  # every choice the network knows is legal
         if not ab.kind.selects_entities:
@@ -436,7 +439,8 @@ class _Runtime:
             raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
-        n_act = len(obs._actors)
+        actors, chunks, glob, masks, _, _ = obs.view()
+        n_act = len(actors)
         acts = self.acts
         abs_ = []
         for k in action_types:
@@ -444,8 +448,8 @@ class _Runtime:
             abs_.append(ab if ab is not None else self.bind_action(k))
         if n_act == 0 and any(ab.kind.actor_bound for ab in abs_):
             raise InvalidObservationError(no_actor_message([ab.spec for ab in abs_]))
-        per, binds, actor_loc = self.gather(obs)
-        g = self.bind_globals(obs._globals) if self.ng else None
+        per, binds, actor_loc = self.gather(actors, chunks)
+        g = self.bind_globals(glob) if self.ng else None
         parts = self.parts(per, binds)
         starts = []
         o = 0
@@ -458,10 +462,10 @@ class _Runtime:
         decode = []
         for ab in abs_:
             if not ab.kind.actor_bound:  # one decision for the observation, from its summary
-                requests.append((ab.name, self.mask(obs, ab, 1, 0), OBS_SUMMARY))
+                requests.append((ab.name, self.mask(obs, masks, ab, 1, 0), OBS_SUMMARY))
                 decode.append(ab.values)
             elif not ab.kind.selects_entities:
-                requests.append((ab.name, self.mask(obs, ab, n_act, 0), None))
+                requests.append((ab.name, self.mask(obs, masks, ab, n_act, 0), None))
                 decode.append(ab.values)
             else:
                 cand, objs = self.candidates(ab, per, starts)
@@ -470,7 +474,7 @@ class _Runtime:
                         f"select-entity action {ab.name!r} has no candidate: no entity of the types {ab.spec.among} that "
                         "the checkpoint knows was observed"
                     )
-                requests.append((ab.name, self.mask(obs, ab, n_act, len(objs)), cand))
+                requests.append((ab.name, self.mask(obs, masks, ab, n_act, len(objs)), cand))
                 decode.append(objs)
         return parts, g, rows, requests, decode
 
@@ -479,69 +483,28 @@ class _Runtime:
         :func:`~gymloop.nn.inputs.pack` lays out a VecEnv batch of them, and per request and asked
         action type ``(name, position of its first actor (categorical) or first candidate
         (select-entity), n_actors, choice values)``."""
-        S = len(reqs)
-        T = self.T
-        ng = self.ng
         policy = self.policy
-        space = policy.action_space
-        prepared = [self.prepare_one(r[1], tuple(r[2:])) for r in reqs]
-        counts = np.zeros((S, T), dtype=np.int64)
-        for s, prep in enumerate(prepared):
-            for t, f in prep[0]:
-                counts[s, t] = f if isinstance(f, int) else f.shape[0]
-        # per entity type, the rows of every slot (slot after slot), then the shared layout
-        offs = np.cumsum(counts, axis=0) - counts  # first row of each slot within its type
-        nfs = [len(policy.entity_features[name]) for name in self.names]
-        arrs = [np.zeros((int(counts[:, t].sum()), nfs[t]), dtype=_F32) for t in range(T)]
-        globs = np.zeros((S, ng), dtype=_F32)
-        offs_l = offs.tolist()
-        for s, (parts, g, *_) in enumerate(prepared):
-            for t, f in parts:
-                if not isinstance(f, int):
-                    o = offs_l[s][t]
-                    arrs[t][o : o + f.shape[0]] = f
-            if ng:
-                globs[s] = g
-        p = pack_entities(dict(zip(self.names, arrs)), counts, globs, self.names, policy.position_idx, policy.frame)
-        L = p.L
-        actors: dict[str, list[np.ndarray]] = {n: [] for n in space}
-        masks: dict[str, list[np.ndarray]] = {n: [] for n in space}
-        cand: dict[str, list[np.ndarray]] = {n: [] for n in space}
-        ncand: dict[str, list[int]] = {n: [] for n in space}
-        pos = {n: 0 for n in space}
+        inputs: list[ObsInputs] = []
+        pos = dict.fromkeys(policy.action_space, 0)
         decode = []
-        for s, (_, _, rows, requests, dec) in enumerate(prepared):
-            base = s * L
+        for r in reqs:
+            parts, g, rows, requests, dec = self.prepare_one(r[1], tuple(r[2:]))
             n_act = rows.shape[0]
+            asked = {}
             d = []
             for (name, mask, cr), vals in zip(requests, dec):
-                if cr is OBS_SUMMARY:  # answered from the slot's summary: the slot, one row
-                    actors[name].append(np.array([s], dtype=np.int64))
+                if cr is OBS_SUMMARY:  # one decision, from the observation summary
+                    asked[name] = (None, mask, None)
                     d.append((name, pos[name], 1, vals))
-                    masks[name].append(np.ones((1, len(vals)), dtype=bool) if mask is None else mask)
                     pos[name] += 1
                     continue
-                actors[name].append(rows + base)
+                asked[name] = (rows, mask, cr)
                 d.append((name, pos[name], n_act, vals))
-                if cr is None:
-                    masks[name].append(np.ones((n_act, len(vals)), dtype=bool) if mask is None else mask)
-                    pos[name] += n_act
-                else:
-                    nc = len(vals)
-                    masks[name].append(np.ones(n_act * nc, dtype=bool) if mask is None else mask.reshape(-1))
-                    cand[name].append(np.tile(cr + base, n_act))
-                    ncand[name] += [nc] * n_act
-                    pos[name] += n_act * nc
+                pos[name] += n_act if cr is None else n_act * len(vals)
+            inputs.append((parts, g, asked))
             decode.append(d)
-        for name, a in space.items():
-            act = np.concatenate(actors[name]).astype(np.int64) if actors[name] else np.zeros(0, np.int64)
-            if not a.kind.selects_entities:
-                add_choices(p, name, act, np.concatenate(masks[name]) if masks[name] else np.zeros((0, a.n), dtype=bool))
-            else:
-                add_select(
-                    p, name, act, np.concatenate(cand[name]).astype(np.int64) if cand[name] else np.zeros(0, np.int64),
-                    np.array(ncand[name], dtype=np.int64), np.concatenate(masks[name]) if masks[name] else np.zeros(0, dtype=bool),
-                )
+        widths = [len(policy.entity_features[name]) for name in self.names]
+        p = pack_observations(inputs, self.names, widths, self.ng, policy.action_space, policy.position_idx, policy.frame)
         return p, decode
 
 
@@ -580,11 +543,11 @@ def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[
     return (logits + rng.gumbel(size=logits.shape)).argmax(-1).tolist()
 
 
-def _runtime_of(policy: NumpyPolicy) -> _Runtime:
-    rt = _runtimes.get(policy)
-    if rt is None:
-        rt = _runtimes[policy] = _Runtime(policy)
-    return rt
+def _encoder_of(policy: NumpyPolicy) -> ObsEncoder:
+    enc = _encoders.get(policy)
+    if enc is None:
+        enc = _encoders[policy] = ObsEncoder(policy)
+    return enc
 
 
 class NeuralAgent:
@@ -611,13 +574,14 @@ class NeuralAgent:
         policy: the shared :class:`~gymloop.nn.numpy_policy.NumpyPolicy`.
         greedy: whether the agent samples or takes the argmax.
         info: the checkpoint's metadata (training step, library version, spaces, ...).
+        encoder: the policy's shared :class:`ObsEncoder` (observations to network inputs).
     """
 
     def __init__(self, policy: NumpyPolicy, seed: int | None = None, greedy: bool = False) -> None:
         self.policy = policy
         self.greedy = bool(greedy)
         self.rng = np.random.default_rng(seed)
-        self._rt = _runtime_of(policy)
+        self.encoder = _encoder_of(policy)
 
     @property
     def info(self) -> dict[str, Any]:
@@ -649,7 +613,7 @@ class NeuralAgent:
                 kind or label that the checkpoint needs.
             GameError: the game raised before its first decision while being run for the check.
         """
-        rt = self._rt
+        rt = self.encoder
         try:
             if game in rt.checked:
                 return
@@ -700,8 +664,7 @@ class NeuralAgent:
     # ------------------------------------------------------------------ the Agent protocol
     def act(self, obs: Obs, *action_types: Any) -> Any:
         """Choose for every actor of ``obs`` and every action type (see :class:`gymloop.Agent`)."""
-        rt = self._rt
-        parts, g, rows, requests, decode = rt.prepare_one(obs, action_types)
+        parts, g, rows, requests, decode = self.encoder.prepare_one(obs, action_types)
         logits = self.policy.logits_one(parts, g, rows, requests)
         rng = self.rng
         greedy = self.greedy
@@ -716,7 +679,7 @@ class NeuralAgent:
     def logits(self, obs: Obs, *action_types: Any) -> list[np.ndarray]:
         """The masked logits the agent chooses from: per action type ``(n_actors, n)``, in the
         checkpoint's label order (categorical) or ``obs.entities_of(among)`` order (select-entity)."""
-        parts, g, rows, requests, _ = self._rt.prepare_one(obs, action_types)
+        parts, g, rows, requests, _ = self.encoder.prepare_one(obs, action_types)
         return self.policy.logits_one(parts, g, rows, requests)
 
     # ------------------------------------------------------------------ several agents at once
@@ -740,7 +703,7 @@ class NeuralAgent:
         for r in reqs:
             if not isinstance(r[0], NeuralAgent) or r[0].policy is not self.policy:
                 raise ConfigError("act_batch needs (agent, gl.Obs, action_type, ...) requests of agents sharing one policy")
-        p, decode = self._rt.packed(reqs)
+        p, decode = self.encoder.packed(reqs)
         logits, _ = self.policy.logits(p)
         results = []
         for (agent, obs, *types), dec in zip(reqs, decode):

@@ -39,9 +39,12 @@ from .errors import InvalidObservationError, SchemaError
 from .schema import _cache as _schema_cache
 from .schema import schema_of
 
-__all__ = ["Obs"]
+__all__ = ["Obs", "ObsView"]
 
 _SEQ = (list, tuple)
+
+#: What :meth:`Obs.view` returns: ``(actors, chunks, globals, masks, metrics, single)``.
+ObsView = tuple[Sequence[Any], list[Sequence[Any]], Any, dict[Any, list[Any]] | None, dict[str, float] | None, bool]
 
 
 class Obs:
@@ -245,6 +248,65 @@ class Obs:
         return self
 
     # ------------------------------------------------------------------ reading
+    def view(self) -> ObsView:
+        """The observation as the library's builders read it: ``(actors, chunks, globals, masks,
+        metrics, single)``, the containers themselves (no copies, one call), to be read, never changed.
+
+        * ``actors``: the acting entities, in order (empty without actors);
+        * ``chunks``: the entity sequences as observed, in order, each non-empty (the actors are
+          not among them); one chunk may mix entity types (see :meth:`split_chunks_by_type`);
+        * ``globals``: the object given to :meth:`globals`, or ``None``;
+        * ``masks``: the masks as the game gave them, ``{action_type: [mask of actor 0, ...]}`` (a
+          global decision's list holds one mask), or ``None`` when none was given;
+        * ``metrics``: ``{name: value}`` reported with :meth:`metric`, or ``None``;
+        * ``single``: built with :meth:`actor` (``act`` returns values, not lists).
+
+        Example:
+            >>> import gymloop as gl
+            >>> from gymloop.games.snake import Food, Head
+            >>> actors, chunks, g, masks, metrics, single = gl.Obs().entities([Food(1, 1)]).actor(Head(0, 0)).view()
+            >>> actors, chunks, g, masks, metrics, single
+            ((Head(x=0, y=0),), [[Food(x=1, y=1)]], None, None, None, True)
+        """
+        return self._actors, self._chunks, self._globals, self._masks, self._metrics, self._single
+
+    def split_chunks_by_type(self) -> None:
+        """Split every entity chunk that mixes types into one chunk per type (first appearance
+        first), keeping the order of the objects within each type, as the batch builders need."""
+        new: list[Sequence[Any]] = []
+        for ch in self._chunks:
+            first = type(ch[0])
+            if all(type(o) is first for o in ch):
+                new.append(ch)
+                continue
+            groups: dict[type, list[Any]] = {}
+            for o in ch:
+                groups.setdefault(type(o), []).append(o)
+            new.extend(groups.values())
+        self._chunks = new
+
+    def entity_types(self) -> set[type]:
+        """The classes of the actors and entities observed."""
+        out = {type(x) for x in self._actors}
+        for ch in self._chunks:
+            out.update(map(type, ch))
+        return out
+
+    @property
+    def has_entities(self) -> bool:
+        """True when the observation holds an actor or an entity."""
+        return bool(self._chunks or self._actors)
+
+    @property
+    def has_masks(self) -> bool:
+        """True when a mask was given (to :meth:`actor`, :meth:`actors` or :meth:`mask`)."""
+        return self._masks is not None
+
+    @property
+    def n_actors(self) -> int:
+        """The number of actors."""
+        return len(self._actors)
+
     @property
     def actor_list(self) -> list[Any]:
         """The actors, in order."""

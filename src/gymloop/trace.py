@@ -63,7 +63,8 @@ from . import batch as _batch
 from .actions import action_spec
 from .agent import EpisodeResult, RunResult, check_action, pack_result, run
 from .batch import SLOT, Batch, stack
-from .errors import ConfigError, InvalidObservationError, TraceError
+from .errors import ConfigError, TraceError
+from .featurize import OneSlotFeaturizer
 from .obs import Obs
 from .spaces import ActionDesc, ObsSpace, Spaces, declared_types
 from .tracefile import TRACE_FORMAT_VERSION, TRACE_SUFFIX, Trace, load_trace, load_traces
@@ -137,61 +138,13 @@ def merge_spaces(spaces: Sequence[Spaces], names: Sequence[str] | None = None) -
     return Spaces(obs, {n: acts[n][0] for n in sorted(acts)})
 
 
-# ---------------------------------------------------------------------- featurizing one decision
-class _Featurizer:
-    """One observation → a one-slot :class:`Batch`, built by the executor's own batch builder.
-
-    The spaces are the game's declared types plus every type seen so far; they grow when an
-    observation brings a new type (earlier decisions are re-laid out when the trace is built).
-    """
-
-    def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None) -> None:
-        self.parts: list[tuple[Any, Any, Any]] = []
-        if declared:
-            e, g, a = declared
-            self.parts.append((list(e), [g] if g is not None else [], list(a)))
-        self.known: set[Any] = set()
-        self.space: Spaces | None = None
-        self.builder: Any = None
-
-    def one(self, obs: Obs, types: tuple) -> tuple[Batch, Spaces]:
-        from .runtime.builder import BatchBuilder
-        from .runtime.executor import merge_types
-
-        if type(obs) is not Obs:
-            raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
-        known = self.known
-        ents = {type(x) for x in obs._actors}
-        for ch in obs._chunks:
-            ents.update(map(type, ch))
-        glob = [type(obs._globals)] if obs._globals is not None else []
-        new = [c for c in ents if c not in known] + [g for g in glob if g not in known] + [t for t in types if t not in known]
-        if new or self.builder is None:
-            self.parts.append((ents, glob, list(types)))
-            sp = Spaces.build(*merge_types(self.parts))
-            if self.space is not None and sp.globals_schema is not None and not self.space.obs.globals:
-                g = sp.globals_schema.name
-                raise InvalidObservationError(
-                    f"this observation brings the globals {g!r}, but the earlier ones had none; give obs.globals(...) on "
-                    f"every observation from the first, or declare it with @gl.game(globals={g})"
-                )
-            self.space = sp
-            known.update(s.cls for s in sp.entity_schemas)
-            known.update(s.key for s in sp.action_specs)
-            if sp.globals_schema is not None:
-                known.add(sp.globals_schema.cls)
-            self.builder = BatchBuilder(sp, 1)  # one slot; no episode state: zero rewards, no ends
-        assert self.space is not None  # set with the builder
-        return self.builder.build([obs], [types]), self.space
-
-
 def _choice_indices(obs: Obs, types: tuple, res: Any) -> dict[str, list[int]]:
     """The game-independent encoding of an (already checked) answer: choice indices per action type."""
     per_type = [res] if len(types) == 1 else list(res)
     out = {}
     for t, vals in zip(types, per_type):
         spec = action_spec(t)
-        if obs._single or not spec.kind.actor_bound:
+        if obs.is_single_actor or not spec.kind.actor_bound:
             vals = [vals]
         if spec.kind.selects_entities:
             cands = obs.entities_of(spec.among)
@@ -230,7 +183,7 @@ class _Seat:
         rec = self.rec
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
-        b, space = rec._feat.one(obs, action_types)
+        b, space = rec._feat.batch(obs, action_types)
         res = self.inner.act(obs, *action_types)
         check_action(obs, action_types, res)
         rec._add(self.index, obs, action_types, res, b, space)
@@ -254,7 +207,7 @@ class _Seat:
         for r in requests:
             if len(r) < 3:
                 raise ConfigError("act_all needs (agent, gl.Obs, action_type, ...) requests")
-            feats.append(rec._feat.one(r[1], tuple(r[2:])))
+            feats.append(rec._feat.batch(r[1], tuple(r[2:])))
         inner = [(r[0].inner, r[1], *r[2:]) for r in requests]
         answers = inner[0][0]._act_all(inner)
         for r, (b, space), res in zip(requests, feats, answers):
@@ -312,7 +265,7 @@ class Recorder:
             raise ConfigError("Recorder needs at least one agent")
         self._seats = [_Seat(self, i, a) for i, a in enumerate(inners)]
         self._fn = fn
-        self._feat = _Featurizer(declared_types(fn))
+        self._feat = OneSlotFeaturizer(declared_types(fn))
         self._groups: dict[Any, object] = {}  # inner act_all group -> this recorder's token for it
         self._chunks: list[tuple[Batch, Spaces]] = []  # decisions so far, stacked in chunks of one space
         self._recent: list[Batch] = []  # the latest decisions, one batch each, all of _recent_space
@@ -346,7 +299,7 @@ class Recorder:
         names = tuple(action_spec(t).name for t in types)
         for name, idx in _choice_indices(obs, types, res).items():
             self._choices.setdefault(name, []).extend(idx)
-        key = (names, bool(obs._single))
+        key = (names, obs.is_single_actor)
         self._asked.append(self._asked_table.setdefault(key, len(self._asked_table)))
         if self._recent and space is not self._recent_space:
             self._compact()
@@ -429,7 +382,7 @@ class _Replayer:
 
     def __init__(self, trace: Trace, declared: Any) -> None:
         self.trace = trace
-        self.feat = _Featurizer(declared)
+        self.feat = OneSlotFeaturizer(declared)
         self.k = 0
         self.e = 0
         self.where = trace.path or f"trace of {trace.game!r} (seed {trace.seed})"
@@ -451,12 +404,12 @@ class _Replayer:
             raise self.fail(f"seat {seat} was asked to act, the trace recorded seat {int(tr.agent[k])}")
         names = tuple(action_spec(t).name for t in types)
         want = tr.asked_table[int(tr.asked[k])]
-        if (names, bool(obs._single)) != want:
+        if (names, obs.is_single_actor) != want:
             raise self.fail(
-                f"the game asked for {list(names)} ({'one actor' if obs._single else 'a list of actors'}), "
+                f"the game asked for {list(names)} ({'one actor' if obs.is_single_actor else 'a list of actors'}), "
                 f"the trace for {list(want[0])} ({'one actor' if want[1] else 'a list of actors'})"
             )
-        b, space = self.feat.one(obs, types)
+        b, space = self.feat.batch(obs, types)
         if float(obs.score) != float(tr.score[k]):
             raise self.fail(f"the score is {float(obs.score)!r}, the trace has {float(tr.score[k])!r}")
         try:

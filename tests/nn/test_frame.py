@@ -10,6 +10,7 @@ import pytest
 from gymloop.errors import ConfigError
 from gymloop.nn.config import FrameConfig, NetConfig
 from gymloop.nn.inputs import FrameIndex, pack_entities
+from gymloop.nn.migrate import current_document
 
 # entity-gym's Minefield: a vehicle with a heading, mines and a target with positions
 MINEFIELD = {"Vehicle": ("x_pos", "y_pos", "direction", "step"), "Mine": ("x_pos", "y_pos"), "Target": ("x_pos", "y_pos")}
@@ -45,7 +46,7 @@ def test_explicit_frame_naming_a_missing_feature_or_type_is_a_config_error():
 def test_checkpoints_written_before_the_frame_load_without_it_and_new_ones_round_trip():
     old = NetConfig().to_dict()
     del old["frame"]
-    assert NetConfig.from_dict(old).frame is None
+    assert NetConfig.from_dict(current_document({"format_version": 1, "net": old})["net"]).frame is None
     cfg = NetConfig(frame=FrameConfig("Vehicle", ["x_pos", "y_pos"], None))
     assert NetConfig.from_dict(cfg.to_dict()) == cfg
     assert NetConfig.from_dict(NetConfig().to_dict()).frame == "auto"

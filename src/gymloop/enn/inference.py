@@ -12,7 +12,7 @@ import numpy as np
 
 from ..actions import CATEGORICAL, SELECT_ENTITY
 from ..errors import InvalidObservationError
-from ..nn.inputs import Packed, add_choices, add_select, pack_entities
+from ..nn.inputs import ObsInputs, Packed, pack_observations
 from ..nn.numpy_policy import NumpyPolicy
 from .reader import _F32, GLOBAL_ENTITY, _show
 
@@ -106,10 +106,8 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
     """
     names = policy.entity_names
     ng = len(policy.global_features)
-    S = len(observations)
     acts = policy.action_space
-    rows: list[list[np.ndarray]] = []
-    globs = []
+    inputs: list[ObsInputs] = []
     for s, o in enumerate(observations):
         unknown = [k for k in o.entities if k not in policy.entity_features or k == GLOBAL_ENTITY]
         if unknown:
@@ -126,12 +124,11 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
         g = _obs_floats(o.global_features, f"observation {s}: global features").reshape(-1)
         if g.shape != (ng,):
             raise InvalidObservationError(f"observation {s}: {g.size} global features, the network has {ng} {list(policy.global_features)}")
-        globs.append(g)
-        per = []
-        for n in names:
+        parts: list[tuple[int, Any]] = []
+        for t, n in enumerate(names):
             nf = len(policy.entity_features[n])
             if n == GLOBAL_ENTITY:
-                per.append(np.zeros((1, 0), dtype=_F32))
+                parts.append((t, np.zeros((1, 0), dtype=_F32)))
                 continue
             x = o.entities.get(n)
             a = np.zeros((0, nf), dtype=_F32) if x is None else _obs_floats(x, f"observation {s}: features of entity type {n!r}")
@@ -139,55 +136,42 @@ def pack(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> Packed:
                 a = np.zeros((0, nf), dtype=_F32)
             if a.ndim != 2 or a.shape[1] != nf:
                 raise InvalidObservationError(f"observation {s}: entity type {n!r} needs (n, {nf}) features, got shape {a.shape}")
-            per.append(a)
-        rows.append(per)
-    T = len(names)
-    counts = np.array([[r[t].shape[0] for t in range(T)] for r in rows], dtype=np.int64).reshape(S, T)
-    totals = counts.sum(1)
-    per_type = {
-        n: np.concatenate([rows[s][t] for s in range(S)]) if S else np.zeros((0, len(policy.entity_features[n])), _F32)
-        for t, n in enumerate(names)
-    }
-    p = pack_entities(per_type, counts, np.stack(globs) if S else np.zeros((0, ng), _F32), names, policy.position_idx)
-    L = p.L
-    for name, ad in policy.action_space.items():
-        actors, masks, cand, ncand = [], [], [], []
+            parts.append((t, a))
+        inputs.append((parts, g, {}))
+    asked: list[dict[str, Any]] = [{} for _ in inputs]
+    for name, ad in acts.items():  # (action after action, as the errors name them)
         for s, o in enumerate(observations):
-            act = _obs_indices(o.actors.get(name), int(totals[s]), f"observation {s}: actor index for action {name!r}")
-            actors.append(act + s * L)
-            if not ad.kind.selects_entities:
-                m = o.masks.get(name)
-                k = len(ad.labels)
-                if m is None:
-                    m = np.ones((act.size, k), dtype=bool)
-                else:
-                    m = np.asarray(m, dtype=bool)
-                    if m.size != act.size * k:
-                        raise InvalidObservationError(
-                            f"observation {s}: the mask of action {name!r} has shape {m.shape}; expected ({act.size}, {k}): "
-                            "one row per actor, one column per choice"
-                        )
-                    m = m.reshape(act.size, k)
-                    if not m.any(axis=1).all():
-                        raise InvalidObservationError(
-                            f"observation {s}: the mask of action {name!r} allows no choice to actor "
-                            f"{int(act[~m.any(axis=1)][0])}; give it at least one, or leave it out of the actors"
-                        )
-                masks.append(m)
-            else:
-                ae = _obs_indices(o.actees.get(name), int(totals[s]), f"observation {s}: actee index for action {name!r}")
-                if act.size and ae.size == 0:
-                    raise InvalidObservationError(f"observation {s}: select-entity action {name!r} has actors but no actees")
-                cand.append(np.tile(ae + s * L, act.size))
-                ncand += [ae.size] * act.size
-                masks.append(np.ones(act.size * ae.size, dtype=bool))
-        act = np.concatenate(actors) if actors else np.zeros(0, np.int64)
-        if not ad.kind.selects_entities:
-            add_choices(p, name, act, np.concatenate(masks) if masks else np.zeros((0, len(ad.labels)), bool))
-        else:
-            add_select(p, name, act, np.concatenate(cand) if cand else np.zeros(0, np.int64), np.array(ncand, dtype=np.int64),
-                       np.concatenate(masks) if masks else np.zeros(0, bool))
-    return p
+            asked[s][name] = _request(o, s, name, ad, sum(x.shape[0] for _, x in inputs[s][0]))
+    inputs = [(parts, g, a) for (parts, g, _), a in zip(inputs, asked)]
+    widths = [len(policy.entity_features[n]) for n in names]
+    return pack_observations(inputs, names, widths, ng, acts, policy.position_idx)
+
+
+def _request(o: EnnObservation, s: int, name: str, ad: Any, total: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Observation ``s``'s actors, mask and actees of action ``name`` (``total`` entities), checked."""
+    act = _obs_indices(o.actors.get(name), total, f"observation {s}: actor index for action {name!r}")
+    if ad.kind.selects_entities:
+        ae = _obs_indices(o.actees.get(name), total, f"observation {s}: actee index for action {name!r}")
+        if act.size and ae.size == 0:
+            raise InvalidObservationError(f"observation {s}: select-entity action {name!r} has actors but no actees")
+        return act, None, ae
+    m = o.masks.get(name)
+    if m is None:
+        return act, None, None
+    k = len(ad.labels)
+    m = np.asarray(m, dtype=bool)
+    if m.size != act.size * k:
+        raise InvalidObservationError(
+            f"observation {s}: the mask of action {name!r} has shape {m.shape}; expected ({act.size}, {k}): "
+            "one row per actor, one column per choice"
+        )
+    m = m.reshape(act.size, k)
+    if not m.any(axis=1).all():
+        raise InvalidObservationError(
+            f"observation {s}: the mask of action {name!r} allows no choice to actor "
+            f"{int(act[~m.any(axis=1)][0])}; give it at least one, or leave it out of the actors"
+        )
+    return act, m, None
 
 
 def forward(policy: NumpyPolicy, observations: Sequence[EnnObservation]) -> list[EnnOutput]:

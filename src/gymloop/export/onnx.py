@@ -2,8 +2,9 @@
 
 The graph is built directly from the weights of the agent's
 :class:`~gymloop.nn.numpy_policy.NumpyPolicy` with ``onnx.helper`` (no torch), mirroring the numpy
-runtime's one-observation path op for op, so onnxruntime's outputs equal ``gl.load``'s up to float32
-rounding. One model call is one decision point: one observation, any number of actors.
+runtime's one-decision function :func:`gymloop.nn.single.logits_one` op for op (its inputs are what
+:meth:`gymloop.neural.ObsEncoder.prepare_one` gives it), so onnxruntime's outputs equal
+``gl.load``'s up to float32 rounding. One model call is one decision point: one observation, any number of actors.
 
 Inputs (``docs/onnx.md`` has the full contract; the model's metadata ``gymloop.io`` lists them):
 

@@ -197,10 +197,10 @@ class NetConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> NetConfig:
+        """The config of :meth:`to_dict`'s dict; a missing field takes its default (a checkpoint's
+        ``net`` comes through :func:`gymloop.nn.migrate.current_document` first, which fills what
+        older files lack)."""
         d = dict(d)
-        d.setdefault("readout", False)  # files written before the readout option used full blocks
-        d.setdefault("summary_mean", False)  # files written before it: attention-only summary
-        d.setdefault("frame", None)  # files written before it: positions as the game gave them
         r = d.get("relpos")
         if isinstance(r, dict):
             d["relpos"] = RelposConfig(**r)

@@ -1,8 +1,8 @@
 """From observations to padded network inputs (numpy, shared by torch and numpy).
 
 :func:`pack_entities` decides the layout (one place); :func:`pack` packs a
-:class:`~gymloop.batch.Batch` with it, and the neural agent and the enn import pack their own
-observations with it and :func:`add_choices` / :func:`add_select`.
+:class:`~gymloop.batch.Batch` with it, and :func:`pack_observations` the inputs of single
+observations (the neural agent's and enn-trainer inference's) with it.
 
 Entities of one slot become one sequence (types in observation-space order, then rows), padded
 to the longest slot. Everything is computed with a handful of vectorized numpy calls.
@@ -21,7 +21,20 @@ from ..batch import Batch
 if TYPE_CHECKING:
     from .config import FrameConfig
 
-__all__ = ["FrameIndex", "Packed", "pack", "pack_entities", "add_choices", "add_select"]
+__all__ = ["FrameIndex", "ObsInputs", "Packed", "pack", "pack_entities", "pack_observations", "add_choices", "add_select"]
+
+_F32 = np.float32
+
+#: One observation's network inputs, as :func:`pack_observations` takes them: ``(parts, globals,
+#: requests)``. ``parts``: per present entity type ``(type index, (n, n_features) float32 raw
+#: features)``, or ``(type index, n)`` for a type without features; ``globals``: ``(n_globals,)``
+#: float32 or ``None``; ``requests``: per asked action type ``name: (actor_rows, mask,
+#: candidate_rows)``, with ``actor_rows`` the actors' rows in the observation (``None``: one
+#: decision from the observation summary), ``mask`` ``(n_actors, n)`` bool or ``None`` (all legal)
+#: and ``candidate_rows`` the rows of a select-entity action's candidates (``None`` otherwise).
+ObsInputs = tuple[
+    list[tuple[int, Any]], "np.ndarray | None", Mapping[str, tuple["np.ndarray | None", "np.ndarray | None", "np.ndarray | None"]],
+]
 
 
 @dataclass(frozen=True)
@@ -183,6 +196,77 @@ def add_select(p: Packed, name: str, actors: np.ndarray, cand: np.ndarray, n_can
     p.n_cand[name] = n_cand
     p.cand_seg[name] = np.repeat(np.arange(n_cand.size), n_cand)
     p.cand[name] = cand
+
+
+def pack_observations(
+    observations: Sequence[ObsInputs],
+    entity_names: Sequence[str],
+    widths: Sequence[int],
+    n_globals: int,
+    actions: Mapping[str, Any],
+    position_idx: Mapping[str, list[int]] | None = None,
+    frame: FrameIndex | None = None,
+) -> Packed:
+    """Several observations' inputs (slot ``s`` = observation ``s``) laid out as :func:`pack` lays
+    out a batch of them: the gl.load agents' ``act_all`` and enn-trainer inference use it.
+
+    Args:
+        observations: one :data:`ObsInputs` per slot.
+        entity_names: entity types in network order; ``widths``: their feature counts.
+        n_globals: the number of global features.
+        actions: the network's action types (``kind``, ``n``), in network order.
+        position_idx, frame: as :func:`pack_entities` takes them.
+    """
+    S = len(observations)
+    T = len(entity_names)
+    counts = np.zeros((S, T), dtype=np.int64)
+    for s, (parts, _, _) in enumerate(observations):
+        for t, f in parts:
+            counts[s, t] = f if isinstance(f, int) else f.shape[0]
+    offs = (np.cumsum(counts, axis=0) - counts).tolist()  # first row of each slot within its type
+    rows = [np.zeros((int(counts[:, t].sum()), widths[t]), dtype=_F32) for t in range(T)]
+    globs = np.zeros((S, n_globals), dtype=_F32)
+    for s, (parts, g, _) in enumerate(observations):
+        for t, f in parts:
+            if not isinstance(f, int):
+                o = offs[s][t]
+                rows[t][o : o + f.shape[0]] = f
+        if n_globals:
+            globs[s] = g
+    p = pack_entities(dict(zip(entity_names, rows)), counts, globs, entity_names, position_idx, frame)
+    L = p.L
+    for name, a in actions.items():
+        actors: list[np.ndarray] = []
+        masks: list[np.ndarray] = []
+        cand: list[np.ndarray] = []
+        ncand: list[int] = []
+        for s, (_, _, requests) in enumerate(observations):
+            req = requests.get(name)
+            if req is None:
+                continue
+            act_rows, mask, cand_rows = req
+            if act_rows is None:  # answered from the observation summary: the slot, one row
+                actors.append(np.array([s], dtype=np.int64))
+                masks.append(np.ones((1, a.n), dtype=bool) if mask is None else mask)
+                continue
+            n_act = act_rows.shape[0]
+            actors.append(act_rows + s * L)
+            if cand_rows is None:
+                masks.append(np.ones((n_act, a.n), dtype=bool) if mask is None else mask)
+            else:
+                nc = cand_rows.shape[0]
+                masks.append(np.ones(n_act * nc, dtype=bool) if mask is None else mask.reshape(-1))
+                cand.append(np.tile(cand_rows + s * L, n_act))
+                ncand += [nc] * n_act
+        act = np.concatenate(actors).astype(np.int64) if actors else np.zeros(0, np.int64)
+        if not a.kind.selects_entities:
+            add_choices(p, name, act, np.concatenate(masks) if masks else np.zeros((0, a.n), dtype=bool))
+        else:
+            add_select(
+                p, name, act, np.concatenate(cand).astype(np.int64) if cand else np.zeros(0, np.int64),
+                np.array(ncand, dtype=np.int64), np.concatenate(masks) if masks else np.zeros(0, dtype=bool),
+            )
+    return p
 
 
 def pack(

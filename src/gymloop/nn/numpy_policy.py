@@ -10,11 +10,13 @@ Everything that does not depend on the input is prepared once, when the policy i
 transposed and fused, normalization statistics turned into float32 mean and standard deviation, the
 readout's value query projected. Nothing here imports torch, directly or indirectly.
 
+One observation's decision has its own, faster path beside this one: :mod:`gymloop.nn.single`.
+
 Example:
     >>> import numpy as np
-    >>> from gymloop.nn.numpy_policy import NumpyPolicy, erf
-    >>> float(erf(np.array([0.5]))[0])  # doctest: +ELLIPSIS
-    0.5204998778...
+    >>> from gymloop.nn.numpy_policy import segment_argmax
+    >>> segment_argmax(np.array([0.1, 0.9, 0.5, 0.2, 0.3]), np.array([2, 3])).tolist()
+    [1, 0]
 """
 
 from __future__ import annotations
@@ -26,127 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError, ConfigError, InvalidObservationError
+from ..errors import CheckpointError, ConfigError
 from ..spaces import ActionDesc
-from .config import NetConfig, RelposConfig
+from .config import RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import FrameIndex, Packed, pack
-from .shapes import _check_shapes, _parse, _relpos_of, _shapes, check_weights, expected_shapes
+from .numpy_ops import erf, fold, gelu, gelu2, lin, ln, norm, softmax_last
+from .shapes import NetSpec, check_weights, expected_shapes, resolve
+from .single import OBS_SUMMARY, OneObsTables, logits_one
 
-__all__ = ["NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
+__all__ = ["OBS_SUMMARY", "NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
 
 _F32 = np.float32
-#: marks a request of :meth:`NumpyPolicy.logits_one` answered from the observation summary
-OBS_SUMMARY = "summary"
-_LN_EPS = 1e-5
 _MASKED = np.float32(-1e9)  # the attention logit of padding, as in the torch policy
 _NEG_INF = np.float32(-np.inf)
 _F32_MAX = float(np.finfo(np.float32).max)
 _MAX_TABLE = 1 << 25  # numbers in the one-observation tables (entity types x (feature columns + 3 d_model))
-
-# erfc(z) = t * exp(-z^2 + P(t)), t = 1 / (1 + z / 2), fitted for z in [0, 6] (Chebyshev
-# interpolation of log(erfc(z) / t) + z^2, converted to a power series in t). The maximum absolute
-# error of erf over the real line is 1e-10; for |x| >= 6, erf(x) = sign(x) to double precision.
-_ERFC_P = (
-    -1.2655340125278434, 1.0004454578505158, 0.3714602017177271, 0.0944107171459283,
-    -0.06363377996750358, -0.49345147429160774, 1.461372534267395, -3.9586413393291604,
-    6.623879799461026, -6.456716573612718, 3.6955965048470425, -1.167909169491564,
-    0.15872113402604288,
-)
-_ERF_SMALL = 512  # below this many elements, math.erf element by element is faster than the fit
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, elementwise, in float64 (absolute error below 1e-10).
-
-    Small arrays use :func:`math.erf`; large ones a rational-exponential fit evaluated with a
-    handful of vectorized operations.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if x.size <= _ERF_SMALL:
-        f = math.erf
-        return np.array([f(v) for v in x.ravel().tolist()], dtype=np.float64).reshape(x.shape)
-    z = np.minimum(np.abs(x), 6.0)
-    t = 1.0 / (1.0 + 0.5 * z)
-    p = np.full_like(t, _ERFC_P[-1])
-    for c in _ERFC_P[-2::-1]:
-        p *= t
-        p += c
-    p -= z * z
-    np.exp(p, out=p)
-    p *= t
-    return np.copysign(1.0 - p, x)
-
-
-def _gelu2(x: np.ndarray) -> np.ndarray:
-    """``2 * gelu(x)`` = ``x * (1 + erf(x / sqrt(2)))`` of a float32 array (a new array)."""
-    if x.size <= _ERF_SMALL:
-        e = np.array(list(map(math.erf, (x * _F32(0.7071067811865476)).ravel().tolist())), dtype=_F32).reshape(x.shape)
-    else:
-        e = erf(x.astype(np.float64) * 0.7071067811865476).astype(_F32)
-    e += _F32(1.0)
-    e *= x
-    return e
-
-
-def gelu(x: np.ndarray) -> np.ndarray:
-    """Exact (erf-based) GELU of a float32 array, as ``torch.nn.GELU()``."""
-    e = _gelu2(x)
-    e *= _F32(0.5)
-    return e
-
-
-_MEAN: dict[int, np.ndarray] = {}
-
-
-def _norm(x: np.ndarray) -> np.ndarray:
-    """LayerNorm without its affine part, over the last axis (biased variance, eps 1e-5), float32."""
-    d = x.shape[-1]
-    j = _MEAN.get(d)
-    if j is None:
-        j = _MEAN[d] = np.full((d, 1), 1.0 / d, dtype=_F32)
-    x2 = x.reshape(-1, d)
-    xc = x2 - x2 @ j
-    var = (xc * xc) @ j
-    var += _F32(_LN_EPS)
-    xc /= np.sqrt(var)
-    return xc.reshape(x.shape)
-
-
-def _lin(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    """``x @ w (+ b)`` over the last axis as ONE 2-D product (numpy's stacked matmul is far slower)."""
-    y = x.reshape(-1, x.shape[-1]) @ w
-    if b is not None:
-        y += b
-    return y.reshape(x.shape[:-1] + w.shape[1:])
-
-
-def _ln(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """LayerNorm over the last axis with weight ``w`` and bias ``b``."""
-    y = _norm(x)
-    y *= w
-    y += b
-    return y
-
-
-def _fold(w: np.ndarray, b: np.ndarray, ln_w: np.ndarray, ln_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``LN(x) @ w + b`` as ``norm(x) @ w' + b'``: the LayerNorm's affine part folded into ``w``, ``b``."""
-    w64 = w.astype(np.float64)
-    wf = ln_w.astype(np.float64)[:, None] * w64
-    bf = ln_b.astype(np.float64) @ w64 + b.astype(np.float64)
-    return np.ascontiguousarray(wf, dtype=_F32), bf.astype(_F32)
-
-
-_max_reduce = np.maximum.reduce
-_sum_reduce = np.add.reduce
-
-
-def _softmax_last(a: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, in place (``a`` must be a temporary)."""
-    a -= _max_reduce(a, axis=-1, keepdims=True)
-    np.exp(a, out=a)
-    a /= _sum_reduce(a, axis=-1, keepdims=True)
-    return a
 
 
 @dataclass
@@ -196,7 +93,7 @@ class _Relpos:
         e = self.extent
         r = np.maximum(rel, -e)
         np.minimum(r, e, out=r)
-        d = r @ self.strides if r.ndim == 2 else _lin(r, self.strides)
+        d = r @ self.strides if r.ndim == 2 else lin(r, self.strides)
         d += self.offset
         return np.rint(d).astype(np.intp)
 
@@ -233,9 +130,9 @@ class _Block:
             self.gated = True
             ws.append(relpos.wg)
             bs.append(relpos.bg)
-        self.w_in, self.b_in = _fold(np.concatenate(ws, axis=1), np.concatenate(bs), ln1w, ln1b)
+        self.w_in, self.b_in = fold(np.concatenate(ws, axis=1), np.concatenate(bs), ln1w, ln1b)
         self.wp, self.bp = np.ascontiguousarray(f("proj.weight").T), f("proj.bias")
-        self.w1, self.b1 = _fold(f("mlp.0.weight").T, f("mlp.0.bias"), f("ln2.weight"), f("ln2.bias"))
+        self.w1, self.b1 = fold(f("mlp.0.weight").T, f("mlp.0.bias"), f("ln2.weight"), f("ln2.bias"))
         # gelu(h) @ w2 == (h * (1 + erf(h / sqrt 2))) @ (w2 / 2): the exact halving is folded
         self.w2, self.b2 = np.ascontiguousarray(f("mlp.2.weight").T * _F32(0.5)), f("mlp.2.bias")
         self.vq = self.vq_q = None
@@ -244,61 +141,15 @@ class _Block:
             d = vq.shape[1]
             self.vq = vq
             # the value query's projected query never depends on the input: (H, dh), pre-scaled
-            q0 = _ln(vq, ln1w, ln1b) @ wq + bq
+            q0 = ln(vq, ln1w, ln1b) @ wq + bq
             self.vq_q = (q0.reshape(n_head, d // n_head) * _F32(1.0 / math.sqrt(d // n_head))).astype(_F32)
 
     def finish(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The block after attention: ``x + proj(y)``, then ``+ mlp(ln2(.))``."""
-        x = x + _lin(y, self.wp, self.bp)
-        out = _lin(_gelu2(_lin(_norm(x), self.w1, self.b1)), self.w2, self.b2)
+        x = x + lin(y, self.wp, self.bp)
+        out = lin(gelu2(lin(norm(x), self.w1, self.b1)), self.w2, self.b2)
         out += x
         return out
-
-
-class _OneObs:
-    """Precomputed tables of the one-observation embedding path (every entity type has features).
-
-    The rows of all types go through one product: type ``t``'s raw features sit in its own column
-    block of a ``(L, F)`` matrix (zeros elsewhere); the normalization clip is applied in raw units
-    (``clip(x, mean - c*sd, mean + c*sd) - mean``) and the division by ``sd`` is folded into the
-    stacked weights. ``table`` holds per type ``[block mask | bias | ln weight | ln bias]``.
-    """
-
-    __slots__ = ("F", "offs", "nfs", "lo", "hi", "mean", "w", "table", "psel", "d")
-
-    def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
-        widths = [nf + ng for nf in nfs]
-        self.F = F = sum(widths)
-        self.offs = list(np.cumsum(widths) - widths)
-        self.nfs = nfs
-        self.d = d
-        T = len(embeds)
-        lo, hi, mean, ws = [], [], [], []
-        table = np.zeros((T, F + 3 * d), dtype=_F32)
-        for t, e in enumerate(embeds):
-            _, m, sd, clip, w, b, lw, lb = e
-            m64, sd64 = m.astype(np.float64), sd.astype(np.float64)
-            lo.append(m64 - float(clip) * sd64)
-            hi.append(m64 + float(clip) * sd64)
-            mean.append(m)
-            ws.append(w.astype(np.float64) / sd64[:, None])
-            o = self.offs[t]
-            table[t, o : o + widths[t]] = 1.0
-            table[t, F : F + d] = b
-            table[t, F + d : F + 2 * d] = lw
-            table[t, F + 2 * d :] = lb
-        self.lo = np.concatenate(lo).astype(_F32)
-        self.hi = np.concatenate(hi).astype(_F32)
-        self.mean = np.concatenate(mean).astype(_F32)
-        self.w = np.ascontiguousarray(np.concatenate(ws), dtype=_F32)
-        self.table = table
-        self.psel = None
-        if position_idx is not None:
-            P = len(position_idx[0])
-            self.psel = np.zeros((F, P), dtype=_F32)
-            for t, cols in enumerate(position_idx):
-                for j, c in enumerate(cols):
-                    self.psel[self.offs[t] + c, j] = 1.0
 
 
 class NumpyPolicy:
@@ -309,6 +160,8 @@ class NumpyPolicy:
             they are copied to contiguous float32 once).
         info: the checkpoint's metadata (``obs_space``, ``action_space``, ``net``).
         path: where they came from, for error messages.
+        net: the metadata already resolved against these tensors' shapes (``read_agent`` does it:
+            :attr:`~gymloop.checkpoint.AgentFile.net`); ``None`` resolves ``info`` here.
 
     Raises:
         CheckpointError: the metadata is malformed, or a tensor is missing, unexpected, has a
@@ -318,31 +171,31 @@ class NumpyPolicy:
         entity_names: entity types in network order; ``entity_features``: their feature names;
         global_features: the global feature names; ``action_space``: per action type ``kind``,
         ``labels`` and ``among``; ``cfg``: the :class:`NetConfig`; ``position_idx``: per entity type
-        the columns of the relative-position features (``None`` without relpos).
+        the columns of the relative-position features (``None`` without relpos); ``one_tables``: the
+        :class:`~gymloop.nn.single.OneObsTables` of the one-decision path (``None`` when an entity
+        type has no features).
 
     Example:
         >>> import os, tempfile
-        >>> import gymloop as gl
+        >>> from gymloop import VecEnv, neural
         >>> from gymloop.games.snake import snake
-        >>> from gymloop.neural import random_checkpoint
         >>> path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
-        >>> random_checkpoint(path, snake)  # (writing one needs torch; reading it does not)
+        >>> neural.random_checkpoint(path, snake)  # (writing one needs torch; reading it does not)
         >>> policy = NumpyPolicy.from_file(path)
         >>> policy.entity_names, list(policy.action_space)
         (['Body', 'Food', 'Head'], ['Move'])
-        >>> with gl.VecEnv(snake, num_envs=3) as env:
+        >>> with VecEnv(snake, num_envs=3) as env:
         ...     p = policy.pack(env.reset())
         >>> out = policy.forward(p)
         >>> out.logp["Move"].shape, out.value.shape
         ((3, 4), (3,))
     """
 
-    def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>") -> None:
-        have = {k: tuple(np.shape(t)) for k, t in tensors.items()}
-        ents, glob, acts, cfg = _parse(info, path, have)
-        rp = _relpos_of(cfg, ents, path)
-        shapes = _shapes(ents, glob, acts, cfg, rp)
-        _check_shapes(have, shapes, path)
+    def __init__(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str = "<tensors>",
+                 net: NetSpec | None = None) -> None:
+        if net is None:
+            net = resolve(info, path, {k: tuple(np.shape(t)) for k, t in tensors.items()})
+        ents, glob, cfg, shapes = net.entities, net.globals, net.cfg, net.shapes
         width = sum(len(f) + len(glob) for f in ents.values())
         if len(ents) * (width + 3 * cfg.d_model) > _MAX_TABLE:
             raise CheckpointError(
@@ -367,14 +220,14 @@ class NumpyPolicy:
                     )
         try:
             with np.errstate(over="raise", invalid="raise"):
-                self._build(tensors, info, path, ents, glob, acts, cfg, rp)
+                self._build(tensors, net, path)
         except FloatingPointError as e:
             raise CheckpointError(f"{path}: the weights overflow float32 when prepared ({e}); the checkpoint is corrupt") from None
 
-    def _build(self, tensors: Mapping[str, np.ndarray], info: Mapping[str, Any], path: str, ents: dict, glob: tuple, acts: dict,
-               cfg: NetConfig, rp: RelposConfig | None) -> None:
+    def _build(self, tensors: Mapping[str, np.ndarray], net: NetSpec, path: str) -> None:
+        ents, glob, acts, cfg, rp = net.entities, net.globals, net.actions, net.cfg, net.relpos
         self.path = path
-        self.info = dict(info)
+        self.info = dict(net.info)
         self.cfg = cfg
         self.entity_names: list[str] = list(ents)
         self.entity_features = ents
@@ -384,10 +237,7 @@ class NumpyPolicy:
         self.summary_actions = frozenset(n for n, a in acts.items() if head_of(a) == SUMMARY)
         self.relpos_cfg = rp
         self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
-        try:
-            self.frame = FrameIndex.of(cfg.resolve_frame(ents), ents)
-        except ConfigError as e:
-            raise CheckpointError(f"{path}: {e}") from None
+        self.frame = FrameIndex.of(net.frame, ents)
 
         def g(k: str) -> np.ndarray:
             return np.ascontiguousarray(tensors[k], dtype=_F32)
@@ -436,10 +286,10 @@ class NumpyPolicy:
         self.qk_scale = _F32(1.0 / math.sqrt(cfg.d_qk))
         self.value_w = np.ascontiguousarray(g("value_head.weight").T)
         self.value_b = g("value_head.bias")
-        self._one = None
+        self.one_tables = None
         if self.embeds and all(e[0] == "embed" for e in self.embeds):
             pidx = None if self.position_idx is None else [self.position_idx[n] for n in self.entity_names]
-            self._one = _OneObs(self.embeds, [len(ents[n]) for n in self.entity_names], ng, d, pidx)
+            self.one_tables = OneObsTables(self.embeds, [len(ents[n]) for n in self.entity_names], ng, d, pidx)
 
     @classmethod
     def from_file(cls, path: Any) -> NumpyPolicy:
@@ -447,7 +297,7 @@ class NumpyPolicy:
         from ..checkpoint import read_agent
 
         af = read_agent(path)
-        return cls(af.tensors, af.info, af.path)
+        return cls(af.tensors, af.info, af.path, af.net)
 
     def __repr__(self) -> str:
         return f"NumpyPolicy({self.path!r}, entities={self.entity_names}, actions={list(self.action_space)})"
@@ -472,14 +322,14 @@ class NumpyPolicy:
         z = z @ w
         z += b
         np.maximum(z, _F32(0.0), out=z)
-        return _ln(z, lw, lb)
+        return ln(z, lw, lb)
 
     def _block(self, blk: _Block, x: np.ndarray, pad: np.ndarray | None, idx: np.ndarray | None) -> np.ndarray:
         """A full block over ``x`` ``(S, L, d)``; ``pad`` ``(S, L)`` True at padding or ``None``;
         ``idx`` ``(S, L, L)`` relative-position indices or ``None``."""
         S, L, C = x.shape
         H, dh = self.H, self.dh
-        a = _lin(_norm(x), blk.w_in, blk.b_in)
+        a = lin(norm(x), blk.w_in, blk.b_in)
         q = a[..., :C].reshape(S, L, H, dh)
         k = a[..., C : 2 * C].reshape(S, L, H, dh)
         v = a[..., 2 * C : 3 * C].reshape(S, L, H, dh)
@@ -491,7 +341,7 @@ class NumpyPolicy:
         att *= self.scale
         if pad is not None:
             att = np.where(pad[:, None, None, :], _MASKED, att)
-        att = _softmax_last(att)
+        att = softmax_last(att)
         y = att @ v.transpose(0, 2, 1, 3)  # (S, H, L, dh)
         if idx is not None and rp is not None:
             vals = rp.values[idx]  # (S, Lq, Lk, dh)
@@ -525,7 +375,7 @@ class NumpyPolicy:
         att *= self.scale
         if pad is not None:
             att = np.where(pad[0][None, None, :] if slot is None else pad[slot][:, None, :], _MASKED, att)
-        att = _softmax_last(att)
+        att = softmax_last(att)
         y = (att[:, :, None, :] @ ak[..., 2 * C : 3 * C].reshape(-1, L, H, dh).transpose(0, 2, 1, 3)).reshape(n, H, dh)
         if vals is not None:
             y += att @ vals
@@ -540,7 +390,7 @@ class NumpyPolicy:
         att = (a[..., C : 2 * C].reshape(S, L, H, dh) * blk.vq_q).sum(-1).transpose(0, 2, 1)  # (S, H, L)
         if pad is not None:
             att = np.where(pad[:, None, :], _MASKED, att)
-        att = _softmax_last(np.ascontiguousarray(att))
+        att = softmax_last(np.ascontiguousarray(att))
         v = a[..., 2 * C : 3 * C].reshape(S, L, H, dh).transpose(0, 2, 1, 3)  # (S, H, L, dh)
         y0 = (att[:, :, None, :] @ v).reshape(S, C)
         if self.cfg.summary_mean:  # plus the mean of the values over each slot's entities
@@ -595,7 +445,7 @@ class NumpyPolicy:
         summary = None
         if self.readout is not None:
             blk = self.readout
-            a = _lin(_norm(x), blk.w_in, blk.b_in)
+            a = lin(norm(x), blk.w_in, blk.b_in)
             names = [n for n in self.action_space if n not in summary_names]
             rows = [p.actors[n] for n in names]
             allrows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
@@ -684,137 +534,6 @@ class NumpyPolicy:
         return acts, out
 
     # ------------------------------------------------------------------ one observation
-    def _embed_one(self, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Embeddings ``(L, d)`` and positions ``(L, P)`` (or ``None``) of one observation's rows."""
-        one = self._one
-        ng = len(self.global_features)
-        raw_positions = None
-        if self.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
-            if one is not None and one.psel is not None and self.position_idx is not None:
-                raw_positions = np.concatenate([x[:, self.position_idx[self.entity_names[t]]] for t, x in parts])
-            parts = self._in_frame(parts)
-        if one is None:  # a featureless type: embed type by type (no relpos then)
-            for t, x in parts:
-                if not isinstance(x, int) and not np.isfinite(x).all():
-                    self._bad_features([(t, x)])
-            embs = [self.embed(t, x) for t, x in parts]
-            return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
-        counts = [x.shape[0] for _, x in parts]
-        L = sum(counts)
-        Z = np.zeros((L, one.F), dtype=_F32)
-        s = 0
-        offs, nfs = one.offs, one.nfs
-        for (t, x), n in zip(parts, counts):
-            o = offs[t]
-            e = s + n
-            Z[s:e, o : o + nfs[t]] = x
-            if ng:
-                Z[s:e, o + nfs[t] : o + nfs[t] + ng] = g
-            s = e
-        if not np.isfinite(Z).all():
-            self._bad_features(parts)
-        positions = raw_positions if raw_positions is not None or one.psel is None else Z @ one.psel
-        F, d = one.F, one.d
-        tab = one.table if len(parts) == len(self.embeds) else one.table.take([t for t, _ in parts], axis=0)
-        tab = tab.repeat(counts, axis=0)
-        np.maximum(Z, one.lo, out=Z)
-        np.minimum(Z, one.hi, out=Z)
-        Z -= one.mean
-        Z *= tab[:, :F]
-        z = Z @ one.w
-        z += tab[:, F : F + d]
-        np.maximum(z, _F32(0.0), out=z)
-        z = _norm(z)
-        z *= tab[:, F + d : F + 2 * d]
-        z += tab[:, F + 2 * d :]
-        return z, positions
-
-    def _in_frame(self, parts: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
-        """One observation's rows with the other entities' positions in the reference's frame
-        (what :func:`~gymloop.nn.inputs.pack_entities` does to a batch, in the same float32 steps)."""
-        fr = self.frame
-        assert fr is not None  # called only with a frame
-        t_ref = self.entity_names.index(fr.reference)
-        ref = next((x for t, x in parts if t == t_ref and not isinstance(x, int) and x.shape[0]), None)
-        if ref is None:
-            return parts
-        ox, oy = ref[0, fr.ref_cols[0]], ref[0, fr.ref_cols[1]]
-        cs, sn = _F32(1.0), _F32(0.0)
-        if fr.heading_col is not None:
-            a = float(ref[0, fr.heading_col])
-            cs, sn = _F32(math.cos(a)), _F32(math.sin(a))
-        return [(t, x if isinstance(x, int) else fr.place(self.entity_names[t], x, ox, oy, cs, sn)) for t, x in parts]
-
-    def _bad_features(self, parts: list[tuple[int, Any]]) -> None:
-        for t, x in parts:
-            if isinstance(x, np.ndarray) and not np.isfinite(x).all():
-                r, c = (int(i) for i in np.argwhere(~np.isfinite(x))[0])
-                name = self.entity_names[t]
-                raise InvalidObservationError(
-                    f"entity type {name!r}, feature {self.entity_features[name][c]!r} is {x[r, c]}; features must be finite numbers"
-                )
-        raise InvalidObservationError("global features must be finite numbers")
-
-    def _readout_one(self, x: np.ndarray, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
-        """The readout block at ``rows`` of one observation's embeddings ``x`` ``(L, d)`` (no padding)."""
-        blk = self.readout
-        assert blk is not None  # called only with a readout block
-        L, C = x.shape
-        H, dh = self.H, self.dh
-        n = rows.shape[0]
-        a = _norm(x) @ blk.w_in
-        a += blk.b_in  # (L, 3d [+ dh])
-        if n == 1:
-            return self._readout_one_actor(x, a, int(rows[0]), positions)
-        q = a.take(rows, axis=0)[:, :C].reshape(n, H, 1, dh)
-        att = (q @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(n, H, L)
-        rp = self.relpos
-        vals = None
-        if rp is not None and positions is not None:
-            ridx = rp.index(positions.take(rows, axis=0)[:, None, :] - positions)  # (n, L): query minus key
-            kv = rp.kv.take(ridx, axis=0)  # (n, L, 2 dh): keys and values
-            att += q.reshape(n, H, dh) @ kv[..., :dh].transpose(0, 2, 1)
-            vals = kv[..., dh:]
-            if blk.gated:
-                vals *= rp.activate(a[:, 3 * C :])
-        att *= self.scale
-        att = _softmax_last(att)
-        y = (att[:, :, None, :] @ a[:, 2 * C : 3 * C].reshape(L, H, dh).transpose(1, 0, 2)).reshape(n, H, dh)
-        if vals is not None:
-            y += att @ vals
-        return blk.finish(x.take(rows, axis=0), y.reshape(n, C))
-
-    def _readout_one_actor(self, x: np.ndarray, a: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
-        """:meth:`_readout_one` for a single actor at row ``r`` (two-dimensional arrays throughout)."""
-        blk = self.readout
-        assert blk is not None  # called only with a readout block
-        L, C = x.shape
-        H, dh = self.H, self.dh
-        q = a[r, :C]
-        att = (q.reshape(H, 1, dh) @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(H, L)
-        rp = self.relpos
-        vals = None
-        if rp is not None and positions is not None:
-            kv = rp.kv.take(rp.index(positions[r] - positions), axis=0)  # (L, 2 dh): query minus key
-            att += q.reshape(H, dh) @ kv[:, :dh].T
-            vals = kv[:, dh:]
-            if blk.gated:
-                vals = vals * rp.activate(a[:, 3 * C :])
-        att *= self.scale
-        att = _softmax_last(att)
-        y = (att.reshape(H, 1, L) @ a[:, 2 * C : 3 * C].reshape(L, H, dh).transpose(1, 0, 2)).reshape(H, dh)
-        if vals is not None:
-            y += att @ vals
-        return blk.finish(x[r : r + 1], y.reshape(1, C))
-
-    def _summary_one(self, x: np.ndarray) -> np.ndarray:
-        """The observation summary ``(1, d)`` of one observation's embeddings ``x`` ``(L, d)`` (the value head's input)."""
-        if self.readout is None:
-            return x.mean(0, keepdims=True) if x.shape[0] else np.zeros((1, self.d), dtype=_F32)
-        blk = self.readout
-        a = _lin(_norm(x[None]), blk.w_in, blk.b_in)
-        return self._readout_value(a, None)
-
     def logits_one(
         self,
         parts: list[tuple[int, Any]],
@@ -822,60 +541,8 @@ class NumpyPolicy:
         actor_rows: np.ndarray,
         requests: list[tuple[str, Any, Any]],
     ) -> list[np.ndarray]:
-        """Masked logits for the actors of ONE observation (no padding, no value).
-
-        Args:
-            parts: the observation's rows, entity type by entity type in network order:
-                ``(type index, raw features (n, n_features) float32)`` (for a featureless type the
-                row count ``n`` instead), only for types present.
-            g: ``(n_globals,)`` float32 global features, or ``None`` when the network has none.
-            actor_rows: ``(n_actors,)`` row of each actor in the sequence.
-            requests: per asked action type ``(name, mask, candidate_rows)``: ``mask`` ``(n_actors,
-                n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity),
-                ``None`` (categorical) or :data:`OBS_SUMMARY` (a global decision: one row, from the
-                observation summary).
-
-        Returns:
-            Per request, ``(n_actors, n_choices)`` logits (``(n_actors, n_candidates)`` for
-            select-entity), masked choices ``-inf``.
-
-        Raises:
-            InvalidObservationError: a feature is not a finite number.
-        """
-        x, positions = self._embed_one(parts, g)
-        if self.blocks:
-            L = x.shape[0]
-            x = x.reshape(1, L, self.d)
-            idx = None
-            if self.relpos is not None and positions is not None:
-                idx = self.relpos.index(positions[:, None, :] - positions[None, :, :])[None]
-            for blk in self.blocks:
-                x = self._block(blk, x, None, idx)
-            x = x.reshape(L, self.d)
-        if self.readout is None:
-            emb = x.take(actor_rows, axis=0)
-        elif actor_rows.size:
-            emb = self._readout_one(x, actor_rows, positions)
-        else:
-            emb = np.zeros((0, self.d), dtype=_F32)
-        out = []
-        summary = None
-        for name, mask, cand in requests:
-            if cand is OBS_SUMMARY:
-                if summary is None:
-                    summary = self._summary_one(x)
-                out.append(self._categorical_logits(name, summary, mask))
-            elif cand is None:
-                out.append(self._categorical_logits(name, emb, mask))
-            else:
-                wq, bq, wk, bk = self.qk[name]
-                q = emb @ wq + bq
-                k = x.take(cand, axis=0) @ wk + bk
-                lg = (q @ k.T) * self.qk_scale
-                if mask is not None:
-                    lg = np.where(mask, lg, _NEG_INF)
-                out.append(lg)
-        return out
+        """Masked logits for the actors of ONE observation: :func:`gymloop.nn.single.logits_one`."""
+        return logits_one(self, parts, g, actor_rows, requests)
 
 
 def segment_argmax(score: np.ndarray, nc: np.ndarray) -> np.ndarray:

@@ -1,24 +1,29 @@
 """Network sizes and tensor shapes of an agent checkpoint, from its metadata alone (no torch).
 
 :func:`check_net_sizes` bounds the sizes in a checkpoint's ``net`` metadata (sane limits, and
-agreement with the tensors present) before anything is built from them; :func:`check_weights`
-checks that a checkpoint holds exactly the tensors its metadata implies, with those shapes. Both
-read shapes only, never tensor data; :func:`gymloop.checkpoint.read_agent` and
-:class:`~gymloop.nn.numpy_policy.NumpyPolicy` call them.
+agreement with the tensors present) before anything is built from them; :func:`resolve` reads a
+whole agent document once (its current form, spaces, configuration and the tensor shapes it
+implies) and checks that a checkpoint holds exactly those tensors. Both read shapes only, never
+tensor data: :func:`gymloop.checkpoint.read_agent` resolves a file's document once and hands the
+:class:`NetSpec` to :class:`~gymloop.nn.numpy_policy.NumpyPolicy`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CheckpointError, ConfigError
 from ..spaces import ActionDesc, Spaces
-from .config import MAX_HEADS, MAX_LAYERS, MAX_MLP_RATIO, MAX_WIDTH, NetConfig, RelposConfig
+from .config import MAX_HEADS, MAX_LAYERS, MAX_MLP_RATIO, MAX_WIDTH, FrameConfig, NetConfig, RelposConfig
 from .heads import POINTER, head_of
+from .migrate import current_document
 
-__all__ = ["check_net_sizes", "check_weights", "expected_shapes"]
+__all__ = ["NetSpec", "check_net_sizes", "check_weights", "expected_shapes", "resolve"]
+
+_DEFAULT = NetConfig()
 
 
 def _short(x: Any, n: int = 120) -> str:
@@ -63,18 +68,18 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
         v = net.get(k)
         if k in net and (type(v) is not int or not lo <= v <= hi):
             raise bad(k, v, f"an integer in [{lo}, {hi}]")
-    clip = net.get("norm_clip", 5.0)
+    clip = net.get("norm_clip", _DEFAULT.norm_clip)
     if isinstance(clip, bool) or not isinstance(clip, (int, float)) or not (math.isfinite(clip) and clip > 0):
         raise bad("norm_clip", clip, "a finite number > 0")
-    readout = net.get("readout", False)  # (files written before the readout option used full blocks)
+    readout = net.get("readout", _DEFAULT.readout)
     if not isinstance(readout, bool):
         raise bad("readout", readout, "true or false")
-    if not isinstance(net.get("summary_mean", False), bool):
+    if not isinstance(net.get("summary_mean", _DEFAULT.summary_mean), bool):
         raise bad("summary_mean", net.get("summary_mean"), "true or false")
-    rp = net.get("relpos", "auto")
+    rp = net.get("relpos", _DEFAULT.relpos)
     npos = None
     if isinstance(rp, Mapping):
-        ext = rp.get("extent", [10, 10])
+        ext = rp.get("extent", RelposConfig().extent)
         if (not isinstance(ext, list) or not 1 <= len(ext) <= _MAX_RELPOS_DIMS
                 or not all(type(e) is int and 1 <= e <= _MAX_RELPOS_EXTENT for e in ext)):
             raise bad("relpos.extent", ext, f"1 to {_MAX_RELPOS_DIMS} integers in [1, {_MAX_RELPOS_EXTENT}]")
@@ -85,8 +90,8 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
         raise bad("relpos", rp, '"auto", null or an object with position_features, extent and value_gate')
     if shapes is None:
         return
-    d = net.get("d_model", 32)
-    n_layer = net.get("n_layer", 1)
+    d = net.get("d_model", _DEFAULT.d_model)
+    n_layer = net.get("n_layer", _DEFAULT.n_layer)
     n_full = n_layer - 1 if readout else n_layer
     blocks = {k.split(".", 2)[1] for k in shapes if k.startswith("blocks.")}
     if n_full >= 0 and n_full != len(blocks):
@@ -105,12 +110,12 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
 
     if "value_head.weight" in shapes:
         agree("d_model", d, "value_head.weight", (1, d), shapes["value_head.weight"])
-    ratio = net.get("mlp_ratio", 2)
+    ratio = net.get("mlp_ratio", _DEFAULT.mlp_ratio)
     for k in ("blocks.0.mlp.0.weight", "readout.mlp.0.weight"):
         if k in shapes:
             agree("mlp_ratio", ratio, k, (ratio * d, d), shapes[k])
             break
-    d_qk = net.get("d_qk", 16)
+    d_qk = net.get("d_qk", _DEFAULT.d_qk)
     for k, s in shapes.items():
         if k.startswith("qproj.") and k.endswith(".weight"):
             agree("d_qk", d_qk, k, (d_qk, d), s)
@@ -119,38 +124,87 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
         got = shapes["relpos.keys.weight"]
         if not got or got[0] != npos:
             raise CheckpointError(
-                f"{where}: net.relpos.extent={rp.get('extent', [10, 10])} in the metadata implies {npos} relative positions, "
+                f"{where}: net.relpos.extent={rp.get('extent', RelposConfig().extent)} in the metadata implies {npos} relative positions, "
                 f"tensor 'relpos.keys.weight' has shape {tuple(got)}; the checkpoint is corrupt or forged"
             )
 
 
-def _parse(
-    info: Mapping[str, Any], where: str, shapes: Mapping[str, tuple[int, ...]] | None = None,
-) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[str, ActionDesc], NetConfig]:
+@dataclass(frozen=True)
+class NetSpec:
+    """An agent document resolved once: the current document, its spaces, network configuration
+    (``"auto"`` resolved) and the tensor shapes it implies (see :func:`resolve`).
+
+    Attributes:
+        info: the document as the current format version has it (:func:`~gymloop.nn.migrate.current_document`).
+        spaces: the validated observation and action spaces.
+        cfg: the network configuration, checked.
+        relpos: the relative-position settings (``None``: none).
+        frame: the egocentric frame (``None``: none).
+        shapes: every tensor name with the shape the document implies (``Policy.state_dict()``'s).
+    """
+
+    info: dict[str, Any]
+    spaces: Spaces
+    cfg: NetConfig
+    relpos: RelposConfig | None
+    frame: FrameConfig | None
+    shapes: dict[str, tuple[int, ...]]
+
+    @property
+    def entities(self) -> dict[str, tuple[str, ...]]:
+        """Entity types in network order, with their feature names."""
+        return dict(self.spaces.obs.entities)
+
+    @property
+    def globals(self) -> tuple[str, ...]:
+        """The global feature names."""
+        return tuple(self.spaces.obs.globals)
+
+    @property
+    def actions(self) -> dict[str, ActionDesc]:
+        """The action types, in network order."""
+        return dict(self.spaces.actions)
+
+
+def resolve(info: Mapping[str, Any], where: str, shapes: Mapping[str, tuple[int, ...]] | None = None) -> NetSpec:
+    """Resolve an agent document in one pass: bring it to the current format version, bound its
+    network sizes, validate its spaces and configuration, resolve ``"auto"`` and work out the tensor
+    shapes it implies. With ``shapes`` (the tensors present: names and shapes, no data), the sizes
+    are matched to them first and the tensors must be exactly those implied.
+
+    Raises:
+        CheckpointError: naming ``where`` and the first field or tensor that is wrong.
+    """
     if not isinstance(info, Mapping):
         raise CheckpointError(f"{where}: the metadata must be a JSON object, got {type(info).__name__}")
-    if "net" not in info:
+    doc = current_document(info)
+    if "net" not in doc:
         raise CheckpointError(f"{where}: the gymloop metadata lacks 'net'")
-    check_net_sizes(info["net"], shapes, where)  # sizes bounded (and matched to the tensors) before anything is built
+    check_net_sizes(doc["net"], shapes, where)  # sizes bounded (and matched to the tensors) before anything is built
     for key in ("obs_space", "action_space"):
-        if key not in info:
+        if key not in doc:
             raise CheckpointError(f"{where}: the gymloop metadata lacks {key!r}")
-    sp = Spaces.from_json(info["obs_space"], info["action_space"], CheckpointError, f"{where}: ")
+    sp = Spaces.from_json(doc["obs_space"], doc["action_space"], CheckpointError, f"{where}: ")
     for a in sp.actions.values():
         head_of(a, where)  # a kind this network has no head for is refused here
     try:
-        cfg = NetConfig.from_dict(info["net"])
+        cfg = NetConfig.from_dict(doc["net"])
         cfg.check()
     except (TypeError, KeyError, ConfigError) as e:
         raise CheckpointError(f"{where}: network config is malformed: {e}") from None
-    return dict(sp.obs.entities), tuple(sp.obs.globals), dict(sp.actions), cfg
-
-
-def _relpos_of(cfg: NetConfig, ents: dict[str, tuple[str, ...]], where: str) -> RelposConfig | None:
+    ents, glob, acts = dict(sp.obs.entities), tuple(sp.obs.globals), dict(sp.actions)
     try:
-        return cfg.resolve_relpos(ents)
+        rp = cfg.resolve_relpos(ents)
     except ConfigError as e:
         raise CheckpointError(f"{where}: {e}") from None
+    implied = _shapes(ents, glob, acts, cfg, rp)
+    if shapes is not None:
+        _check_shapes(shapes, implied, where)
+    try:
+        frame = cfg.resolve_frame(ents)
+    except ConfigError as e:
+        raise CheckpointError(f"{where}: {e}") from None
+    return NetSpec(doc, sp, cfg, rp, frame, implied)
 
 
 def expected_shapes(info: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -158,21 +212,19 @@ def expected_shapes(info: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
 
     The names and shapes of ``Policy.state_dict()`` for the same spaces and configuration.
     """
-    ents, glob, acts, cfg = _parse(info, "checkpoint")
-    return _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, "checkpoint"))
+    return resolve(info, "checkpoint").shapes
 
 
 def check_weights(shapes: Mapping[str, tuple[int, ...]], info: Mapping[str, Any], where: str) -> None:
     """Check that a checkpoint holds exactly the tensors its metadata implies, with those shapes.
 
     ``shapes`` maps tensor names to shapes (no data is read). The network sizes are bounded first
-    (:func:`gymloop.checkpoint.check_net_sizes`), so a forged metadata fails at once.
+    (:func:`check_net_sizes`), so a forged metadata fails at once.
 
     Raises:
         CheckpointError: naming ``where`` and the first tensors or fields that disagree.
     """
-    ents, glob, acts, cfg = _parse(info, where, shapes)
-    _check_shapes(shapes, _shapes(ents, glob, acts, cfg, _relpos_of(cfg, ents, where)), where)
+    resolve(info, where, shapes)
 
 
 def _check_shapes(have: Mapping[str, tuple[int, ...]], shapes: Mapping[str, tuple[int, ...]], where: str) -> None:

@@ -291,7 +291,7 @@ class KeyboardAgent:
         out = []
         for i in range(len(obs.actor_list)):
             chosen = move
-            if obs._masks is not None:
+            if obs.has_masks:
                 legal = obs.legal(i, t)
                 if legal and move not in legal:
                     chosen = t[prev] if prev is not None and t[prev] in legal else legal[0]

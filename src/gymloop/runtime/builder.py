@@ -61,14 +61,13 @@ from ..spaces import Spaces
 
 FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
 
-__all__ = ["BatchBuilder", "EpisodeState", "Plan", "ObsValidator"]
+__all__ = ["BatchBuilder", "EpisodeState", "Plan"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 # A float64 feature vector whose sum of squares is at most this has every value finite and within
 # the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
 # returns inf on overflow without a RuntimeWarning, and NaN propagates).
 _SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
-_FLOAT64_MAX = float(np.finfo(np.float64).max)
 _FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
 
 
@@ -110,12 +109,12 @@ class EpisodeState:
         self.prev_score[s] = math.nan
         if truncated:
             self.trunc[s] = True
-            if obs._chunks or obs._actors:
+            if obs.has_entities:
                 self.final_obs[s] = obs
         else:
             self.term[s] = True
         self.any_done = True
-        self.episode_end(s, obs._metrics)
+        self.episode_end(s, obs.view()[4])
 
     def game_returned(self, s: int) -> None:
         """Slot ``s``'s game function returned: close its open episode (if any) as truncated."""
@@ -210,8 +209,6 @@ class BatchBuilder:
         self.apg = agents_per_game
         #: what :meth:`decode` needs from the last batch (``None`` before the first)
         self.plan: Plan | None = None
-        #: report a type outside the spaces as :class:`_UnknownType` (for :class:`ObsValidator`, whose spaces grow)
-        self.grow = False
         self._bound = [spec.kind.actor_bound for spec in spaces.action_specs]
         # the action types not tied to an actor (global decisions); empty in most games, so the
         # single-actor fast path of _gather costs one truth test for them
@@ -260,7 +257,7 @@ class BatchBuilder:
                 obs = pobs[s]
                 if obs is None:
                     continue
-                g = obs._globals
+                g = obs.global_features
                 if g is None or type(g) is not gs.cls:
                     raise InvalidObservationError(
                         f"slot {self.slot_lo + s}: the observation space has globals of type {gs.name!r} but the "
@@ -383,8 +380,9 @@ class BatchBuilder:
                     self._unknown_type(type(o))
                 objs[t].append(o)
                 cnt[t][s] += 1
-            if gs is not None and type(obs._globals) is gs.cls:
-                globs[s] = self._featurize(gs, [obs._globals], [1])[0]
+            g = obs.global_features
+            if gs is not None and type(g) is gs.cls:
+                globs[s] = self._featurize(gs, [g], [1])[0]
         f.entities = {sc.name: self._featurize(sc, objs[t], cnt[t]) for t, sc in enumerate(schemas)}
         f.counts = {sc.name: np.array(cnt[t], dtype=np.int64) for t, sc in enumerate(schemas)}
         return f
@@ -466,19 +464,19 @@ class BatchBuilder:
                 idx.append(s)
                 scores.append(obs.score)
                 pt = ptypes[s]
-                if obs._single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
-                    x = obs._actors[0]
+                acts, chunks, _, omasks, ometrics, single = obs.view()
+                if single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
+                    x = acts[0]
                     t = tindex[type(x)]
                     objs[t].append(x)
                     cnt[t][s] = 1
                     a = aindex[pt[0]]
-                    if obs._masks is not None:
+                    if omasks is not None:
                         masked.append((s, a, len(a_slot[a]), obs))
                     a_slot[a].append(s)
                     a_t[a].append(t)
                 else:
                     simple = False
-                    acts = obs._actors
                     if not acts and any(bound[aindex[key]] for key in pt):
                         raise InvalidObservationError(
                             f"slot {self.slot_lo + s}: " + no_actor_message([sp.action_specs[aindex[key]] for key in pt])
@@ -493,7 +491,7 @@ class BatchBuilder:
                     for key in pt:
                         a = aindex[key]
                         sl_a, t_a, r_a = a_slot[a], a_t[a], a_rank[a]
-                        if obs._masks is not None:
+                        if omasks is not None:
                             masked.append((s, a, len(sl_a), obs))
                         if not bound[a]:  # one decision for the observation: no actor entity
                             sl_a.append(s)
@@ -504,12 +502,12 @@ class BatchBuilder:
                                 r_a.append((len(sl_a), r))
                             sl_a.append(s)
                             t_a.append(t)
-                for ch in obs._chunks:
+                for ch in chunks:
                     t = tindex[type(ch[0])]
                     objs[t] += ch
                     cnt[t][s] += len(ch)
-                if obs._metrics:
-                    for mname, mv in obs._metrics.items():
+                if ometrics:
+                    for mname, mv in ometrics.items():
                         mbuf.setdefault(mname, {})[s] = mv
         except KeyError as e:
             key = e.args[0] if e.args else None
@@ -555,8 +553,6 @@ class BatchBuilder:
         )
 
     def _unknown_type(self, key: Any, is_action: bool = False) -> NoReturn:
-        if self.grow:
-            raise _UnknownType(key, is_action)
         sp = self.spaces
         known_e = [s.name for s in sp.entity_schemas]
         known_a = [s.name for s in sp.action_specs]
@@ -639,27 +635,21 @@ class BatchBuilder:
         for obs in pobs:
             if obs is None:
                 continue
-            new: list[Any] = []
-            for ch in obs._chunks:
+            for ch in obs.view()[1]:
                 first = type(ch[0])
                 if all(type(o) is first for o in ch):
-                    new.append(ch)
                     continue
-                groups: dict[type, list[Any]] = {}
                 for o in ch:
-                    t = type(o)
-                    if t not in tindex:
-                        self._unknown_type(t)
-                    groups.setdefault(t, []).append(o)
-                new.extend(groups.values())
-            obs._chunks = new
+                    if type(o) not in tindex:
+                        self._unknown_type(type(o))
+            obs.split_chunks_by_type()
 
     def _apply_masks(self, masked: list, masks: dict[str, np.ndarray], ncand: dict[str, np.ndarray], specs: list, ptypes: list[Any]) -> None:
         """Write the masks the games set (slow path, only for observations that have masks)."""
         ncand_cum = {k: np.cumsum(v) - v for k, v in ncand.items()}
         for s, a, pos, obs in masked:
             spec = specs[a]
-            raw_list = obs._masks.get(spec.key)
+            raw_list = obs.view()[3].get(spec.key)
             if raw_list is None:
                 continue
             for i, raw in enumerate(raw_list):
@@ -677,7 +667,7 @@ class BatchBuilder:
                     who = f"actor {i}" if spec.kind.actor_bound else "the observation"
                     raise InvalidObservationError(f"slot {self.slot_lo + s}, {who}: {e}") from None
         for s, _a, _pos, obs in masked:
-            unknown = [k for k in obs._masks if k not in ptypes[s]]
+            unknown = [k for k in obs.view()[3] if k not in ptypes[s]]
             if unknown:
                 raise InvalidObservationError(
                     f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
@@ -707,165 +697,3 @@ class Plan:
             self._offs = [(np.cumsum(c) - np.array(c)).tolist() for c in self.cnt]
         return self._offs
 
-
-class _UnknownType(InvalidObservationError):
-    """A type outside a growing builder's spaces (caught by :class:`ObsValidator`, which adds it)."""
-
-    def __init__(self, key: Any, is_action: bool) -> None:
-        super().__init__(f"type {key!r} is not in the spaces")
-        self.key = key
-        self.is_action = is_action
-
-
-class ObsValidator:
-    """Checks observations one at a time with the batch builder's checks (``gl.run`` uses it).
-
-    Each observation is built into a one-slot batch by a :class:`BatchBuilder`, so it is refused
-    exactly where a :class:`~gymloop.VecEnv` would refuse it: entity, globals and action types
-    compiled by the same schemas (unsupported field types and undeclared classes are
-    :class:`~gymloop.errors.SchemaError`), features and scores finite numbers (no strings), masks of
-    the right shape and type that leave a legal choice, an actor for actor-bound action types. The
-    spaces grow as types appear (a single game need not declare them up front).
-
-    The first ``full_checks`` decisions get every check; after that each observation gets cheap
-    ones (a few microseconds): the score a finite int or float, every type known, and the sum of
-    the magnitudes of each object's features finite and within float32 (so NaN and infinity are
-    always refused, and so are strings and other non-numbers); an observation that fails them, or
-    has a type never seen or masks of global decisions, gets the full checks, which name the
-    problem. Actors' masks are then checked against the agent's answers (``gl.run(check=True)``).
-
-    Args:
-        declared: ``(entity classes, globals class, action types)`` declared on the game, or ``None``.
-        full_checks: how many decisions to check fully.
-
-    Example:
-        >>> from dataclasses import dataclass
-        >>> import gymloop as gl
-        >>> from gymloop.games.snake import Move
-        >>> @dataclass
-        ... class P:
-        ...     x: float
-        >>> v = ObsValidator()
-        >>> v.check(gl.Obs().actor(P(1.0)), (Move,))
-        >>> v.check(gl.Obs().actor(P(float("nan"))), (Move,))
-        Traceback (most recent call last):
-        ...
-        gymloop.errors.InvalidObservationError: entity type 'P', feature 'x' is nan in env 0 (slot 0); features must be finite numbers
-    """
-
-    def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None = None, full_checks: int = 100) -> None:
-        self.ents: set[type] = set(declared[0]) if declared else set()
-        self.glob: type | None = declared[1] if declared else None
-        self.acts: list[Any] = list(declared[2]) if declared else []
-        self.full_checks = full_checks
-        self.decisions = 0
-        self.builder: BatchBuilder | None = None
-
-    def _grow(self, e: _UnknownType) -> None:
-        if e.is_action and e.key not in self.acts:
-            self.acts.append(e.key)
-        elif isinstance(e.key, type):
-            self.ents.add(e.key)
-        else:  # pragma: no cover - the builder only reports types
-            raise InvalidObservationError(f"the observation holds {e.key!r} where an entity was expected") from None
-        self.builder = None
-
-    def _builder(self, obs: Obs) -> BatchBuilder:
-        g = obs._globals
-        if g is not None and type(g) is not self.glob:
-            if self.glob is not None:
-                raise InvalidObservationError(
-                    f"the observation's globals are a {type(g).__qualname__}, but earlier observations gave a "
-                    f"{self.glob.__qualname__}; a game uses one globals class"
-                )
-            self.glob = type(g)
-            self.builder = None
-        if self.builder is None:
-            sp = Spaces.build(self.ents, self.glob, self.acts)
-            self.builder = BatchBuilder(sp, 1)
-            self.builder.grow = True
-        return self.builder
-
-    def check(self, obs: Any, action_types: Sequence[Any]) -> None:
-        """Check the observation of one decision (``agent.act(obs, *action_types)``)."""
-        if type(obs) is not Obs:
-            raise InvalidObservationError(
-                f"agent.act expects a gl.Obs as its first argument, got {obs!r} of type {type(obs).__name__}"
-            )
-        self.decisions += 1
-        if not action_types:
-            return  # the agent itself reports that (act needs an action type)
-        if self.decisions > self.full_checks and self._cheap(obs, action_types):
-            return
-        pt = tuple(action_types)
-        for _ in range(64):  # each round adds one type
-            try:
-                self._builder(obs).build([obs], [pt])
-                return
-            except _UnknownType as e:
-                self._grow(e)
-        raise InvalidObservationError("too many new types in one observation")  # pragma: no cover
-
-    def _cheap(self, obs: Obs, action_types: Sequence[Any]) -> bool:
-        """The cheap checks after the first decisions: True when the score and every feature are
-        numbers with a finite sum of magnitudes within float32, every type is known and no
-        observation-level mask is set; False sends the observation through the full checks (which
-        name the problem). Masks of actors are checked against the agent's answer by ``gl.run``."""
-        b = self.builder
-        if b is None or obs._masks is not None:
-            return False
-        aindex = b.spaces.action_index
-        for t in action_types:
-            if t not in aindex:
-                return False
-        return self._cheap_values(b, obs)
-
-    def _cheap_values(self, b: BatchBuilder, obs: Obs) -> bool:
-        """The cheap checks of the score, the types and the feature values (see :meth:`_cheap`)."""
-        sp = b.spaces
-        sc = obs.score
-        if type(sc) is not float and type(sc) is not int or not abs(sc) <= _FLOAT64_MAX:
-            return False
-        schemas = sp.entity_schemas
-        tindex = sp.entity_index
-        try:
-            for x in obs._actors:
-                i = tindex.get(type(x))
-                if i is None or not sum(map(abs, schemas[i].flat((x,)))) <= FLOAT32_MAX:
-                    return False
-            for ch in obs._chunks:
-                first = type(ch[0])
-                i = tindex.get(first)
-                if i is None or not all(type(o) is first for o in ch):
-                    return False
-                if not sum(map(abs, schemas[i].flat(ch))) <= FLOAT32_MAX:
-                    return False
-            g = obs._globals
-            gs = sp.globals_schema
-            if gs is None:
-                return g is None
-            if type(g) is not gs.cls or not sum(map(abs, gs.flat((g,)))) <= FLOAT32_MAX:
-                return False
-        except Exception:  # anything odd: the full checks say what
-            return False
-        return True
-
-    def check_final(self, obs: Any) -> None:
-        """Check the observation given to ``game_over``: its score, features and globals."""
-        if type(obs) is not Obs:
-            raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
-        check_score(obs.score, "game_over: ")
-        if self.decisions > self.full_checks and self.builder is not None and self._cheap_values(self.builder, obs):
-            return
-        for _ in range(64):
-            try:
-                b = self._builder(obs)
-                if obs._chunks or obs._actors:
-                    b.build_final({0: obs})
-                gs = b.spaces.globals_schema
-                if gs is not None and obs._globals is not None:
-                    b._featurize(gs, [obs._globals], [1])
-                return
-            except _UnknownType as e:
-                self._grow(e)
-        raise InvalidObservationError("too many new types in one observation")  # pragma: no cover

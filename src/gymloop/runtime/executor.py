@@ -412,11 +412,9 @@ class Executor:
             obs, pt = self.pobs[s], self.ptypes[s]
             if obs is None or pt is None:
                 continue
-            ents.update(type(a) for a in obs._actors)
-            for ch in obs._chunks:
-                ents.update(map(type, ch))
-            if obs._globals is not None:
-                glob.add(type(obs._globals))
+            ents.update(obs.entity_types())
+            if obs.global_features is not None:
+                glob.add(type(obs.global_features))
             acts.extend(pt)
         parts: list[tuple[Iterable[type], Iterable[type], list[Any]]] = [(ents, glob, acts)]
         if self.declared:

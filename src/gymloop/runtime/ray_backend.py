@@ -38,8 +38,8 @@ closure, a function of ``__main__``); see :func:`ship_game`.
 
 Faults, as in the process backend (:class:`~gymloop.runtime.workers.ProcessBackend`): games time
 out inside the actors (their executor's alarm: Ray runs an actor's calls in its main thread); an
-actor that does not answer within ``step_timeout`` plus :func:`~gymloop.runtime.workers.answer_grace`
-(its first answer: :data:`~gymloop.runtime.workers.STARTUP_TIMEOUT_S`) is killed; a dead actor
+actor that does not answer within ``step_timeout`` plus :func:`~gymloop.runtime.sharded.answer_grace`
+(its first answer: :data:`~gymloop.runtime.sharded.STARTUP_TIMEOUT_S`) is killed; a dead actor
 fails the call with :class:`~gymloop.errors.WorkerError` naming it and its copies, or with
 ``restart_workers=True`` is replaced within the call (its copies' open episodes end as
 truncated), at most as often as the process backend restarts workers. ``close()`` asks every
@@ -63,7 +63,7 @@ from ..batch import Batch
 from ..errors import ConfigError, GymloopError, WorkerError
 from .backend import BackendConfig, register_backend, shard_sizes
 from .declared import DeclaredTypes
-from .sharded import STARTUP_TIMEOUT_S, Call, ShardedBackend, ShardHandle, answer_grace, remote_executor, settle
+from .sharded import STARTUP_TIMEOUT_S, Call, ShardedBackend, ShardHandle, remote_executor, settle
 from .workers import _flatten, _unflatten
 
 __all__ = ["RayBackend", "ship_game", "OPTION_DEFAULTS"]
@@ -538,27 +538,20 @@ class RayBackend(ShardedBackend):
                 "slow; it was killed. Add CPUs to the cluster, lower num_cpus, or raise backend_options startup_timeout"
             )
         elif timed_out:
-            t = self.config.step_timeout or 0.0
-            starting = "" if a.heard else f", nor start within startup_timeout={self.options['startup_timeout']:g} s"
-            msg = (
-                f"{a.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it is "
+            msg = a.unanswered_message(
+                self.config.step_timeout, f"startup_timeout={self.options['startup_timeout']:g} s",
                 "frozen, stuck in C code that its own step deadline cannot interrupt, waiting for cluster resources, or its "
-                "node is unreachable; it was killed. Pass restart_workers=True to start it again with its games and go on, "
-                "or raise step_timeout if its steps are legitimately this slow"
-            )
-        elif not a.heard:
-            msg = (
-                f"{a.where()} died while starting ({_why(e)}). gymloop (and the game's module, if shipped by reference) "
-                f"must be installed on every node of the cluster ({INSTALL_HINT})"
+                "node is unreachable",
             )
         else:
-            msg = (
-                f"{a.where()} died ({_why(e)}): a game may have crashed the interpreter or run out of memory, its node may "
-                "have gone, or something killed it. Pass restart_workers=True to start an actor that died again with its "
-                "games and go on; the next reset() starts it again"
+            msg = a.died_message(
+                _why(e),
+                if_starting=". gymloop (and the game's module, if shipped by reference) must be installed on every node "
+                f"of the cluster ({INSTALL_HINT})",
+                causes="its node may have gone, or something killed it",
+                a_shard="an actor",
             )
-        a.lost = WorkerError(msg, worker=a.index, env_indices=a.envs)
-        return a.lost
+        return a.lose(msg)
 
     def _get(self, calls: list[tuple[_Actor, Any]]) -> list[Any]:
         """The answer of each call (or the :class:`WorkerError` of its lost actor), by each actor's deadline."""

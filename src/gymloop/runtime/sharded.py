@@ -138,9 +138,37 @@ class ShardHandle:
 
     def died(self) -> WorkerError:
         """It is gone: the error that says so (kept in :attr:`lost`)."""
-        if self.lost is None:
-            self.lost = WorkerError(f"{self.where()} was lost", worker=self.index, env_indices=self.envs)
+        return self.lost or self.lose(f"{self.where()} was lost")
+
+    def lose(self, message: str) -> WorkerError:
+        """Mark it lost with the :class:`~gymloop.errors.WorkerError` of ``message`` (naming it and its copies)."""
+        self.lost = WorkerError(message, worker=self.index, env_indices=self.envs)
         return self.lost
+
+    def died_message(self, how: str, if_starting: str, causes: str, a_shard: str) -> str:
+        """The message of its death (``how``: the exit code or signal; ``causes``: what else may have ended it).
+
+        ``if_starting``: what to check when it died before it started; ``a_shard``: "a worker", "an actor".
+        """
+        if not self.heard:
+            return f"{self.where()} died while starting ({how}){if_starting}"
+        return (
+            f"{self.where()} died ({how}): a game may have crashed the interpreter or run out of memory, {causes}. Pass "
+            f"restart_workers=True to start {a_shard} that died again with its games and go on; the next reset() starts it again"
+        )
+
+    def unanswered_message(self, step_timeout: float | None, startup: str, causes: str) -> str:
+        """The message of a shard killed for not answering within ``step_timeout`` (plus :func:`answer_grace`).
+
+        ``startup``: the startup timeout that also passed (for one not heard from yet); ``causes``: why it may be.
+        """
+        t = step_timeout or 0.0
+        starting = "" if self.heard else f", nor start within {startup}"
+        return (
+            f"{self.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it is "
+            f"{causes}; it was killed. Pass restart_workers=True to start it again with its games and go on, or raise "
+            "step_timeout if its steps are legitimately this slow"
+        )
 
 
 class ShardedBackend(Backend):

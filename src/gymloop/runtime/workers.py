@@ -81,19 +81,10 @@ class Op(IntEnum):
     The values are ASCII letters, which keeps the byte stream readable when debugging.
     """
 
-    RESET = ord("R")
-    SPACES = ord("P")
-    STEP = ord("S")
-    IN_SEGMENT = ord("N")
-    OUT_SEGMENT = ord("M")
-    CLOSE = ord("C")
-    DISCOVERED = ord("D")
-    BATCH = ord("B")
-    GROW = ord("G")
-    ERROR = ord("E")
-    CLOSED = ord("K")
-    ALIVE = ord("A")
-    FAULTS = ord("F")
+    # main process -> worker
+    RESET, SPACES, STEP, IN_SEGMENT, OUT_SEGMENT, CLOSE = b"RPSNMC"
+    # worker -> main process
+    DISCOVERED, BATCH, GROW, ERROR, CLOSED, ALIVE, FAULTS = b"DBGEKAF"
 
     @property
     def tag(self) -> bytes:
@@ -371,48 +362,37 @@ class _Worker(ShardHandle):
 
     def died(self) -> WorkerError:
         """It is gone (its pipe broke): the error that says so (kept in :attr:`lost`)."""
-        if self.lost is None:
-            self.proc.join(timeout=1)
-            code = self.proc.exitcode
-            how = f"exit code {code}"
-            if code is not None and code < 0:
-                try:
-                    how = f"killed by signal {signal.Signals(-code).name}"
-                except ValueError:
-                    pass
-            if not self.heard:  # it died before its first message: it could not even start
-                msg = (
-                    f"{self.where()} died while starting ({how}); its traceback is on stderr. Workers are started "
-                    "fresh (spawn) and import the game by reference: define the game at module level, and in a script "
-                    "run the VecEnv under `if __name__ == \"__main__\":` so that workers importing the script do not "
-                    "run it again"
-                )
-            else:
-                msg = (
-                    f"{self.where()} died ({how}): a game may have crashed the interpreter or run out of memory, or "
-                    "something killed it; its traceback, if any, is on stderr. Pass restart_workers=True to start a "
-                    "worker that died again with its games and go on; the next reset() starts it again"
-                )
-            self.lost = WorkerError(msg, worker=self.index, env_indices=self.envs)
-        return self.lost
+        if self.lost is not None:
+            return self.lost
+        self.proc.join(timeout=1)
+        code = self.proc.exitcode
+        how = f"exit code {code}"
+        if code is not None and code < 0:
+            try:
+                how = f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                pass
+        return self.lose(self.died_message(
+            how,
+            if_starting="; its traceback is on stderr. Workers are started fresh (spawn) and import the game by "
+            "reference: define the game at module level, and in a script run the VecEnv under "
+            "`if __name__ == \"__main__\":` so that workers importing the script do not run it again",
+            causes="or something killed it; its traceback, if any, is on stderr",
+            a_shard="a worker",
+        ))
 
     def timed_out(self) -> WorkerError:
         """It did not answer in time: kill it; the error that says so (kept in :attr:`lost`)."""
-        t = self.step_timeout or 0.0
-        starting = "" if self.heard else f", nor start within {STARTUP_TIMEOUT_S:g} s"
         try:
             self.proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
             self.proc.join(timeout=1)
         except Exception:  # pragma: no cover
             log.exception("killing %s failed", self.where())
-        self.lost = WorkerError(
-            f"{self.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it "
-            "is frozen (e.g. stopped with SIGSTOP), stuck in C code that its own step deadline cannot interrupt, or "
-            "the machine is swapping; it was killed. Pass restart_workers=True to start it again with its games and "
-            "go on, or raise step_timeout if its steps are legitimately this slow",
-            worker=self.index, env_indices=self.envs,
-        )
-        return self.lost
+        return self.lose(self.unanswered_message(
+            self.step_timeout, f"{STARTUP_TIMEOUT_S:g} s",
+            "frozen (e.g. stopped with SIGSTOP), stuck in C code that its own step deadline cannot interrupt, or the "
+            "machine is swapping",
+        ))
 
     def send(self, data: bytes) -> None:
         """Send a message; a broken pipe raises :class:`WorkerError` (it died)."""

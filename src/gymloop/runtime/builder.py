@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -320,15 +320,13 @@ class BatchBuilder:
         return out
 
     # ------------------------------------------------------------------ internals
-    def _gather(self, pobs: list[Any], ptypes: list[Any], mbuf: dict[str, dict[int, float]], episodes: EpisodeState | None, rewards: bool) -> tuple:
+    def _gather(self, pobs: list[Any], ptypes: list[Any], mbuf: dict[str, dict[int, float]], episodes: EpisodeState | None, rewards: bool) -> Gathered:
         """One pass over the pending observations: objects per type, counts, actors.
 
         With ``rewards`` it also checks each observation's score and folds its change into
         ``episodes`` (one numpy call for the whole batch).
 
-        Returns ``(objs, cnt, a_slot, a_t, a_rank, masked, simple, active)``: ``a_rank`` holds,
-        per action type, ``(position in a_slot, rank)`` only for actors whose rank within their
-        type is not 0 (a single actor always has rank 0: actors come first within a type).
+        Returns what it found (:class:`Gathered`).
         """
         sp = self.spaces
         n = self.n
@@ -415,7 +413,7 @@ class BatchBuilder:
         else:
             active = np.zeros(n, dtype=bool)
             active[idx] = True
-        return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
+        return Gathered(objs, cnt, a_slot, a_t, a_rank, masked, simple, active)
 
     def _scores(self, idx: list[int], scores: list[Any]) -> np.ndarray:
         """The scores of slots ``idx`` as float64, each checked to be a finite real number (not a string)."""
@@ -572,6 +570,28 @@ class BatchBuilder:
                     f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
                     f"(asked: {list(ptypes[s])!r}); a mask must belong to a requested action type"
                 )
+
+
+class Gathered(NamedTuple):
+    """What one pass over the pending observations found (:meth:`BatchBuilder._gather`); unpacks as a tuple."""
+
+    #: per entity type: its objects, slot after slot
+    objs: list[list[Any]]
+    #: per entity type: its count in each slot
+    cnt: list[list[int]]
+    #: per action type: the slot of each actor
+    a_slot: list[list[int]]
+    #: per action type: each actor's entity type (-1: a decision without an actor entity)
+    a_t: list[list[int]]
+    #: per action type: ``(position in a_slot, rank)`` of the actors whose rank within their entity type is
+    #: not 0 (a single actor always has rank 0: actors come first within a type)
+    a_rank: list[list[tuple[int, int]]]
+    #: ``(slot, action type, first position in a_slot, obs)`` of each decision with masks
+    masked: list[tuple[int, int, int, Any]]
+    #: every pending decision asked one actor-bound action type for one actor
+    simple: bool
+    #: which slots have a pending decision
+    active: np.ndarray
 
 
 class Plan:

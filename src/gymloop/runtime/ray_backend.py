@@ -590,13 +590,14 @@ class RayBackend(ShardedBackend):
     # ------------------------------------------------------------------ the transport (ShardedBackend's)
     def _send(self, shard: Any, call: Call, arg: Any) -> tuple[Call, Any]:
         h = shard.handle
-        if call is Call.STEP:
-            return call, h.step.remote(arg)
         if call is Call.RESET:
             return call, h.reset.remote()
         if call is Call.START:
             return call, h.start.remote()
         return call, h.build.remote(arg)
+
+    def _send_step(self, shard: Any, actions: list[np.ndarray]) -> tuple[None, Any]:
+        return None, shard.handle.step.remote(actions)
 
     def _await(self, pending: Any) -> list[Any]:
         """Every answer at once (one ``ray.get`` when all come in time): ``(call, answer or WorkerError)``."""
@@ -615,7 +616,7 @@ class RayBackend(ShardedBackend):
             self.faults.extend(faults)
         if tag == "error":
             raise payload
-        if call is Call.START:
+        if call is not None and call is Call.START:
             return payload
         arrays, names = payload
         return _unflatten(arrays, names, self.spaces, shard.n_slots)

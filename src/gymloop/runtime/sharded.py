@@ -204,6 +204,10 @@ class ShardedBackend(Backend):
         """Send ``call`` to ``shard``; returns what :meth:`_receive` needs to read its answer. Never raises
         for a lost shard (its answer is then read as lost)."""
 
+    @abstractmethod
+    def _send_step(self, shard: Any, actions: list[np.ndarray]) -> Any:
+        """:meth:`_send` of ``Call.STEP`` (the per-step path: no dispatch on the call)."""
+
     def _await(self, pending: Sequence[tuple[Any, Any]]) -> list[Any]:
         """Wait for the answers of ``pending`` ``(shard, sent)`` calls, or leave that to :meth:`_receive`
         (the default: it returns what each :meth:`_send` returned)."""
@@ -237,17 +241,16 @@ class ShardedBackend(Backend):
         out: list[Any] = []
         errors: list[BaseException] = []
         for (s, _), ans in zip(pending, answers):
-            i = self.shards.index(s)
             try:
                 try:
                     out.append(self._receive(s, ans))
                 except WorkerError:
                     if not (restart and self.config.restart_workers and s.heard):
                         raise
-                    out.append(self._restart_lost(i, truncate))
+                    out.append(self._restart_lost(self.shards.index(s), truncate))
             except GymloopError as e:
-                if isinstance(e, WorkerError):
-                    self.shards[i].reported = True
+                if isinstance(e, WorkerError):  # (a replacement that failed is marked by its own _collect)
+                    s.reported = True
                 errors.append(e)
         if errors:
             raise first_error(errors)
@@ -346,7 +349,7 @@ class ShardedBackend(Backend):
         counts = self._last_counts
         types = range(len(counts))
         self._pending = [
-            (s, self._send(s, Call.STEP, [actions[t][counts[t][j] : counts[t][j + 1]] for t in types]))
+            (s, self._send_step(s, [actions[t][counts[t][j] : counts[t][j + 1]] for t in types]))
             for j, s in enumerate(self.shards)
         ]
 

@@ -441,19 +441,17 @@ class _Worker(ShardHandle):
             return data
 
     def ask(self, call: Call, arg: Any) -> Call:
-        """Send ``call`` (see :class:`~gymloop.runtime.sharded.Call`); a lost worker's answer is read as lost."""
+        """Send a reset ``call`` (see :class:`~gymloop.runtime.sharded.Call`); a lost worker's answer is read as lost."""
         try:
-            if call is Call.STEP:
-                self._send_actions(arg)
-            else:
-                self.send(_T_SPACES + pickle.dumps(arg) if call is Call.BUILD else _T_RESET)
+            self.send(_T_SPACES + pickle.dumps(arg) if call is Call.BUILD else _T_RESET)
             self.busy = True
         except WorkerError:
             pass
         return call
 
-    def _send_actions(self, parts: list[np.ndarray]) -> None:
-        """Write this worker's slice of every action array into its input segment and tell it their lengths."""
+    def ask_step(self, parts: list[np.ndarray]) -> None:
+        """Write this worker's slice of every action array into its input segment and tell it their lengths
+        (``Call.STEP``; its answer is read with ``None`` for the call)."""
         lens = [p.size for p in parts]
         try:
             need = 8 * sum(lens)
@@ -469,12 +467,15 @@ class _Worker(ShardHandle):
                     np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
                 off += p.size * 8
             self.conn.send_bytes(_T_STEP_HEAD + np.array(lens, dtype=np.int64).tobytes())
+            self.busy = True
         except (OSError, ValueError):
             self.died()  # found dead: its answer is read as lost (restarted, or an error)
+        except WorkerError:
+            pass  # (lost already: its answer is read as lost)
 
-    def answer(self, call: Call, deadline: float | None, spaces: Any) -> Any:
-        """The answer to ``call``: what it discovered (``START``), else its batch; raises its error."""
-        if call is Call.START:
+    def answer(self, call: Call | None, deadline: float | None, spaces: Any) -> Any:
+        """The answer to ``call`` (``None``: a step): what it discovered (``START``), else its batch; raises its error."""
+        if call is not None and call is Call.START:
             msg = self.recv(deadline)
             if msg[0] == _OP_ERROR:
                 self.busy = False
@@ -545,10 +546,13 @@ class _LocalShard(ShardHandle):
     def ask(self, call: Call, arg: Any) -> tuple[Call, Any]:
         return call, arg
 
-    def answer(self, sent: tuple[Call, Any], deadline: float | None, spaces: Any) -> Any:
+    def ask_step(self, actions: list[np.ndarray]) -> tuple[None, list[np.ndarray]]:
+        return None, actions
+
+    def answer(self, sent: tuple[Call | None, Any], deadline: float | None, spaces: Any) -> Any:
         call, arg = sent
         ex = self.ex
-        if call is Call.STEP:
+        if call is None:
             return ex.step(arg)
         if call is Call.RESET:
             return ex.reset()
@@ -710,6 +714,9 @@ class ProcessBackend(ShardedBackend):
 
     def _send(self, shard: Any, call: Call, arg: Any) -> Any:
         return shard.ask(call, arg)
+
+    def _send_step(self, shard: Any, actions: list[np.ndarray]) -> Any:
+        return shard.ask_step(actions)
 
     def _await(self, pending: Any) -> list[Any]:
         deadline = self._deadline()

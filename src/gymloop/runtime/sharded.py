@@ -4,9 +4,9 @@ A :class:`ShardedBackend` holds this process's end of each shard (a :class:`Shar
 drives them all through four calls (:class:`Call`): at the first reset ``START`` (every game to its
 first decision; each shard answers what it discovered) then ``BUILD`` (the fixed spaces; the first
 batch), at later resets ``RESET``, and ``STEP``. What a backend adds is only how it sends a call to
-a shard and receives the answer (:meth:`ShardedBackend._send`, :meth:`ShardedBackend._receive`) and
-how it starts a shard anew (:meth:`ShardedBackend._respawn`); the protocol, the faults and their
-messages are here:
+a shard and receives the answer (:meth:`ShardedBackend._send`, :meth:`ShardedBackend._send_step`,
+:meth:`ShardedBackend._receive`, optionally :meth:`ShardedBackend._await`) and how it starts a shard
+anew (:meth:`ShardedBackend._respawn`); the protocol, the faults and their messages are here:
 
 - every call is sent to every shard before any answer is read, and answers are read in env order;
 - a shard found lost (dead, or killed for not answering in time) fails the call with its

@@ -69,7 +69,7 @@ class BackendConfig:
         num_envs: number of game copies.
         agents_per_game: agents (batch slots) per game copy.
         seed: root seed; copy ``i`` derives its seeds from it and ``i`` alone (not the layout).
-        declared: ``(entity classes, globals class, action types)`` declared up front, or ``None``.
+        declared: the types declared up front (:class:`~gymloop.runtime.declared.DeclaredTypes`), or ``None``.
         is_env: ``game`` is a low-level :class:`gl.Environment`.
         workers: the ``workers`` the VecEnv was given (0 or more).
         start_method: multiprocessing start method (backends with processes).

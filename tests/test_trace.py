@@ -19,7 +19,7 @@ from gymloop.checkpoint import read_safetensors, write_safetensors
 from gymloop.games.duel import duel
 from gymloop.games.snake import GreedyAgent, snake
 from gymloop.games.tactics import tactics
-from gymloop.runtime.executor import derive_seed
+from gymloop.runtime.seeding import derive_seed
 from gymloop.trace import TRACE_SUFFIX, load_traces
 
 GAMES = {

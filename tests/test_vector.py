@@ -1367,10 +1367,11 @@ def test_chained_resumption_with_act_all_returns_and_a_raise():
             if env == 4 and t == 6:
                 raise ValueError("env 4 fails at its 6th decision")
 
-    import gymloop.runtime.executor as ex_mod
+    import gymloop.runtime.shard as shard_mod
 
-    orig = ex_mod.derive_seed
-    ex_mod.derive_seed = lambda seed, env, restart, gen=0: env  # seed == env index, for the test
+    orig = shard_mod.seed_base, shard_mod.seed_of_run
+    # seed == env index, for the test
+    shard_mod.seed_base, shard_mod.seed_of_run = (lambda seed, env, gen=0: env), (lambda base, restart: base)
     try:
         env = gl.VecEnv(game, num_envs=6, seed=0)
         b = env.reset()
@@ -1385,7 +1386,7 @@ def test_chained_resumption_with_act_all_returns_and_a_raise():
         assert info.value.env_index == 4
         env.close()
     finally:
-        ex_mod.derive_seed = orig
+        shard_mod.seed_base, shard_mod.seed_of_run = orig
     names = ["A", "B", "C"]
     for e in range(6):
         assert got[e][:5] == [names[(i + e) % 3] for i in range(5)], (e, got[e])
@@ -1415,10 +1416,10 @@ def test_keyboard_interrupt_inside_a_game_leaves_no_stale_chain():
                 state["interrupt"] = False
                 raise KeyboardInterrupt
 
-    import gymloop.runtime.executor as ex_mod
+    import gymloop.runtime.shard as shard_mod
 
-    orig = ex_mod.derive_seed
-    ex_mod.derive_seed = lambda seed, env, restart, gen=0: env
+    orig = shard_mod.seed_base, shard_mod.seed_of_run
+    shard_mod.seed_base, shard_mod.seed_of_run = (lambda seed, env, gen=0: env), (lambda base, restart: base)
     try:
         with gl.VecEnv(game, num_envs=4) as env:
             env.reset()
@@ -1431,5 +1432,5 @@ def test_keyboard_interrupt_inside_a_game_leaves_no_stale_chain():
             env.step({"Go": np.array([0, 1, 0, 1])})
             env.step({"Go": np.array([1, 1, 0, 0])})
     finally:
-        ex_mod.derive_seed = orig
+        shard_mod.seed_base, shard_mod.seed_of_run = orig
     assert {e: got[e] for e in range(4)} == {0: ["A", "B"], 1: ["B", "B"], 2: ["A", "A"], 3: ["B", "A"]}

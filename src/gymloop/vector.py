@@ -29,6 +29,7 @@ from .batch import Batch
 from .env import _is_environment
 from .errors import ConfigError, EnvStateError, GameError, InvalidActionError, WorkerError
 from .runtime.backend import Backend, BackendConfig, check_backend_config, default_backend, resolve_backend
+from .runtime.declared import DeclaredTypes
 from .spaces import ActionDesc, ObsSpace, Spaces, check_agents, declared_types
 
 __all__ = ["VecEnv"]
@@ -200,7 +201,9 @@ class VecEnv:
         on_game = declared_types(game)
         if entity_types or action_types or globals_type or on_game:
             g_ents, g_glob, g_acts = on_game or ([], None, [])
-            declared = (list(g_ents) + list(entity_types or ()), globals_type or g_glob, list(g_acts) + list(action_types or ()))
+            declared = DeclaredTypes(
+                list(g_ents) + list(entity_types or ()), globals_type or g_glob, list(g_acts) + list(action_types or ()),
+            )
         self._declared = declared
         self._spaces: Spaces | None = None
         self._batch: Batch | None = None

@@ -15,7 +15,7 @@ import gymloop as gl
 from gymloop.bench import VARIANTS, format_table, run_benchmarks
 from gymloop.games import snake as snake_mod
 from gymloop.games.snake import SIZE, Move, snake
-from gymloop.runtime.executor import derive_seed
+from gymloop.runtime.seeding import derive_seed
 
 gymnasium = pytest.importorskip("gymnasium")
 

@@ -12,7 +12,8 @@ from support.entities import Fire, Unit
 
 import gymloop as gl
 from gymloop.batch import Batch
-from gymloop.runtime.builder import BatchBuilder, EpisodeState
+from gymloop.runtime.builder import BatchBuilder
+from gymloop.runtime.episodes import EpisodeState
 from gymloop.spaces import Spaces
 
 

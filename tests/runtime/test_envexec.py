@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gymloop as gl
-from gymloop.runtime.executor import derive_seed, seed_base, seed_of_run
+from gymloop.runtime.seeding import derive_seed, seed_base, seed_of_run
 
 
 def make(mask_move=None, mask_pick=None, pick_actors=(0,)):

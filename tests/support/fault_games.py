@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 import gymloop as gl
-from gymloop.runtime.executor import derive_seed
+from gymloop.runtime.seeding import derive_seed
 
 
 @dataclass

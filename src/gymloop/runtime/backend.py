@@ -2,9 +2,9 @@
 
 A backend owns ``num_envs`` game copies and hands their decisions over as one
 :class:`~gymloop.batch.Batch` per step. Every backend steps its games with the same *shard
-executors* (:class:`ShardExecutor`: one per share of the games, made by :func:`make_executor`), and
-fixes the spaces with the same shared step (:func:`discover_spaces`); what differs between backends
-is only where the shards run and how batches and actions travel:
+executors* (:class:`~gymloop.runtime.shard.ShardExecutor`: one per share of the games, made by
+:func:`make_executor`), and fixes the spaces with the same shared step (:func:`discover_spaces`);
+what differs between backends is only where the shards run and how batches and actions travel:
 
 - ``"local"`` (:mod:`gymloop.runtime.local`): one executor in this process;
 - ``"process"`` (:mod:`gymloop.runtime.workers`): this process and ``workers - 1`` child processes,
@@ -35,13 +35,15 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
 from ..batch import Batch
 from ..errors import ConfigError, SchemaError
 from ..spaces import Spaces
+from .declared import DeclaredTypes, merge_types
+from .shard import ShardExecutor
 
 __all__ = [
     "Backend",
@@ -67,7 +69,7 @@ class BackendConfig:
         num_envs: number of game copies.
         agents_per_game: agents (batch slots) per game copy.
         seed: root seed; copy ``i`` derives its seeds from it and ``i`` alone (not the layout).
-        declared: ``(entity classes, globals class, action types)`` declared up front, or ``None``.
+        declared: the types declared up front (:class:`~gymloop.runtime.declared.DeclaredTypes`), or ``None``.
         is_env: ``game`` is a low-level :class:`gl.Environment`.
         workers: the ``workers`` the VecEnv was given (0 or more).
         start_method: multiprocessing start method (backends with processes).
@@ -86,7 +88,7 @@ class BackendConfig:
     num_envs: int
     agents_per_game: int
     seed: int
-    declared: tuple[list[type], type | None, list[Any]] | None
+    declared: DeclaredTypes | None
     is_env: bool
     workers: int = 0
     start_method: str = "spawn"
@@ -180,63 +182,8 @@ class Backend(ABC):
         """End every game, stop processes, free shared resources. Idempotent."""
 
 
-@runtime_checkable
-class ShardExecutor(Protocol):
-    """What every backend drives: one executor stepping a contiguous share of the game copies.
-
-    :class:`~gymloop.runtime.executor.Executor` (game loops in greenlets) and
-    :class:`~gymloop.runtime.envexec.EnvExecutor` (low-level environments) both implement it, with
-    the same meaning for every method. A shard covers copies ``[env_lo, env_lo + n)`` and its batch
-    has their slots in order, with ``actor_slot`` as global slot indices, so shard batches
-    concatenate in env order into the batch of the whole VecEnv.
-
-    Faults (see :mod:`gymloop.runtime.executor`): whatever a game raises becomes a
-    :class:`~gymloop.errors.GameError` with its env index and seed (``KeyboardInterrupt`` passes
-    through); a game running past ``step_timeout`` fails with
-    :class:`~gymloop.errors.GameTimeoutError`; with ``on_game_error="restart"`` the copy restarts
-    and its error goes to :attr:`faults` instead.
-
-    Attributes:
-        spaces: the fixed spaces, or ``None`` before :meth:`set_spaces` (or a first :meth:`reset`).
-        faults: errors of copies restarted (``on_game_error="restart"``); only appended to, never rebound.
-        on_timeout: called (if set) each time a copy timed out, before the call goes on.
-        generation: the generation of the last :meth:`start` (-1 before the first; each start adds one).
-        restart_base: the restart counter every copy starts from at the next :meth:`start` (then 0).
-    """
-
-    spaces: Any
-    faults: list[Any]
-    on_timeout: Callable[[], None] | None
-    generation: int
-    restart_base: int
-
-    def start(self) -> None:
-        """(Re)start every game of the shard (a new generation of seeds); each runs to its first decision.
-
-        Raises :class:`~gymloop.errors.GameError` for a game that failed to start.
-        """
-
-    def discover(self) -> Any:
-        """What this shard declares and has seen so far (after :meth:`start`), for :func:`discover_spaces`."""
-
-    def set_spaces(self, fixed: Any) -> None:
-        """Fix the spaces from the first value :func:`discover_spaces` returns (it is picklable)."""
-
-    def build(self) -> Batch:
-        """The batch of the games' pending decisions (after :meth:`start` and with fixed spaces)."""
-
-    def reset(self) -> Batch:
-        """:meth:`start`, then (if not fixed yet) discover and fix the spaces of this shard alone, then :meth:`build`."""
-
-    def step(self, actions: Sequence[np.ndarray]) -> Batch:
-        """Resume every waiting game with its action (this shard's slices); returns the next batch."""
-
-    def close_games(self) -> None:
-        """End every game of the shard (their ``finally`` blocks run). Idempotent."""
-
-
 def make_executor(
-    game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, spaces: Any = None,
+    game: Any, env_lo: int, n: int, apg: int, seed: int, declared: DeclaredTypes | None, is_env: bool, spaces: Any = None,
     *, step_timeout: float | None = None, on_game_error: str = "raise",
 ) -> ShardExecutor:
     """The executor for game copies ``[env_lo, env_lo + n)``: the same stepping code in every backend.
@@ -288,8 +235,6 @@ def discover_spaces(found: Sequence[Any], is_env: bool) -> tuple[Any, Any]:
                     "report the same"
                 )
         return first, first
-    from .executor import merge_types
-
     fixed = merge_types((e, [g] if g is not None else [], a) for e, g, a in found)
     return fixed, Spaces.build(*fixed)
 

@@ -8,8 +8,8 @@ the ``final`` batch of truncated episodes (:meth:`BatchBuilder.build_final`), an
 :class:`~gymloop.errors.InvalidObservationError` about an observation (an unknown type, a bad
 feature, score, mask or globals), naming the slot and the env.
 
-:class:`EpisodeState` is the per-slot bookkeeping between two batches: the reward accumulated from
-score changes, episode ends (terminated / truncated), the running episode return and length, the
+:class:`~gymloop.runtime.episodes.EpisodeState` is the per-slot bookkeeping between two batches:
+the reward accumulated from score changes, episode ends (terminated / truncated), the running episode return and length, the
 metrics to report and the observations given to ``game_over`` on truncation. The greenlet
 :class:`~gymloop.runtime.executor.Executor` updates it when a game ends an episode or returns, and
 hands it to :meth:`BatchBuilder.build`, which folds the new scores in and empties it into the batch.
@@ -26,7 +26,8 @@ Example:
     >>> from enum import Enum
     >>> import gymloop as gl
     >>> from gymloop.spaces import Spaces
-    >>> from gymloop.runtime.builder import BatchBuilder, EpisodeState
+    >>> from gymloop.runtime.builder import BatchBuilder
+    >>> from gymloop.runtime.episodes import EpisodeState
     >>> @dataclass
     ... class Head:
     ...     x: int
@@ -49,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -58,10 +59,11 @@ from ..errors import EnvStateError, InvalidObservationError, SchemaError
 from ..obs import FLOAT32_MAX, Obs, check_score, mask_vector, no_actor_message, real_value
 from ..schema import schema_of
 from ..spaces import Spaces
+from .episodes import EpisodeState
 
 FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
 
-__all__ = ["BatchBuilder", "EpisodeState", "Plan"]
+__all__ = ["BatchBuilder", "Plan"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 # A float64 feature vector whose sum of squares is at most this has every value finite and within
@@ -69,119 +71,6 @@ _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 # returns inf on overflow without a RuntimeWarning, and NaN propagates).
 _SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
 _FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
-
-
-class EpisodeState:
-    """Per-slot rewards, episode ends, returns, lengths and metrics between two batches.
-
-    Attributes (per slot; the float64 arrays are updated with one numpy call per batch):
-        prev_score: the score of the last observation (NaN: none yet in this episode).
-        reward_acc: reward accumulated since the last batch.
-        ep_ret, ep_len: the running episode return and length.
-        term, trunc: whether an episode ended (terminated / truncated) since the last batch.
-        metrics: ``{name: {slot: value}}`` to report in the next batch.
-        final_obs: ``{slot: obs}`` given to ``game_over`` on truncation (for the ``final`` batch).
-    """
-
-    def __init__(self, num_slots: int, slot_lo: int = 0) -> None:
-        n = self.n = num_slots
-        self.slot_lo = slot_lo
-        self.prev_score = np.full(n, np.nan)
-        self.reward_acc = np.zeros(n)
-        self.term = [False] * n
-        self.trunc = [False] * n
-        self.any_done = False
-        self.ep_ret = np.zeros(n)
-        self.ep_len = np.zeros(n, dtype=np.int64)
-        self.metrics: dict[str, dict[int, float]] = {}
-        self.final_obs: dict[int, Obs] = {}
-
-    def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
-        """Slot ``s``'s game ended its episode with ``obs`` (``agent.game_over``)."""
-        if type(obs) is not Obs:
-            raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r}")
-        prev = float(self.prev_score[s])
-        score = check_score(obs.score, f"slot {self.slot_lo + s}, game_over: ")
-        if not math.isnan(prev):
-            r = score - prev
-            self.reward_acc[s] += r
-            self.ep_ret[s] += r
-        self.prev_score[s] = math.nan
-        if truncated:
-            self.trunc[s] = True
-            if obs.has_entities:
-                self.final_obs[s] = obs
-        else:
-            self.term[s] = True
-        self.any_done = True
-        self.episode_end(s, obs.view()[4])
-
-    def game_returned(self, s: int) -> None:
-        """Slot ``s``'s game function returned: close its open episode (if any) as truncated."""
-        if not math.isnan(self.prev_score[s]):
-            self.prev_score[s] = math.nan
-            self.trunc[s] = True
-            self.any_done = True
-            self.episode_end(s, None)
-
-    def episode_end(self, s: int, metrics: dict[str, float] | None) -> None:
-        buf = self.metrics
-        if metrics:
-            for name, v in metrics.items():
-                buf.setdefault(name, {})[s] = v
-        buf.setdefault("episode_return", {})[s] = float(self.ep_ret[s])
-        buf.setdefault("episode_length", {})[s] = int(self.ep_len[s])
-        self.ep_ret[s] = 0.0
-        self.ep_len[s] = 0
-
-    def fold(self, idx: list[int], sc: np.ndarray) -> None:
-        """Fold the scores ``sc`` (float64, checked) of slots ``idx`` into rewards, returns and lengths."""
-        if len(idx) == self.n:
-            prev = self.prev_score
-            r = sc - prev
-            np.nan_to_num(r, copy=False, nan=0.0)  # no previous score: no reward yet
-            self.reward_acc += r
-            self.ep_ret += r
-            self.prev_score = sc
-            self.ep_len += 1
-        else:
-            ii = np.array(idx, dtype=np.intp)
-            r = sc - self.prev_score[ii]
-            np.nan_to_num(r, copy=False, nan=0.0)
-            self.reward_acc[ii] += r
-            self.ep_ret[ii] += r
-            self.prev_score[ii] = sc
-            self.ep_len[ii] += 1
-
-    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """``(reward, terminated, truncated, metrics)`` since the last batch, as arrays; then clear them."""
-        n = self.n
-        with np.errstate(over="ignore"):  # an overflow is the error below, not a RuntimeWarning first
-            reward = self.reward_acc.astype(np.float32)
-        if not math.isfinite(reward.sum(dtype=np.float64)):  # (a float64 sum of float32 values cannot overflow)
-            s = int(np.flatnonzero(~np.isfinite(reward))[0])
-            raise InvalidObservationError(
-                f"slot {self.slot_lo + s}: the reward (the change of the score) is not a finite float32 "
-                f"({self.reward_acc[s]!r}); keep scores finite and their changes within +-3.4e38"
-            )
-        self.reward_acc = np.zeros(n)
-        if self.any_done:
-            terminated = np.array(self.term, dtype=bool)
-            truncated = np.array(self.trunc, dtype=bool)
-            self.term = [False] * n
-            self.trunc = [False] * n
-            self.any_done = False
-        else:
-            terminated = np.zeros(n, dtype=bool)
-            truncated = np.zeros(n, dtype=bool)
-        metrics: dict[str, np.ndarray] = {}
-        if self.metrics:
-            for name, d in self.metrics.items():
-                v = np.full(n, np.nan)
-                v[list(d.keys())] = list(d.values())
-                metrics[name] = v
-            self.metrics = {}
-        return reward, terminated, truncated, metrics
 
 
 class BatchBuilder:
@@ -429,15 +318,13 @@ class BatchBuilder:
         return out
 
     # ------------------------------------------------------------------ internals
-    def _gather(self, pobs: list[Any], ptypes: list[Any], mbuf: dict[str, dict[int, float]], episodes: EpisodeState | None, rewards: bool) -> tuple:
+    def _gather(self, pobs: list[Any], ptypes: list[Any], mbuf: dict[str, dict[int, float]], episodes: EpisodeState | None, rewards: bool) -> Gathered:
         """One pass over the pending observations: objects per type, counts, actors.
 
         With ``rewards`` it also checks each observation's score and folds its change into
         ``episodes`` (one numpy call for the whole batch).
 
-        Returns ``(objs, cnt, a_slot, a_t, a_rank, masked, simple, active)``: ``a_rank`` holds,
-        per action type, ``(position in a_slot, rank)`` only for actors whose rank within their
-        type is not 0 (a single actor always has rank 0: actors come first within a type).
+        Returns what it found (:class:`Gathered`).
         """
         sp = self.spaces
         n = self.n
@@ -524,7 +411,7 @@ class BatchBuilder:
         else:
             active = np.zeros(n, dtype=bool)
             active[idx] = True
-        return objs, cnt, a_slot, a_t, a_rank, masked, simple, active
+        return Gathered(objs, cnt, a_slot, a_t, a_rank, masked, simple, active)
 
     def _scores(self, idx: list[int], scores: list[Any]) -> np.ndarray:
         """The scores of slots ``idx`` as float64, each checked to be a finite real number (not a string)."""
@@ -635,7 +522,8 @@ class BatchBuilder:
         for obs in pobs:
             if obs is None:
                 continue
-            for ch in obs.view()[1]:
+            _, chunks, _, _, _, _ = obs.view()
+            for ch in chunks:
                 first = type(ch[0])
                 if all(type(o) is first for o in ch):
                     continue
@@ -649,7 +537,8 @@ class BatchBuilder:
         ncand_cum = {k: np.cumsum(v) - v for k, v in ncand.items()}
         for s, a, pos, obs in masked:
             spec = specs[a]
-            raw_list = obs.view()[3].get(spec.key)
+            _, _, _, obs_masks, _, _ = obs.view()
+            raw_list = obs_masks.get(spec.key)
             if raw_list is None:
                 continue
             for i, raw in enumerate(raw_list):
@@ -667,12 +556,35 @@ class BatchBuilder:
                     who = f"actor {i}" if spec.kind.actor_bound else "the observation"
                     raise InvalidObservationError(f"slot {self.slot_lo + s}, {who}: {e}") from None
         for s, _a, _pos, obs in masked:
-            unknown = [k for k in obs.view()[3] if k not in ptypes[s]]
+            _, _, _, obs_masks, _, _ = obs.view()
+            unknown = [k for k in obs_masks if k not in ptypes[s]]
             if unknown:
                 raise InvalidObservationError(
                     f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
                     f"(asked: {list(ptypes[s])!r}); a mask must belong to a requested action type"
                 )
+
+
+class Gathered(NamedTuple):
+    """What one pass over the pending observations found (:meth:`BatchBuilder._gather`); unpacks as a tuple."""
+
+    #: per entity type: its objects, slot after slot
+    objs: list[list[Any]]
+    #: per entity type: its count in each slot
+    cnt: list[list[int]]
+    #: per action type: the slot of each actor
+    a_slot: list[list[int]]
+    #: per action type: each actor's entity type (-1: a decision without an actor entity)
+    a_t: list[list[int]]
+    #: per action type: ``(position in a_slot, rank)`` of the actors whose rank within their entity type is
+    #: not 0 (a single actor always has rank 0: actors come first within a type)
+    a_rank: list[list[tuple[int, int]]]
+    #: ``(slot, action type, first position in a_slot, obs)`` of each decision with masks
+    masked: list[tuple[int, int, int, Any]]
+    #: every pending decision asked one actor-bound action type for one actor
+    simple: bool
+    #: which slots have a pending decision
+    active: np.ndarray
 
 
 class Plan:

@@ -5,7 +5,7 @@ through :class:`~gymloop.runtime.builder.BatchBuilder`; it shares the batch layo
 :meth:`Batch.empty <gymloop.batch.Batch.empty>` (the empty parts of a ``final`` batch) and each
 kind's masks (:meth:`~gymloop.kinds.ActionKind.all_legal`).
 
-Faults are handled as in :mod:`gymloop.runtime.executor`: whatever an environment's constructor,
+Faults are handled as in every :class:`~gymloop.runtime.shard.ShardExecutor`: whatever an environment's constructor,
 ``reset`` or ``act`` raises (``SystemExit`` included; ``KeyboardInterrupt`` passes through) becomes
 a :class:`~gymloop.errors.GameError` with the copy's env index and seed; one that does not return
 within ``step_timeout`` fails with :class:`~gymloop.errors.GameTimeoutError`; with
@@ -15,29 +15,27 @@ with a fresh seed, its episode ends as truncated, and the error goes to :attr:`E
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._ranges import _short
 from ..batch import Batch
-from ..errors import EnvStateError, GameError, InvalidObservationError, SchemaError
+from ..errors import GameError, InvalidObservationError, SchemaError
 from ..spaces import ActionDesc, ObsSpace, Spaces
-from . import alarm as _alarm_mod
-from . import executor as _executor_mod
-from .alarm import StepAlarm, StepTimeout
-from .executor import CLOSE_TIMEOUT_S, MAX_START_FAILURES, game_error, seed_base, seed_of_run
+from .declared import DeclaredTypes
+from .faults import MAX_START_FAILURES, gave_up
 from .scopes import batch_scope
+from .shard import RUNTIME_FILES, ShardExecutor
 
 log = logging.getLogger("gymloop.executor")
 
-_OUR_FILES = frozenset(
-    os.path.normcase(os.path.abspath(f)) for f in (__file__, _alarm_mod.__file__, _executor_mod.__file__)
-)
+_OUR_FILES = RUNTIME_FILES | {os.path.normcase(os.path.abspath(__file__))}
 
 
 def env_spaces(obs_space: Any, action_space: Any) -> Spaces:
@@ -94,11 +92,11 @@ def _joined_rows(rows: list[Any], nf: int) -> np.ndarray | None:
     return arr if arr.dtype == np.float32 else arr.astype(np.float32)
 
 
-class EnvExecutor:
+class EnvExecutor(ShardExecutor):
     """Steps environment copies ``[env_lo, env_lo + num)`` and batches their observations.
 
-    It implements :class:`~gymloop.runtime.backend.ShardExecutor` with the same meaning as the
-    game-loop :class:`~gymloop.runtime.executor.Executor`: :meth:`start` (re)starts every copy
+    A :class:`~gymloop.runtime.shard.ShardExecutor` with the same meaning as the game-loop
+    :class:`~gymloop.runtime.executor.Executor`: :meth:`start` (re)starts every copy
     (``Environment.reset`` with a new generation of seeds), :meth:`discover` reports the spaces,
     :meth:`set_spaces` fixes them, :meth:`build` batches the pending observations, :meth:`step`
     applies actions, :meth:`close_games` closes the environments.
@@ -114,34 +112,22 @@ class EnvExecutor:
             candidate types. A mismatch is a :class:`~gymloop.errors.SchemaError` naming it.
     """
 
+    copy_word = "environment copy"
+    late = "return"
+
     def __init__(
-        self, factory: Any, env_lo: int, num: int, seed: int, spaces: Any = None, declared: Any = None,
-        step_timeout: float | None = None, on_game_error: str = "raise",
+        self, factory: Any, env_lo: int, num: int, seed: int, spaces: Spaces | None = None,
+        declared: DeclaredTypes | None = None, step_timeout: float | None = None, on_game_error: str = "raise",
     ) -> None:
+        super().__init__(env_lo, num, seed, declared, step_timeout, on_game_error)
         self.factory = factory
-        self.env_lo = env_lo
         self.n = num
         self.slot_lo = env_lo
-        self.seed = seed
         self.envs: list[Any] = []
-        self.restarts = [0] * num
-        self.generation = -1
-        self._seed_bases: list[int] = []  # per copy, for the current generation (start() sets them)
-        self.seeds = [0] * num
         self.obs: list[Any] = [None] * num
         self.spaces: Spaces | None = spaces
-        self.declared = declared
         self.ep_ret = [0.0] * num
         self.ep_len = [0] * num
-        self.step_timeout = step_timeout
-        self.restart_on_error = on_game_error == "restart"
-        #: errors of copies restarted with on_game_error="restart" (the backend drains it; never rebound)
-        self.faults: list[GameError] = []
-        #: called (if set) each time a copy timed out (a worker tells the main process it is alive)
-        self.on_timeout: Callable[[], None] | None = None
-        #: the restart counter every copy starts from at the next start() (then 0 again)
-        self.restart_base = 0
-        self.alarm = StepAlarm(self, step_timeout)
         self._code_in_try = (
             EnvExecutor._act.__code__, EnvExecutor._reset_env.__code__, EnvExecutor._new_env.__code__,
             EnvExecutor._close_env.__code__,
@@ -159,23 +145,13 @@ class EnvExecutor:
         self.envs[i] = self.factory()
 
     def _reset_env(self, i: int) -> Any:
-        seed = seed_of_run(self._seed_bases[i], self.restarts[i])
-        self.restarts[i] += 1
-        self.seeds[i] = seed
-        return self.envs[i].reset(seed)
-
-    def _fail(self, i: int, e: BaseException) -> GameError:
-        if isinstance(e, KeyboardInterrupt):
-            raise e
-        if isinstance(e, StepTimeout) and self.on_timeout is not None:
-            self.on_timeout()
-        return game_error(e, self.env_lo + i, self.seeds[i], "environment copy", self.step_timeout, "return")
+        return self.envs[i].reset(self._next_seed(i))
 
     def _restart(self, i: int, err: GameError) -> Any:
         """Copy ``i`` failed with ``err`` (``on_game_error="restart"``): a new instance, a fresh seed.
 
         Returns its first observation; raises the last :class:`GameError` if it fails
-        :data:`~gymloop.runtime.executor.MAX_START_FAILURES` times in a row.
+        :data:`~gymloop.runtime.faults.MAX_START_FAILURES` times in a row.
         """
         for _ in range(MAX_START_FAILURES):
             self.faults.append(err)
@@ -183,12 +159,8 @@ class EnvExecutor:
                 self._new_env(i)
                 return self._reset_env(i)
             except BaseException as e:
-                err = self._fail(i, e)
-        err.args = (
-            err.args[0] + f"\n(it failed {MAX_START_FAILURES + 1} times in a row with fresh seeds, so "
-            "on_game_error='restart' gave up on it)",
-        )
-        raise err
+                err = self._fault(i, e)
+        raise gave_up(err, MAX_START_FAILURES + 1, before_first_decision=False)
 
     def alarm_may_raise(self, frame: Any) -> bool:
         """The step alarm fired in ``frame``: raise there only inside an environment's own code.
@@ -203,13 +175,6 @@ class EnvExecutor:
             f = f.f_back
         return False
 
-    def reset(self) -> Batch:
-        """:meth:`start`, fix the spaces on first use (:meth:`discover` of this shard alone), :meth:`build`."""
-        self.start()
-        if self.spaces is None:
-            self.spaces = self.discover()
-        return self.build()
-
     def start(self) -> None:
         """Make the environments (first time), then reset every one with a new generation of seeds.
 
@@ -218,10 +183,7 @@ class EnvExecutor:
         """
         if not self.envs:
             self.envs = [None] * self.n
-        self.generation += 1
-        self._seed_bases = [seed_base(self.seed, self.env_lo + i, self.generation) for i in range(self.n)]
-        self.restarts = [self.restart_base] * self.n
-        self.restart_base = 0
+        self._new_generation()
         self.ep_ret = [0.0] * self.n
         self.ep_len = [0] * self.n
         obs = []
@@ -234,7 +196,7 @@ class EnvExecutor:
                             self._new_env(i)
                         o = self._reset_env(i)
                     except BaseException as e:
-                        err = self._fail(i, e)
+                        err = self._fault(i, e)
                         if not self.restart_on_error:
                             raise err from e  # (game_error set the same cause)
                         o = self._restart(i, err)
@@ -261,7 +223,7 @@ class EnvExecutor:
 
     def _fixed(self) -> Spaces:
         if self.spaces is None:
-            raise EnvStateError("the spaces are not fixed yet (no reset); call reset() first")
+            raise self._not_fixed()
         return self.spaces
 
     def step(self, actions: Sequence[np.ndarray]) -> Batch:
@@ -322,7 +284,7 @@ class EnvExecutor:
                 elif o.metrics:
                     m = _metrics(o.metrics)
             except BaseException as e:
-                err = self._fail(i, e)  # (KeyboardInterrupt passes through)
+                err = self._fault(i, e)  # (KeyboardInterrupt passes through)
                 r, t1, t2, m = 0.0, False, False, None
                 if self.restart_on_error:
                     try:
@@ -560,32 +522,15 @@ class EnvExecutor:
         return InvalidObservationError(f"every observation must give {len(names)} global features {tuple(names)}")
 
     def close_games(self) -> None:
-        """Close every environment (``close()``; within :data:`~gymloop.runtime.executor.CLOSE_TIMEOUT_S`
+        """Close every environment (``close()``; within :data:`~gymloop.runtime.faults.CLOSE_TIMEOUT_S`
         seconds together when a step timeout is set). Idempotent."""
-        token = None
-        if self.step_timeout is not None and self.envs:
-            token = self.alarm.arm(min(self.step_timeout, CLOSE_TIMEOUT_S))
-        try:
-            for i, e in enumerate(self.envs):
-                if e is None:
-                    continue
-                try:
-                    self._close_env(e)
-                except StepTimeout:
-                    log.warning("environment copy %d did not finish close() in time; it is abandoned", self.env_lo + i)
-                except KeyboardInterrupt:
-                    raise
-                except BaseException:
-                    log.exception("environment copy %d: close() raised", self.env_lo + i)
-        finally:
-            self.alarm.disarm(token)
-            self.alarm.release()
+        self._close_each([(i, functools.partial(self._close_env, e)) for i, e in enumerate(self.envs) if e is not None])
 
     def _close_env(self, e: Any) -> None:
         e.close()
 
 
-def _check_declared(sp: Spaces, declared: Any) -> None:
+def _check_declared(sp: Spaces, declared: DeclaredTypes) -> None:
     """Raise :class:`SchemaError` where a declared type disagrees with an environment's spaces."""
     ents, glob, acts = declared
     want = Spaces.build(ents, glob, acts)

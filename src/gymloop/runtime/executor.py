@@ -21,9 +21,9 @@ it), and the call goes on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -32,102 +32,19 @@ import numpy as np
 
 from ..agent import pack_result
 from ..batch import Batch
-from ..errors import ConfigError, EnvStateError, GameError, GameTimeoutError, InvalidObservationError, SchemaError
+from ..errors import ConfigError, GameError, GameTimeoutError, InvalidObservationError
 from ..obs import Obs
 from ..spaces import Spaces
-from . import alarm as _alarm_mod
-from .alarm import StepAlarm, StepTimeout
-from .builder import BatchBuilder, EpisodeState
+from .builder import BatchBuilder
+from .declared import DeclaredTypes, merge_types
+from .episodes import EpisodeState
+from .faults import MAX_START_FAILURES, gave_up
+from .shard import RUNTIME_FILES, ShardExecutor
 
 log = logging.getLogger("gymloop.executor")
 
-#: with on_game_error="restart": a copy that fails this many times in a row before its first
-#: decision (fresh seeds each time) fails the call instead
-MAX_START_FAILURES = 3
-#: seconds the games' finally blocks may take in close_games (when a step_timeout is set)
-CLOSE_TIMEOUT_S = 1.0
 # frames of these files are the executor's or the agent's own: the step alarm never raises in them
-_OUR_FILES = frozenset(os.path.normcase(os.path.abspath(f)) for f in (__file__, _alarm_mod.__file__))
-
-_M64 = (1 << 64) - 1
-
-
-def _mix(x: int) -> int:
-    """splitmix64's finalizer: a fast, well-distributed 64-bit mix."""
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def derive_seed(seed: int, env: int, restart: int, generation: int = 0) -> int:
-    """Seed (32 bits) of game copy ``env``'s ``restart``-th run after its ``generation``-th reset.
-
-    It depends on nothing else (not on the worker layout), so any ``workers`` gives the same games.
-    """
-    return seed_of_run(seed_base(seed, env, generation), restart)
-
-
-def seed_base(seed: int, env: int, generation: int = 0) -> int:
-    """The part of :func:`derive_seed` that a copy's restarts share (computed once per generation)."""
-    return _mix(_mix(_mix(seed & _M64) ^ env) ^ generation)
-
-
-def seed_of_run(base: int, restart: int) -> int:
-    """:func:`derive_seed` from its :func:`seed_base`: ``seed_of_run(seed_base(s, e, g), r) == derive_seed(s, e, r, g)``."""
-    return _mix(base ^ restart) & 0xFFFFFFFF
-
-
-def game_error(
-    e: BaseException, env: int, seed: int, what: str, timeout: float | None, late: str = "ask for its next decision",
-) -> GameError:
-    """The :class:`GameError` for exception ``e`` of copy ``env`` (a :class:`GameTimeoutError` for a step timeout).
-
-    ``what`` names the copy's kind ("game copy", "environment copy"), ``late`` what it failed to do in
-    time, ``timeout`` is the step timeout.
-    """
-    if isinstance(e, GameError):
-        return e
-    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    # a game loop replays with gl.run; an environment copy is made again and reset with its seed
-    replay = f"replay it with gl.run(game, agent, seed={seed})" if what == "game copy" else f"seed {seed}"
-    if isinstance(e, StepTimeout):
-        tb = tb.replace("gymloop.runtime.alarm.StepTimeout", "step timeout")
-        err: GameError = GameTimeoutError(
-            f"{what} {env} did not {late} within step_timeout={timeout:g} s: it loops or waits "
-            f"(the traceback below shows where it was); {replay}, or raise "
-            f"step_timeout if its steps are legitimately this slow\n--- where it was ---\n{tb}",
-            env_index=env, seed=seed, original_traceback=tb,
-        )
-    else:
-        err = GameError(
-            f"{what} {env} raised {type(e).__name__}: {e} ({replay})"
-            f"\n--- original traceback ---\n{tb}",
-            env_index=env, seed=seed, original_traceback=tb,
-        )
-    err.__cause__ = e
-    return err
-
-
-def merge_types(parts: Any) -> tuple[list[type], type | None, list[Any]]:
-    """Union of ``(entity classes, globals classes, action types)`` parts, in canonical form.
-
-    Entity classes come sorted by name, action types in first-seen order; at most one globals class.
-    """
-    ents: set[type] = set()
-    glob: set[type] = set()
-    acts: list[Any] = []
-    seen: set[Any] = set()
-    for e, g, a in parts:
-        ents.update(e)
-        glob.update(g)
-        for x in a:
-            if x not in seen:
-                seen.add(x)
-                acts.append(x)
-    if len(glob) > 1:
-        raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in glob)}; use one")
-    return sorted(ents, key=lambda c: c.__qualname__), (glob.pop() if glob else None), acts
+_OUR_FILES = RUNTIME_FILES | {os.path.normcase(os.path.abspath(__file__))}
 
 
 class TrainingAgent:
@@ -203,22 +120,17 @@ class TrainingAgent:
 _ASKED = object()  # what a game's greenlet hands back when it asks for a decision
 
 
-class Executor:
+class Executor(ShardExecutor):
     """Runs games ``[env_lo, env_lo + num_games)`` of a vectorized environment in greenlets.
+
+    A :class:`~gymloop.runtime.shard.ShardExecutor` (seeds, faults, the step alarm and the
+    attributes backends use are documented there).
 
     Args:
         step_timeout: seconds a call (``start``, ``step``) may resume games before the game running
             then fails with :class:`~gymloop.errors.GameTimeoutError` (see :mod:`gymloop.runtime.alarm`;
             only in the process's main thread); ``None``: no limit.
         on_game_error: ``"raise"`` or ``"restart"`` (see the module docstring).
-
-    Attributes:
-        faults: errors of copies restarted with ``on_game_error="restart"``, in order; the backend
-            drains this list (the executor only appends to it, never rebinds it).
-        on_timeout: called (if set) each time a game timed out, before the call goes on; a worker
-            process uses it to tell the main process that it is alive.
-        restart_base: the restart counter every copy starts from at the next :meth:`start` (then 0
-            again): a replacement worker's copies get seeds no earlier run had.
     """
 
     def __init__(
@@ -229,20 +141,17 @@ class Executor:
         agents_per_game: int,
         seed: int,
         spaces: Spaces | None = None,
-        declared: tuple[list[type], type | None, list[Any]] | None = None,
+        declared: DeclaredTypes | None = None,
         step_timeout: float | None = None,
         on_game_error: str = "raise",
     ) -> None:
+        super().__init__(env_lo, num_games, seed, declared, step_timeout, on_game_error)
         self.game = game
-        self.env_lo = env_lo
-        self.n_games = num_games
         self.apg = agents_per_game
         self.n = num_games * agents_per_game
         self.slot_lo = env_lo * agents_per_game
-        self.seed = seed
         self.builder: BatchBuilder | None = None
         self.spaces = spaces  # (also makes the builder)
-        self.declared = declared
         self.closing = False
         self.caller: Any = None
         # while step() resumes the waiting games: their (game, action) pairs in order, and the
@@ -256,19 +165,10 @@ class Executor:
         self.results: list[Any] = [None] * n
         self.wait_all = [False] * num_games
         self.greenlets: list[Any] = [None] * num_games
-        self.game_seeds = [0] * num_games
-        self.restarts = [0] * num_games
-        self.generation = -1  # incremented by every start(): reset k starts generation k
         self.agents = [[TrainingAgent(self, g * agents_per_game + i) for i in range(agents_per_game)] for g in range(num_games)]
         # per slot: rewards, episode ends, returns, lengths and metrics until the next batch
         self.episodes = EpisodeState(self.n, self.slot_lo)
         self.errors: list[GameError] = []
-        self.step_timeout = step_timeout
-        self.restart_on_error = on_game_error == "restart"
-        self.faults: list[GameError] = []
-        self.on_timeout: Callable[[], None] | None = None
-        self.restart_base = 0
-        self.alarm = StepAlarm(self, step_timeout)
 
     @property
     def spaces(self) -> Spaces | None:
@@ -293,14 +193,12 @@ class Executor:
         """Start (or restart) game ``k``; it runs until it asks for its first decision.
 
         With ``on_game_error="restart"`` a game that fails before its first decision is restarted
-        with a fresh seed (each failure is a fault), up to :data:`MAX_START_FAILURES` times in a row.
+        with a fresh seed (each failure is a fault), up to :data:`~gymloop.runtime.faults.MAX_START_FAILURES`
+        times in a row.
         """
         returned = failed = 0
         while returned < 2:
-            env = self.env_lo + k
-            seed = derive_seed(self.seed, env, self.restarts[k], self.generation)
-            self.restarts[k] += 1
-            self.game_seeds[k] = seed
+            seed = self._next_seed(k)
             g = greenlet.greenlet(self.game, parent=self.caller)
             self.greenlets[k] = g
             agents = self.agents[k]
@@ -308,20 +206,13 @@ class Executor:
             try:
                 g.switch(arg, seed)
             except BaseException as e:
-                if isinstance(e, KeyboardInterrupt):
-                    raise
-                err = self._error(k, e)
+                err = self._fault(k, e)  # (KeyboardInterrupt passes through)
                 self._clear(k)
                 if self.restart_on_error and failed < MAX_START_FAILURES:
                     failed += 1
                     self.faults.append(err)
                     continue
-                if failed:
-                    err.args = (
-                        err.args[0] + f"\n(it failed before its first decision {failed + 1} times in a row, with "
-                        "fresh seeds, so on_game_error='restart' gave up on it)",
-                    )
-                self.errors.append(err)
+                self.errors.append(gave_up(err, failed + 1, before_first_decision=True) if failed else err)
                 return
             if not g.dead:
                 return
@@ -332,7 +223,7 @@ class Executor:
                 f"game {getattr(self.game, '__name__', self.game)!r} (env {self.env_lo + k}) returned without asking "
                 "its agent for a decision; a game loop must call agent.act(...) at least once per run",
                 env_index=self.env_lo + k,
-                seed=self.game_seeds[k],
+                seed=self.seeds[k],
             ),
         )
         self._clear(k)
@@ -344,21 +235,13 @@ class Executor:
             self.pobs[s] = None
             ep.game_returned(s)
 
-    def _error(self, k: int, e: BaseException) -> GameError:
-        """Game ``k``'s exception as a :class:`GameError` (tells a worker's parent it is alive on a timeout)."""
-        if isinstance(e, StepTimeout) and self.on_timeout is not None:
-            self.on_timeout()
-        return game_error(e, self.env_lo + k, self.game_seeds[k], "game copy", self.step_timeout)
-
     def _clear(self, k: int) -> None:
         for s in range(k * self.apg, (k + 1) * self.apg):
             self.pobs[s] = None
 
     def _record_error(self, k: int, e: BaseException) -> None:
         """Game ``k`` raised ``e`` (its greenlet is dead): fail the call, or restart it (``"restart"``)."""
-        if isinstance(e, KeyboardInterrupt):
-            raise e
-        err = self._error(k, e)
+        err = self._fault(k, e)  # (KeyboardInterrupt passes through)
         if self.restart_on_error:
             self.faults.append(err)
             self._game_returned(k)  # its open episode ends as truncated
@@ -370,27 +253,16 @@ class Executor:
     def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
         self.episodes.game_over(s, obs, truncated)
 
-    def reset(self) -> Batch:
-        """(Re)start every game and return the first batch."""
-        self.start()
-        if self.spaces is None:
-            self.spaces = Spaces.build(*self.discover())
-        return self.build()
-
     def start(self) -> None:
         """(Re)start every game; each runs until its first decision."""
         self.close_games()
         self.closing = False
         self.errors = []
-        self.generation += 1
-        self.restarts = [0] * self.n_games
+        self._new_generation()
         self._set_caller()
         self.episodes = EpisodeState(self.n, self.slot_lo)
         self.pobs[:] = [None] * self.n
         self.ptypes[:] = [None] * self.n
-        if self.restart_base:
-            self.restarts = [self.restart_base] * self.n_games
-            self.restart_base = 0
         token = self.alarm.arm(check=True)
         try:
             for k in range(self.n_games):
@@ -399,11 +271,11 @@ class Executor:
             self.alarm.disarm(token)
         self._raise_errors()
 
-    def set_spaces(self, classes: tuple[list[type], type | None, list[Any]]) -> None:
+    def set_spaces(self, classes: DeclaredTypes) -> None:
         """Fix the spaces (workers receive the union of what every worker discovered)."""
         self.spaces = Spaces.build(*classes)
 
-    def discover(self) -> tuple[list[type], type | None, list[Any]]:
+    def discover(self) -> DeclaredTypes:
         """Entity classes, globals class and action types declared or seen in the pending decisions."""
         ents: set[type] = set()
         glob: set[type] = set()
@@ -425,34 +297,26 @@ class Executor:
     def close_games(self) -> None:
         """Throw ``GreenletExit`` into every suspended game so its ``finally`` blocks run.
 
-        With a ``step_timeout`` the games' ``finally`` blocks get :data:`CLOSE_TIMEOUT_S` seconds
-        together (at most ``step_timeout``); a game still running then is abandoned. The step
-        alarm's signal handler is given back (the next call takes it again).
+        With a ``step_timeout`` the games' ``finally`` blocks get
+        :data:`~gymloop.runtime.faults.CLOSE_TIMEOUT_S` seconds together (at most ``step_timeout``);
+        a game still running then is abandoned. The step alarm's signal handler is given back (the
+        next call takes it again).
         """
         self.closing = True
-        live = [(k, g) for k, g in enumerate(self.greenlets) if g is not None and not g.dead]
-        token = None
+        live = [(k, functools.partial(self._close_game, k)) for k, g in enumerate(self.greenlets) if g is not None and not g.dead]
         if live:
             self._set_caller()
-            if self.step_timeout is not None:
-                token = self.alarm.arm(min(self.step_timeout, CLOSE_TIMEOUT_S))
-        try:
-            for k, g in live:
-                try:
-                    g.throw(greenlet.GreenletExit)
-                except StepTimeout:
-                    log.warning("game copy %d did not finish closing in time; it is abandoned", self.env_lo + k)
-                except KeyboardInterrupt:
-                    raise
-                except BaseException:
-                    log.exception("game copy %d raised while being closed", self.env_lo + k)
-                if not g.dead:
-                    log.warning("game copy %d kept running after GreenletExit; it is abandoned", self.env_lo + k)
-                self.greenlets[k] = None
-        finally:
-            self.alarm.disarm(token)
-            self.alarm.release()
+        self._close_each(live)
         self.pobs[:] = [None] * self.n
+
+    def _close_game(self, k: int) -> None:
+        g = self.greenlets[k]
+        try:
+            g.throw(greenlet.GreenletExit)
+        finally:
+            if not g.dead:
+                log.warning("game copy %d kept running after GreenletExit; it is abandoned", self.env_lo + k)
+            self.greenlets[k] = None
 
     def alarm_may_raise(self, frame: Any) -> bool:
         """The step alarm fired in ``frame``: raise there only if it is a game's own code.
@@ -578,5 +442,5 @@ class Executor:
 
     def _builder(self) -> BatchBuilder:
         if self.builder is None:
-            raise EnvStateError("the spaces are not fixed yet (no reset); call reset() first")
+            raise self._not_fixed()
         return self.builder

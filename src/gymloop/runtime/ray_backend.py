@@ -38,8 +38,8 @@ closure, a function of ``__main__``); see :func:`ship_game`.
 
 Faults, as in the process backend (:class:`~gymloop.runtime.workers.ProcessBackend`): games time
 out inside the actors (their executor's alarm: Ray runs an actor's calls in its main thread); an
-actor that does not answer within ``step_timeout`` plus :func:`~gymloop.runtime.workers.answer_grace`
-(its first answer: :data:`~gymloop.runtime.workers.STARTUP_TIMEOUT_S`) is killed; a dead actor
+actor that does not answer within ``step_timeout`` plus :func:`~gymloop.runtime.sharded.answer_grace`
+(its first answer: :data:`~gymloop.runtime.sharded.STARTUP_TIMEOUT_S`) is killed; a dead actor
 fails the call with :class:`~gymloop.errors.WorkerError` naming it and its copies, or with
 ``restart_workers=True`` is replaced within the call (its copies' open episodes end as
 truncated), at most as often as the process backend restarts workers. ``close()`` asks every
@@ -48,7 +48,6 @@ actor to close its games, then kills them all.
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import pickle
@@ -62,8 +61,10 @@ import numpy as np
 
 from ..batch import Batch
 from ..errors import ConfigError, GymloopError, WorkerError
-from .backend import Backend, BackendConfig, discover_spaces, make_executor, register_backend, shard_sizes
-from .workers import MAX_WORKER_RESTARTS, RESTART_WINDOW_S, STARTUP_TIMEOUT_S, _flatten, _unflatten, answer_grace
+from .backend import BackendConfig, register_backend, shard_sizes
+from .declared import DeclaredTypes
+from .sharded import STARTUP_TIMEOUT_S, Call, ShardedBackend, ShardHandle, remote_executor, settle
+from .workers import _flatten, _unflatten
 
 __all__ = ["RayBackend", "ship_game", "OPTION_DEFAULTS"]
 
@@ -89,7 +90,7 @@ def import_ray() -> Any:
     return ray
 
 
-def ship_game(game: Any, declared: Any) -> tuple[str, bytes]:
+def ship_game(game: Any, declared: DeclaredTypes | None) -> tuple[str, bytes]:
     """How the game (and the declared types) travel to the actors: ``("reference", pickle)`` or ``("value", cloudpickle)``.
 
     By reference when plain :mod:`pickle` can name everything and nothing lives in ``__main__``
@@ -276,14 +277,10 @@ class ShardActor:
             )
             return
         try:
-            ex = make_executor(
-                game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
+            ex = remote_executor(
+                game, env_lo, n, apg, seed, declared, is_env, step_timeout, on_game_error, fixed, generation,
+                restart_base, on_timeout=self._beat,
             )
-            ex.on_timeout = self._beat
-            if fixed is not None:  # a replacement: the spaces are fixed already
-                ex.set_spaces(fixed)
-                ex.generation = generation - 1  # its first reset starts the current generation
-                ex.restart_base = restart_base
         except BaseException as e:
             self.error = ConfigError(
                 f"the Ray actor on node {self.where[0]} (pid {self.where[1]}) could not set up game copies {env_lo}..{env_lo + n - 1} "
@@ -353,10 +350,7 @@ class ShardActor:
 
     @staticmethod
     def _settled(b: Batch) -> Any:
-        import gc
-
-        gc.collect()  # the games' long-lived objects need no more collection passes (as in a worker process)
-        gc.freeze()
+        settle()
         return _flatten(b)
 
 
@@ -415,20 +409,14 @@ def _actor_class(ray: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- this process's side
-class _Actor:
+class _Actor(ShardHandle):
     """This process's end of one actor: its handle and state."""
 
     def __init__(self, index: int, env_lo: int, n: int, apg: int, handle: Any, name: str) -> None:
-        self.index = index
-        self.envs = range(env_lo, env_lo + n)
-        self.n_slots = n * apg
+        super().__init__(index, env_lo, n, apg)
         self.handle = handle
         self.name = name
-        self.heard = False  # it answered once (it started)
-        self.lost: WorkerError | None = None
-        self.reported = False  # its loss was raised to the caller
         self.where_ip_pid: tuple[str, int] | None = None
-        self.t_start = time.monotonic()
         self.beats = 0
 
     def where(self) -> str:
@@ -436,11 +424,12 @@ class _Actor:
         return f"Ray actor {self.index} '{self.name}' (game copies {self.envs.start}..{self.envs.stop - 1}{at})"
 
 
-class RayBackend(Backend):
+class RayBackend(ShardedBackend):
     """Runs the game copies in ``workers`` Ray actors (see the module docstring for options and faults).
 
-    Batches come back through Ray's object transfer and are copied into fresh arrays
-    (``Batch.concat(copy=True)``), so a returned batch owns its memory.
+    A :class:`~gymloop.runtime.sharded.ShardedBackend` whose shards are actors. Batches come back
+    through Ray's object transfer and are copied into fresh arrays (``Batch.concat(copy=True)``), so a
+    returned batch owns its memory.
 
     Attributes:
         faults: errors of game copies restarted in the actors (``on_game_error="restart"``) and a
@@ -461,22 +450,14 @@ class RayBackend(Backend):
         _options(config.options)
         ship_game(config.game, config.declared)
 
+    shard_word = "actor"
+
     def __init__(self, config: BackendConfig) -> None:
-        c = self.config = config
-        self.actors: list[_Actor] = []
-        self.faults: list[Any] = []
-        self.spaces: Any = None
-        self.is_env = c.is_env
+        super().__init__(config)
+        c = config
         self._closed = False
         self._holds = False
-        self._fixed: Any = None
-        self._generation = -1
-        self._replaced: dict[int, int] = {}  # actor index -> replacements within a call so far (as the process backend)
         self._spawned = 0  # actors started so far (their names are unique)
-        self._restart_times: collections.deque[float] = collections.deque()
-        self._allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
-        self._last_counts: list[list[int]] = []
-        self._pending: list[tuple[_Actor, Any]] = []
         self.ray = ray = import_ray()
         opts = self.options = _options(c.options)
         self._how, self._blob = ship_game(c.game, c.declared)
@@ -496,11 +477,16 @@ class RayBackend(Backend):
                 log.warning("%s: the actors wait until the cluster grows", msg)
             lo = 0
             for i, n in enumerate(shard_sizes(c.num_envs, c.workers)):
-                self.actors.append(self._new_actor(i, lo, n))
+                self.shards.append(self._new_actor(i, lo, n))
                 lo += n
         except BaseException:
             self.close()
             raise
+
+    @property
+    def actors(self) -> list[_Actor]:
+        """This process's end of each actor (``actors[i].handle`` is its Ray actor handle)."""
+        return self.shards
 
     # ------------------------------------------------------------------ actors
     def _new_actor(self, i: int, env_lo: int, n: int, fixed: Any = None, restart_base: int = 0) -> _Actor:
@@ -552,33 +538,26 @@ class RayBackend(Backend):
                 "slow; it was killed. Add CPUs to the cluster, lower num_cpus, or raise backend_options startup_timeout"
             )
         elif timed_out:
-            t = self.config.step_timeout or 0.0
-            starting = "" if a.heard else f", nor start within startup_timeout={self.options['startup_timeout']:g} s"
-            msg = (
-                f"{a.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it is "
+            msg = a.unanswered_message(
+                self.config.step_timeout, f"startup_timeout={self.options['startup_timeout']:g} s",
                 "frozen, stuck in C code that its own step deadline cannot interrupt, waiting for cluster resources, or its "
-                "node is unreachable; it was killed. Pass restart_workers=True to start it again with its games and go on, "
-                "or raise step_timeout if its steps are legitimately this slow"
-            )
-        elif not a.heard:
-            msg = (
-                f"{a.where()} died while starting ({_why(e)}). gymloop (and the game's module, if shipped by reference) "
-                f"must be installed on every node of the cluster ({INSTALL_HINT})"
+                "node is unreachable",
             )
         else:
-            msg = (
-                f"{a.where()} died ({_why(e)}): a game may have crashed the interpreter or run out of memory, its node may "
-                "have gone, or something killed it. Pass restart_workers=True to start an actor that died again with its "
-                "games and go on; the next reset() starts it again"
+            msg = a.died_message(
+                _why(e),
+                if_starting=". gymloop (and the game's module, if shipped by reference) must be installed on every node "
+                f"of the cluster ({INSTALL_HINT})",
+                causes="its node may have gone, or something killed it",
+                a_shard="an actor",
             )
-        a.lost = WorkerError(msg, worker=a.index, env_indices=a.envs)
-        return a.lost
+        return a.lose(msg)
 
     def _get(self, calls: list[tuple[_Actor, Any]]) -> list[Any]:
         """The answer of each call (or the :class:`WorkerError` of its lost actor), by each actor's deadline."""
         ray = self.ray
         now = time.monotonic()
-        deadlines = [self._deadline(a, now) for a, _ in calls]
+        deadlines = [self._actor_deadline(a, now) for a, _ in calls]
         try:  # the usual case: every actor answers in time, one wait for all
             timeout = None if None in deadlines else max(0.0, max(d for d in deadlines if d is not None) - now)
             return ray.get([r for _, r in calls], timeout=timeout)
@@ -586,7 +565,7 @@ class RayBackend(Backend):
             pass
         return [self._get_one(a, r, d) for (a, r), d in zip(calls, deadlines)]
 
-    def _deadline(self, a: _Actor, now: float) -> float | None:
+    def _actor_deadline(self, a: _Actor, now: float) -> float | None:
         start = None if a.heard else a.t_start + self.options["startup_timeout"]
         if self._allow is None:
             return start  # no step_timeout: only an actor's start is bounded
@@ -608,140 +587,51 @@ class RayBackend(Backend):
             except ray.exceptions.RayError as e:
                 return self._lose(a, e)
 
-    def _gather(self, calls: list[tuple[_Actor, Any]], truncate: bool, batches: bool = True) -> list[Any]:
-        """The payloads of every call in actor order; raise the first error (in env order) after all answered."""
-        answers = self._get(calls)
-        out: list[Any] = []
-        errors: list[BaseException] = []
-        for (a, _), ans in zip(calls, answers):
-            try:
-                if isinstance(ans, WorkerError):
-                    if not (self.config.restart_workers and a.heard):
-                        a.reported = True
-                        raise ans
-                    out.append(self._replace(a.index, truncate))
-                    continue
-                a.heard = True
-                tag, payload, faults, where = ans
-                if where is not None:
-                    a.where_ip_pid = where
-                if faults:
-                    self.faults.extend(faults)
-                if tag == "error":
-                    raise payload
-                out.append(self._batch(a, payload) if batches else payload)
-            except GymloopError as e:
-                errors.append(e)
-        if errors:
-            first = errors[0]
-            if len(errors) > 1 and first.args and isinstance(first.args[0], str):
-                others = "; ".join(str(e).split("\n", 1)[0] for e in errors[1:])
-                first.args = (first.args[0] + f"\n(also failed in this call: {others})", *first.args[1:])
-            raise first
-        return out
+    # ------------------------------------------------------------------ the transport (ShardedBackend's)
+    def _send(self, shard: Any, call: Call, arg: Any) -> tuple[Call, Any]:
+        h = shard.handle
+        if call is Call.RESET:
+            return call, h.reset.remote()
+        if call is Call.START:
+            return call, h.start.remote()
+        return call, h.build.remote(arg)
 
-    def _batch(self, a: _Actor, payload: Any) -> Batch:
+    def _send_step(self, shard: Any, actions: list[np.ndarray]) -> tuple[None, Any]:
+        return None, shard.handle.step.remote(actions)
+
+    def _await(self, pending: Any) -> list[Any]:
+        """Every answer at once (one ``ray.get`` when all come in time): ``(call, answer or WorkerError)``."""
+        answers = self._get([(a, ref) for a, (_, ref) in pending])
+        return [(call, ans) for (_, (call, _)), ans in zip(pending, answers)]
+
+    def _receive(self, shard: Any, answer: Any) -> Any:
+        call, ans = answer
+        if isinstance(ans, WorkerError):
+            raise ans
+        shard.heard = True
+        tag, payload, faults, where = ans
+        if where is not None:
+            shard.where_ip_pid = where
+        if faults:
+            self.faults.extend(faults)
+        if tag == "error":
+            raise payload
+        if call is not None and call is Call.START:
+            return payload
         arrays, names = payload
-        return _unflatten(arrays, names, self.spaces, a.n_slots)
+        return _unflatten(arrays, names, self.spaces, shard.n_slots)
 
-    def _replace(self, i: int, truncate: bool) -> Batch:
-        """Actor ``i`` is lost (``restart_workers=True``): a new one with its games; their batch (``truncated`` in a step)."""
-        old = self.actors[i]
-        why = old.lost.args[0] if old.lost is not None else f"{old.where()} was lost"
-        now = time.monotonic()
-        times = self._restart_times
-        while times and times[0] < now - RESTART_WINDOW_S:
-            times.popleft()
-        if len(times) >= max(MAX_WORKER_RESTARTS, len(self.actors)):
-            old.reported = True
-            raise WorkerError(
-                f"{why}\n(not started again: {len(times)} actor restarts within {RESTART_WINDOW_S:g} s already, the most "
-                "restart_workers allows; an actor that keeps dying needs fixing)",
-                worker=old.index, env_indices=old.envs,
-            )
-        times.append(now)
-        k = self._replaced.get(i, 0) + 1  # counted here only, as ProcessBackend._replace does (not at a reset)
-        self._replaced[i] = k
-        a = self._swap(i, restart_base=(k << 32) if truncate else 0)
-        (b,) = self._gather([(a, a.handle.reset.remote())], truncate=False)
-        if truncate:
-            b.truncated = np.ones(a.n_slots, dtype=bool)
-        self.faults.append(WorkerError(
-            f"{why}\n-> started again with its game copies (restart_workers=True); their open episodes end as truncated",
-            worker=a.index, env_indices=a.envs,
-        ))
-        return b
-
-    def _swap(self, i: int, restart_base: int = 0) -> _Actor:
+    def _respawn(self, i: int, restart_base: int = 0) -> _Actor:
         """A new actor in place of actor ``i`` (the old one is killed), with the fixed spaces."""
-        old = self.actors[i]
+        old = self.shards[i]
         try:
             self.ray.kill(old.handle, no_restart=True)
         except Exception:
             pass
         self._forget_beats(old)
         a = self._new_actor(i, old.envs.start, len(old.envs), fixed=self._fixed, restart_base=restart_base)
-        self.actors[i] = a
+        self.shards[i] = a
         return a
-
-    # ------------------------------------------------------------------ the Backend interface
-    def reset(self) -> tuple[Batch, Any]:
-        try:
-            return self._reset()
-        except BaseException:
-            self.close()
-            raise
-
-    def _reset(self) -> tuple[Batch, Any]:
-        self._generation += 1
-        if self.spaces is None:
-            found = self._gather([(a, a.handle.start.remote()) for a in self.actors], truncate=False, batches=False)
-            self._fixed, self.spaces = discover_spaces(found, self.is_env)
-            parts = self._gather([(a, a.handle.build.remote(self._fixed)) for a in self.actors], truncate=False)
-        else:
-            for i, a in enumerate(self.actors):
-                if a.lost is None:
-                    continue
-                if not a.reported:  # a loss no call has reported yet
-                    if not (self.config.restart_workers and a.heard):
-                        a.reported = True
-                        raise a.lost
-                    self.faults.append(WorkerError(
-                        f"{a.lost.args[0]}\n-> started again with its game copies (restart_workers=True)",
-                        worker=a.index, env_indices=a.envs,
-                    ))
-                self._swap(i)
-            parts = self._gather([(a, a.handle.reset.remote()) for a in self.actors], truncate=False)
-        return self._concat(parts), self.spaces
-
-    def _concat(self, parts: list[Batch]) -> Batch:
-        self._last_counts = [
-            np.concatenate([[0], np.cumsum([p.actor_slot[name].shape[0] for p in parts])]).tolist()
-            for name in self.spaces.actions
-        ]
-        return Batch.concat(parts, copy=True)
-
-    def step(self, actions: list[np.ndarray]) -> Batch:
-        self.step_async(actions)
-        return self.step_wait()
-
-    def step_async(self, actions: list[np.ndarray]) -> None:
-        """The first half of :meth:`step`: send every actor its actions and return at once (the actors step meanwhile).
-
-        A caller with work that does not need the next batch (the policy of another group of
-        copies) does it before :meth:`step_wait`. Exactly one :meth:`step_wait` must follow.
-        """
-        counts = self._last_counts
-        n_types = len(counts)
-        self._pending = [
-            (a, a.handle.step.remote([actions[t][counts[t][i] : counts[t][i + 1]] for t in range(n_types)]))
-            for i, a in enumerate(self.actors)
-        ]
-
-    def step_wait(self) -> Batch:
-        """The second half of :meth:`step`: wait for every actor's batch; the next batch."""
-        calls, self._pending = self._pending, []
-        return self._concat(self._gather(calls, truncate=True))
 
     def close(self) -> None:
         """Let every actor close its games (up to :data:`CLOSE_WAIT_S`), then kill them all; never raises."""
@@ -749,7 +639,7 @@ class RayBackend(Backend):
             return
         self._closed = True
         ray = self.ray
-        actors, self.actors = list(self.actors), []
+        actors, self.shards = list(self.shards), []
         if not ray.is_initialized():  # shut down already (by its owner, or at exit): the actors went with it
             if self._holds:
                 self._holds = False

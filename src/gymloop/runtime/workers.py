@@ -24,8 +24,6 @@ open so the interpreter always exits. See :class:`ProcessBackend`.
 from __future__ import annotations
 
 import atexit
-import collections
-import gc
 import logging
 import math
 import multiprocessing as mp
@@ -45,7 +43,10 @@ import numpy as np
 from ..batch import Batch
 from ..errors import ConfigError, GymloopError, WorkerError
 from ..spaces import Spaces
-from .backend import Backend, BackendConfig, discover_spaces, make_executor, register_backend, shard_sizes
+from .backend import Backend, BackendConfig, make_executor, register_backend, shard_sizes
+from .declared import DeclaredTypes
+from .shard import ShardExecutor
+from .sharded import STARTUP_TIMEOUT_S, Call, ShardedBackend, ShardHandle, answer_grace, remote_executor, settle
 
 log = logging.getLogger("gymloop.workers")
 
@@ -80,19 +81,10 @@ class Op(IntEnum):
     The values are ASCII letters, which keeps the byte stream readable when debugging.
     """
 
-    RESET = ord("R")
-    SPACES = ord("P")
-    STEP = ord("S")
-    IN_SEGMENT = ord("N")
-    OUT_SEGMENT = ord("M")
-    CLOSE = ord("C")
-    DISCOVERED = ord("D")
-    BATCH = ord("B")
-    GROW = ord("G")
-    ERROR = ord("E")
-    CLOSED = ord("K")
-    ALIVE = ord("A")
-    FAULTS = ord("F")
+    # main process -> worker
+    RESET, SPACES, STEP, IN_SEGMENT, OUT_SEGMENT, CLOSE = b"RPSNMC"
+    # worker -> main process
+    DISCOVERED, BATCH, GROW, ERROR, CLOSED, ALIVE, FAULTS = b"DBGEKAF"
 
     @property
     def tag(self) -> bytes:
@@ -184,22 +176,18 @@ def _unflatten(arrays: list[np.ndarray], names: list[str], spaces: Spaces, n: in
 
 # ---------------------------------------------------------------------- worker process
 def _worker_main(
-    conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: Any, is_env: bool, in_name: str, out_name: str,
-    spin_s: float = 0.0, step_timeout: float | None = None, on_game_error: str = "raise", fixed: Any = None,
-    generation: int = 0, restart_base: int = 0,
+    conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: DeclaredTypes | None, is_env: bool,
+    in_name: str, out_name: str, spin_s: float = 0.0, step_timeout: float | None = None, on_game_error: str = "raise",
+    fixed: Any = None, generation: int = 0, restart_base: int = 0,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     # Ctrl-C reaches the whole process group: the main process decides (it closes the workers)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    ex = make_executor(
-        game, env_lo, n, apg, seed, declared, is_env, step_timeout=step_timeout, on_game_error=on_game_error,
-    )
     # a game that timed out gave the rest of the step a fresh budget: tell the main process so
-    ex.on_timeout = lambda: conn.send_bytes(_T_ALIVE)
-    if fixed is not None:  # this worker replaces one that died: the spaces are fixed already
-        ex.set_spaces(fixed)
-        ex.generation = generation - 1  # its first reset starts the current generation
-        ex.restart_base = restart_base
+    ex = remote_executor(
+        game, env_lo, n, apg, seed, declared, is_env, step_timeout, on_game_error, fixed, generation, restart_base,
+        on_timeout=lambda: conn.send_bytes(_T_ALIVE),
+    )
     in_shm = _attach(in_name)
     out_shm = _attach(out_name)
     faults = ex.faults
@@ -261,9 +249,7 @@ def _worker_main(
                         send_batch(ex.build())
                     else:
                         send_batch(ex.reset())
-                    # the games' long-lived objects need no more collection passes in this process
-                    gc.collect()
-                    gc.freeze()
+                    settle()
                 elif op == _OP_IN_SEGMENT:
                     in_shm.close()
                     in_shm = _attach(msg[1:].decode())
@@ -292,39 +278,22 @@ def _worker_main(
 
 
 # ---------------------------------------------------------------------- main-process side
-#: seconds a worker may take to start (spawn, imports) before its first message
-STARTUP_TIMEOUT_S = 120.0
 #: close(): seconds the workers get to exit when asked, then after terminate(), then after kill()
 CLOSE_WAIT_S, TERMINATE_WAIT_S, KILL_WAIT_S = 0.8, 0.3, 0.5
-#: restart_workers: at most this many restarts (or one per worker, if more) within RESTART_WINDOW_S
-MAX_WORKER_RESTARTS, RESTART_WINDOW_S = 3, 60.0
 
 
-def answer_grace(step_timeout: float) -> float:
-    """Seconds a worker may answer after ``step_timeout`` before it counts as frozen: its own
-    deadline fires first and names the game, then it still has to finish and send its batch."""
-    return 0.5 + 0.25 * step_timeout
-
-
-class _Worker:
+class _Worker(ShardHandle):
     """The main process's end of one worker process (its pipe, segments and state)."""
 
     def __init__(
         self, ctx: Any, index: int, c: BackendConfig, env_lo: int, n: int, sink: list[Any], fixed: Any = None,
         generation: int = 0, restart_base: int = 0,
     ) -> None:
-        self.index = index
-        self.env_lo = env_lo
-        self.envs = range(env_lo, env_lo + n)
+        super().__init__(index, env_lo, n, c.agents_per_game)
         apg = c.agents_per_game
-        self.n_slots = n * apg
         self.sink = sink  # the backend's faults list
         self.step_timeout = c.step_timeout
         self.allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
-        self.heard = False  # has the worker sent anything yet (it started)?
-        self.busy = False  # a request is out whose answer has not been read
-        self.lost: WorkerError | None = None  # it died or was killed
-        self.reported = False  # its loss was raised to the caller
         self.owned: list[shared_memory.SharedMemory] = []
         self.in_shm = self.new_segment(max(4096, 64 * n * apg))
         self.out_shm = self.new_segment(max(1 << 16, 512 * n * apg))
@@ -354,53 +323,45 @@ class _Worker:
             self.poller = select.poll()
             self.poller.register(self.conn.fileno(), select.POLLIN)
 
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
     def where(self) -> str:
         return f"worker process {self.index} (game copies {self.envs.start}..{self.envs.stop - 1}, pid {self.pid})"
 
     def died(self) -> WorkerError:
         """It is gone (its pipe broke): the error that says so (kept in :attr:`lost`)."""
-        if self.lost is None:
-            self.proc.join(timeout=1)
-            code = self.proc.exitcode
-            how = f"exit code {code}"
-            if code is not None and code < 0:
-                try:
-                    how = f"killed by signal {signal.Signals(-code).name}"
-                except ValueError:
-                    pass
-            if not self.heard:  # it died before its first message: it could not even start
-                msg = (
-                    f"{self.where()} died while starting ({how}); its traceback is on stderr. Workers are started "
-                    "fresh (spawn) and import the game by reference: define the game at module level, and in a script "
-                    "run the VecEnv under `if __name__ == \"__main__\":` so that workers importing the script do not "
-                    "run it again"
-                )
-            else:
-                msg = (
-                    f"{self.where()} died ({how}): a game may have crashed the interpreter or run out of memory, or "
-                    "something killed it; its traceback, if any, is on stderr. Pass restart_workers=True to start a "
-                    "worker that died again with its games and go on; the next reset() starts it again"
-                )
-            self.lost = WorkerError(msg, worker=self.index, env_indices=self.envs)
-        return self.lost
+        if self.lost is not None:
+            return self.lost
+        self.proc.join(timeout=1)
+        code = self.proc.exitcode
+        how = f"exit code {code}"
+        if code is not None and code < 0:
+            try:
+                how = f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                pass
+        return self.lose(self.died_message(
+            how,
+            if_starting="; its traceback is on stderr. Workers are started fresh (spawn) and import the game by "
+            "reference: define the game at module level, and in a script run the VecEnv under "
+            "`if __name__ == \"__main__\":` so that workers importing the script do not run it again",
+            causes="or something killed it; its traceback, if any, is on stderr",
+            a_shard="a worker",
+        ))
 
     def timed_out(self) -> WorkerError:
         """It did not answer in time: kill it; the error that says so (kept in :attr:`lost`)."""
-        t = self.step_timeout or 0.0
-        starting = "" if self.heard else f", nor start within {STARTUP_TIMEOUT_S:g} s"
         try:
             self.proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
             self.proc.join(timeout=1)
         except Exception:  # pragma: no cover
             log.exception("killing %s failed", self.where())
-        self.lost = WorkerError(
-            f"{self.where()} did not answer within step_timeout={t:g} s (+{answer_grace(t):g} s grace{starting}): it "
-            "is frozen (e.g. stopped with SIGSTOP), stuck in C code that its own step deadline cannot interrupt, or "
-            "the machine is swapping; it was killed. Pass restart_workers=True to start it again with its games and "
-            "go on, or raise step_timeout if its steps are legitimately this slow",
-            worker=self.index, env_indices=self.envs,
-        )
-        return self.lost
+        return self.lose(self.unanswered_message(
+            self.step_timeout, f"{STARTUP_TIMEOUT_S:g} s",
+            "frozen (e.g. stopped with SIGSTOP), stuck in C code that its own step deadline cannot interrupt, or the "
+            "machine is swapping",
+        ))
 
     def send(self, data: bytes) -> None:
         """Send a message; a broken pipe raises :class:`WorkerError` (it died)."""
@@ -448,6 +409,49 @@ class _Worker:
             self.heard = True
             return data
 
+    def ask(self, call: Call, arg: Any) -> Call:
+        """Send a reset ``call`` (see :class:`~gymloop.runtime.sharded.Call`); a lost worker's answer is read as lost."""
+        try:
+            self.send(_T_SPACES + pickle.dumps(arg) if call is Call.BUILD else _T_RESET)
+            self.busy = True
+        except WorkerError:
+            pass
+        return call
+
+    def ask_step(self, parts: list[np.ndarray]) -> None:
+        """Write this worker's slice of every action array into its input segment and tell it their lengths
+        (``Call.STEP``; its answer is read with ``None`` for the call)."""
+        lens = [p.size for p in parts]
+        try:
+            need = 8 * sum(lens)
+            if need > self.in_shm.size:
+                old = self.in_shm
+                self.in_shm = self.new_segment(max(need * 2, 4096))
+                self.send(_T_IN_SEGMENT + self.in_shm.name.encode())
+                self._drop(old)
+            off = 0
+            buf = self.in_shm.buf
+            for p in parts:
+                if p.size:
+                    np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
+                off += p.size * 8
+            self.conn.send_bytes(_T_STEP_HEAD + np.array(lens, dtype=np.int64).tobytes())
+            self.busy = True
+        except (OSError, ValueError):
+            self.died()  # found dead: its answer is read as lost (restarted, or an error)
+        except WorkerError:
+            pass  # (lost already: its answer is read as lost)
+
+    def answer(self, call: Call | None, deadline: float | None, spaces: Any) -> Any:
+        """The answer to ``call`` (``None``: a step): what it discovered (``START``), else its batch; raises its error."""
+        if call is not None and call is Call.START:
+            msg = self.recv(deadline)
+            if msg[0] == _OP_ERROR:
+                self.busy = False
+                raise pickle.loads(msg[1:])
+            return pickle.loads(msg[1:])
+        return self.read_batch(self.recv(deadline), spaces, deadline)
+
     def new_segment(self, size: int) -> shared_memory.SharedMemory:
         shm = shared_memory.SharedMemory(create=True, size=size)
         self.owned.append(shm)
@@ -492,6 +496,40 @@ class _Worker:
     def release(self) -> None:
         for shm in list(self.owned):
             self._drop(shm)
+
+
+class _LocalShard(ShardHandle):
+    """The share of the copies this process steps itself: a call runs when its answer is read, after every
+    worker has been sent its own (so this process steps while the workers do)."""
+
+    remote = False
+
+    def __init__(self, ex: ShardExecutor, n: int, apg: int) -> None:
+        super().__init__(0, 0, n, apg)
+        self.ex = ex
+        self.heard = True
+
+    def where(self) -> str:
+        return f"this process (game copies {self.envs.start}..{self.envs.stop - 1})"
+
+    def ask(self, call: Call, arg: Any) -> tuple[Call, Any]:
+        return call, arg
+
+    def ask_step(self, actions: list[np.ndarray]) -> tuple[None, list[np.ndarray]]:
+        return None, actions
+
+    def answer(self, sent: tuple[Call | None, Any], deadline: float | None, spaces: Any) -> Any:
+        call, arg = sent
+        ex = self.ex
+        if call is None:
+            return ex.step(arg)
+        if call is Call.RESET:
+            return ex.reset()
+        if call is Call.START:
+            ex.start()
+            return ex.discover()
+        ex.set_spaces(arg)
+        return ex.build()
 
 
 def _stop(workers: list[_Worker], grace: float) -> None:
@@ -548,31 +586,32 @@ def _close_live_backends() -> None:
             pass
 
 
-class ProcessBackend(Backend):
+class ProcessBackend(ShardedBackend):
     """Runs the game copies in ``workers`` processes: this one and ``workers - 1`` children.
 
     The calling process steps the first share of the games itself while the children step the
     others, so ``workers`` busy processes use ``workers`` cores and none idles (a main process that
     only waits would leave a core idle or, spinning, fight the workers for it).
 
-    Batches are read out of shared memory and copied (``Batch.concat(copy=True)``), so a returned
-    batch never aliases a segment. A failed :meth:`reset` closes the backend (workers may be left
+    A :class:`~gymloop.runtime.sharded.ShardedBackend`: this process's share is the first shard,
+    stepped when its answer is read, after every worker has been sent its call. Batches are read out of shared memory and copied
+    (``Batch.concat(copy=True)``), so a returned batch never aliases a segment. A failed :meth:`reset` closes the backend (workers may be left
     mid-protocol); a game error in :meth:`step` is raised once every worker has answered.
 
     Faults. Each worker runs its games under its own step deadline (as this process does, see
     :mod:`gymloop.runtime.alarm`), so a game that loops or sleeps fails with
     :class:`~gymloop.errors.GameTimeoutError` naming it. This process waits for each answer with
-    ``poll`` until ``step_timeout`` plus :func:`answer_grace` (a worker whose game timed out says
+    ``poll`` until ``step_timeout`` plus :func:`~gymloop.runtime.sharded.answer_grace` (a worker whose game timed out says
     so at once, which moves that deadline on; a worker's first answer may also take
-    :data:`STARTUP_TIMEOUT_S` to start); a worker that has not answered by then (frozen, stuck in C
+    :data:`~gymloop.runtime.sharded.STARTUP_TIMEOUT_S` to start); a worker that has not answered by then (frozen, stuck in C
     code) is killed. A worker that died or was killed fails the call with
     :class:`~gymloop.errors.WorkerError` naming it and its copies, after every other worker has
     answered; with ``restart_workers=True`` it is started again with its games instead (fresh
     seeds: its copies' restart counters start at ``k << 32`` for its ``k``-th replacement), within
     the call that found it, and its slots come back with ``truncated`` set (the open episodes
     ended; no episode metrics) and a :class:`~gymloop.errors.WorkerError` goes to :attr:`faults`.
-    At most :data:`MAX_WORKER_RESTARTS` restarts (or one per worker, if more) are made within
-    :data:`RESTART_WINDOW_S`; one more fails the call. A worker whose loss has been raised is
+    At most :data:`~gymloop.runtime.sharded.MAX_WORKER_RESTARTS` restarts (or one per worker, if more) are made
+    within :data:`~gymloop.runtime.sharded.RESTART_WINDOW_S`; one more fails the call. A worker whose loss has been raised is
     started again by the next :meth:`reset`; a death that no call has reported yet fails that reset.
 
     Attributes:
@@ -591,17 +630,9 @@ class ProcessBackend(Backend):
 
     def __init__(self, config: BackendConfig) -> None:
         global _atexit_registered
-        c = self.config = config
-        self.spaces: Any = None
-        self.workers: list[_Worker] = []
+        super().__init__(config)
+        c = config
         self.local: Any = None
-        self.faults: list[Any] = []
-        self.is_env = c.is_env
-        self._fixed: Any = None
-        self._generation = -1
-        self._replaced: dict[int, int] = {}  # worker index -> replacements mid-run so far
-        self._restart_times: collections.deque[float] = collections.deque()
-        self._allow = None if c.step_timeout is None else c.step_timeout + answer_grace(c.step_timeout)
         if getattr(mp.current_process(), "_inheriting", False):
             raise ConfigError(
                 "a VecEnv with workers was created while a worker process was importing the main script: guard the "
@@ -626,6 +657,7 @@ class ProcessBackend(Backend):
             on_game_error=c.on_game_error,
         )
         self.faults = self.local.faults  # one list: this process's restarted copies, the workers', the workers
+        self.shards = [_LocalShard(self.local, sizes[0], apg)]
         if not _atexit_registered:  # registered after multiprocessing's own handler, so it runs before it
             atexit.register(_close_live_backends)
             _atexit_registered = True
@@ -633,206 +665,51 @@ class ProcessBackend(Backend):
         lo = sizes[0]
         try:
             for i, n in enumerate(sizes[1:], start=1):
-                self.workers.append(_Worker(ctx, i, c, lo, n, self.faults))
+                self.shards.append(_Worker(ctx, i, c, lo, n, self.faults))
                 lo += n
         except BaseException:
             self.close()
             raise
 
-    def _deadline(self) -> float | None:
-        return None if self._allow is None else time.monotonic() + self._allow
+    # the whole step in step_wait (Backend's halves): this process's own share steps there anyway,
+    # and workers stepping while the caller works would compete with it for the same cores
+    step_async = Backend.step_async
+    step_wait = Backend.step_wait
 
-    def _gather(self, local: Batch | None, local_error: BaseException | None, deadline: float | None, truncate: bool) -> Batch:
-        parts: list[Batch] = [local] if local is not None else []
-        errors: list[BaseException] = [local_error] if local_error is not None else []
-        for i, w in enumerate(self.workers):
-            try:
-                try:
-                    parts.append(w.read_batch(w.recv(deadline), self.spaces, deadline))
-                except WorkerError:
-                    if not (self.config.restart_workers and w.heard):
-                        raise
-                    parts.append(self._replace(i, truncate))
-            except GymloopError as e:
-                if isinstance(e, WorkerError):
-                    self.workers[i].reported = True
-                errors.append(e)
-        if errors:
-            first = errors[0]
-            if len(errors) > 1 and first.args and isinstance(first.args[0], str):
-                others = "; ".join(str(e).split("\n", 1)[0] for e in errors[1:])
-                first.args = (first.args[0] + f"\n(also failed in this call: {others})", *first.args[1:])
-            raise first
-        self._last_counts = [
-            np.concatenate([[0], np.cumsum([p.actor_slot[name].shape[0] for p in parts])]).tolist()
-            for name in self.spaces.actions
-        ]
-        return Batch.concat(parts, copy=True)
+    @property
+    def workers(self) -> list[_Worker]:
+        """This process's end of each worker process (the shards after this process's own)."""
+        return self.shards[1:]
 
-    def _swap(self, i: int, restart_base: int = 0) -> _Worker:
-        """A new process in place of worker ``i`` (the old one is stopped), with the fixed spaces."""
-        old = self.workers[i]
+    def _send(self, shard: Any, call: Call, arg: Any) -> Any:
+        return shard.ask(call, arg)
+
+    def _send_step(self, shard: Any, actions: list[np.ndarray]) -> Any:
+        return shard.ask_step(actions)
+
+    def _await(self, pending: Any) -> list[Any]:
+        deadline = self._deadline()
+        return [(sent, deadline) for _, sent in pending]
+
+    def _receive(self, shard: Any, answer: Any) -> Any:
+        sent, deadline = answer
+        return shard.answer(sent, deadline, self.spaces)
+
+    def _respawn(self, i: int, restart_base: int = 0) -> _Worker:
+        """A new process in place of worker ``shards[i]`` (the old one is stopped), with the fixed spaces."""
+        old = self.shards[i]
         _stop([old], grace=0.0)
         w = _Worker(
-            self._ctx, old.index, self.config, old.env_lo, len(old.envs), self.faults, fixed=self._fixed,
+            self._ctx, old.index, self.config, old.envs.start, len(old.envs), self.faults, fixed=self._fixed,
             generation=self._generation, restart_base=restart_base,
         )
-        self.workers[i] = w
+        self.shards[i] = w
         return w
-
-    def _replace(self, i: int, truncate: bool) -> Batch:
-        """Worker ``i`` is lost (``restart_workers=True``): start it again, reset its games, return their batch.
-
-        In a step (``truncate``) its copies get fresh seeds and their slots ``truncated``.
-        """
-        old = self.workers[i]
-        why = old.lost.args[0] if old.lost is not None else f"{old.where()} was lost"
-        now = time.monotonic()
-        times = self._restart_times
-        while times and times[0] < now - RESTART_WINDOW_S:
-            times.popleft()
-        limit = max(MAX_WORKER_RESTARTS, len(self.workers))
-        if len(times) >= limit:
-            raise WorkerError(
-                f"{why}\n(not started again: {len(times)} worker restarts within {RESTART_WINDOW_S:g} s already, the "
-                "most restart_workers allows; a worker that keeps dying needs fixing)",
-                worker=old.index, env_indices=old.envs,
-            )
-        times.append(now)
-        k = self._replaced.get(old.index, 0) + 1
-        self._replaced[old.index] = k
-        w = self._swap(i, restart_base=(k << 32) if truncate else 0)
-        w.send(_T_RESET)
-        w.busy = True
-        deadline = self._deadline()
-        b = w.read_batch(w.recv(deadline), self.spaces, deadline)
-        if truncate:
-            b.truncated = np.ones(w.n_slots, dtype=bool)
-        self.faults.append(WorkerError(
-            f"{why}\n-> started again with its game copies (restart_workers=True); their open episodes end as truncated",
-            worker=w.index, env_indices=w.envs,
-        ))
-        return b
-
-    def reset(self) -> tuple[Batch, Any]:
-        try:
-            return self._reset()
-        except BaseException:
-            self.close()
-            raise
-
-    def _reset(self) -> tuple[Batch, Any]:
-        self._generation += 1
-        first = self.spaces is None
-        if not first:
-            for i, w in enumerate(self.workers):
-                if w.lost is None and not w.busy and w.proc.is_alive():
-                    continue
-                if not w.busy and not w.reported:  # a death no call has reported yet
-                    err = w.lost or w.died()
-                    if not (self.config.restart_workers and w.heard):
-                        w.reported = True
-                        raise err
-                    self.faults.append(WorkerError(
-                        f"{err.args[0]}\n-> started again with its game copies (restart_workers=True)",
-                        worker=w.index, env_indices=w.envs,
-                    ))
-                self._swap(i)  # (one interrupted mid-call is out of step with the protocol: a new one)
-        deadline = self._deadline()
-        for w in self.workers:
-            try:
-                w.send(_T_RESET)
-                w.busy = True
-            except WorkerError:
-                pass  # found lost when its answer is read
-        local_error: BaseException | None = None
-        local = None
-        if first:
-            found = []
-            errors: list[BaseException] = []
-            try:
-                self.local.start()
-                found.append(self.local.discover())
-            except GymloopError as e:
-                errors.append(e)
-            for w in self.workers:
-                try:
-                    msg = w.recv(deadline)
-                except WorkerError as e:
-                    w.reported = True
-                    errors.append(e)
-                    continue
-                if msg[0] == _OP_ERROR:
-                    w.busy = False
-                    errors.append(pickle.loads(msg[1:]))
-                else:
-                    found.append(pickle.loads(msg[1:]))
-            if errors:
-                raise errors[0]
-            fixed, spaces = discover_spaces(found, self.is_env)
-            self._fixed = fixed
-            blob = _T_SPACES + pickle.dumps(fixed)
-            deadline = self._deadline()
-            for w in self.workers:
-                try:
-                    w.send(blob)
-                except WorkerError:
-                    pass
-            self.spaces = spaces
-            self.local.set_spaces(fixed)
-            try:
-                local = self.local.build()
-            except GymloopError as e:
-                local_error = e
-        else:
-            try:
-                local = self.local.reset()
-            except GymloopError as e:
-                local_error = e
-        return self._gather(local, local_error, deadline, truncate=False), self.spaces
-
-    def step(self, actions: list[np.ndarray]) -> Batch:
-        n_types = len(self.spaces.actions)
-        b_prev = self._last_counts
-        deadline = None if self._allow is None else time.monotonic() + self._allow
-        for wi, w in enumerate(self.workers, start=1):
-            lens = []
-            parts = []
-            for a in range(n_types):
-                lo, hi = b_prev[a][wi], b_prev[a][wi + 1]
-                parts.append(actions[a][lo:hi])
-                lens.append(hi - lo)
-            try:
-                need = 8 * sum(lens)
-                if need > w.in_shm.size:
-                    old = w.in_shm
-                    w.in_shm = w.new_segment(max(need * 2, 4096))
-                    w.send(_T_IN_SEGMENT + w.in_shm.name.encode())
-                    w._drop(old)
-                off = 0
-                buf = w.in_shm.buf
-                for p in parts:
-                    if p.size:
-                        np.ndarray((p.size,), np.int64, buffer=buf, offset=off)[...] = p
-                    off += p.size * 8
-                w.conn.send_bytes(_T_STEP_HEAD + np.array(lens, dtype=np.int64).tobytes())
-                w.busy = True
-            except (OSError, ValueError):
-                w.died()  # found dead: its answer is read as lost (restarted, or an error)
-            except WorkerError:
-                pass
-        # step this process's own share while the workers step theirs
-        local, local_error = None, None
-        try:
-            local = self.local.step([actions[a][b_prev[a][0] : b_prev[a][1]] for a in range(n_types)])
-        except GymloopError as e:
-            local_error = e
-        return self._gather(local, local_error, deadline, truncate=True)
 
     def close(self) -> None:
         """End every game and worker within about 2 s whatever their state; free shared memory. Never raises."""
-        workers = list(getattr(self, "workers", None) or [])
-        self.workers = []
+        shards = getattr(self, "shards", None) or []
+        workers, self.shards = shards[1:], shards[:1]
         _live.discard(self)
         try:
             asked = time.monotonic()

@@ -81,18 +81,10 @@ class RandomAgent:
         seed: seed of the agent's own random generator.
 
     Example:
-        >>> from dataclasses import dataclass
-        >>> from enum import Enum
         >>> import gymloop as gl
-        >>> @dataclass
-        ... class Me:
-        ...     x: int
-        >>> class Move(Enum):
-        ...     LEFT = 0
-        ...     RIGHT = 1
-        >>> me = Me(0)
-        >>> gl.RandomAgent(seed=0).act(gl.Obs().actor(me, masks={Move: [Move.RIGHT]}), Move)
-        <Move.RIGHT: 1>
+        >>> from gymloop.games.snake import Head, Move
+        >>> gl.RandomAgent(seed=0).act(gl.Obs().actor(Head(0, 0), masks={Move: [Move.RIGHT]}), Move)
+        <Move.RIGHT: 3>
     """
 
     def __init__(self, seed: int | None = 0) -> None:

@@ -52,7 +52,7 @@ from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, GameView
-from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, take_food
+from .grid import DELTA, MOVES, OPPOSITE, Board, Cell, Move, add_food, take_food
 from .registry import register_game
 from .snake import Body, Food, Head
 
@@ -72,15 +72,13 @@ WIN_BONUS = 10
 
 
 @dataclass(slots=True)
-class OpponentHead:
-    x: int
-    y: int
+class OpponentHead(Cell):
+    """The other snake's head."""
 
 
 @dataclass(slots=True)
-class OpponentBody:
-    x: int
-    y: int
+class OpponentBody(Cell):
+    """One segment of the other snake's body."""
 
 
 @dataclass(slots=True)

@@ -14,10 +14,30 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Container
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Move", "add_food", "free_cell", "take_food"]
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "free_cell", "take_food"]
+
+
+@dataclass(slots=True)
+class Cell:
+    """A position on a board: the two features ``x`` and ``y``. The grid games' entity types that
+    are only a position subclass it (each subclass is its own entity type, named after its class).
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> import gymloop as gl
+        >>> @dataclass(slots=True)
+        ... class Rock(Cell):
+        ...     pass
+        >>> gl.Obs().entities([Rock(1, 2)]).view()[1]
+        [[Rock(x=1, y=2)]]
+    """
+
+    x: int
+    y: int
 
 
 class Move(Enum):

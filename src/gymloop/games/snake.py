@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, GameView, fmt
-from .grid import DELTA, MOVES, OPPOSITE, Board, Move, add_food, take_food
+from .grid import DELTA, MOVES, OPPOSITE, Board, Cell, Move, add_food, take_food
 from .registry import register_game
 
 if TYPE_CHECKING:
@@ -51,21 +51,18 @@ FOOD_EVERY = 8
 
 
 @dataclass(slots=True)
-class Head:
-    x: int
-    y: int
+class Head(Cell):
+    """The snake's head (its actor)."""
 
 
 @dataclass(slots=True)
-class Body:
-    x: int
-    y: int
+class Body(Cell):
+    """One segment of the snake's body."""
 
 
 @dataclass(slots=True)
-class Food:
-    x: int
-    y: int
+class Food(Cell):
+    """A food cell: eating it makes the snake longer."""
 
 
 class SnakeGame(Board):

@@ -56,6 +56,7 @@ from ..actions import SelectEntity
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import ENEMY, MARK, UNIT, WALL, GameView, fmt
+from .grid import Cell
 from .registry import register_game
 
 if TYPE_CHECKING:
@@ -80,9 +81,8 @@ WIN_SCORE = 5
 
 
 @dataclass(slots=True)
-class Pos:
-    x: int
-    y: int
+class Pos(Cell):
+    """A unit's position."""
 
 
 @dataclass(slots=True)
@@ -107,9 +107,8 @@ class Enemy:
 
 
 @dataclass(slots=True)
-class Wall:
-    x: int
-    y: int
+class Wall(Cell):
+    """A wall cell: no unit can move into it."""
 
 
 @dataclass(slots=True)

@@ -22,19 +22,12 @@ packing; what the two share is the batch layout's pieces: the empty batch and th
 (:class:`~gymloop.kinds.ActionKind`).
 
 Example:
-    >>> from dataclasses import dataclass
-    >>> from enum import Enum
     >>> import gymloop as gl
+    >>> from gymloop.games.grid import Move
+    >>> from gymloop.games.snake import Head
     >>> from gymloop.spaces import Spaces
     >>> from gymloop.runtime.builder import BatchBuilder
     >>> from gymloop.runtime.episodes import EpisodeState
-    >>> @dataclass
-    ... class Head:
-    ...     x: int
-    ...     y: int
-    >>> class Move(Enum):
-    ...     UP = 0
-    ...     DOWN = 1
     >>> sp = Spaces.build([Head], None, [Move])
     >>> bb = BatchBuilder(sp, num_slots=2)
     >>> ep = EpisodeState(2)

@@ -2,10 +2,11 @@
 
 ``torch.optim``'s optimizers import ``torch._dynamo`` the first time one is built (their
 ``add_param_group`` is wrapped to keep the compiler out), which costs about 1.8 CPU-seconds: as
-much as a whole short training run of a small game. :class:`Adam` computes the same update with
-PyTorch's multi-tensor (``_foreach``) kernels and imports nothing; its :meth:`~Adam.state_dict` has
-``torch.optim.Adam``'s layout, so optimizer states saved by earlier versions (which used
-``torch.optim.Adam``) resume, and states saved now load into ``torch.optim.Adam`` too.
+much as a whole short training run of a small game. :class:`Adam` computes the same update, mostly
+as single operations on flat buffers that hold every parameter's moments, and imports nothing; its
+:meth:`~Adam.state_dict` has
+``torch.optim.Adam``'s layout: a state saved by ``torch.optim.Adam`` resumes here, and a state saved
+here loads into ``torch.optim.Adam``.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ class Adam:
         self.param_groups: list[dict[str, Any]] = [{"lr": float(lr), "betas": (float(betas[0]), float(betas[1])), "eps": float(eps),
                                                      "params": self.params}]
         self._steps = [0] * len(self.params)
-        # the moments, the gradients and the update live in flat buffers; per-parameter views into them let one
-        # multi-tensor op move the gradients in and the update out, and every other op is one op on a flat tensor
+        # the moments, the gradients and the update live in flat buffers (with per-parameter views into them): the
+        # gradients are copied in and the update added out per parameter, every other op is one op on a flat tensor
         like = self.params[0] if self.params else torch.zeros(0)
         n = sum(p.numel() for p in self.params)
         self._m, self._v, self._g, self._u = (torch.zeros(n, dtype=like.dtype, device=like.device) for _ in range(4))
@@ -98,7 +99,11 @@ class Adam:
         # never updated yet (a hidden entity type's embedding, an action never asked for): its moments and its part
         # of the flat gradient are zeros, so the update leaves it as it is and its step count stays 0
         if len(steps) == 1 and all(n == 0 for n, x in zip(self._steps, grads) if x is None):
-            torch._foreach_copy_([self._grad_views[i] for i in have], [cast(torch.Tensor, grads[i]) for i in have])
+            if len(have) == len(grads):
+                torch.cat([cast(torch.Tensor, x).reshape(-1) for x in grads], out=self._g)
+            else:
+                for i in have:
+                    self._grad_views[i].copy_(cast(torch.Tensor, grads[i]))
             if max_grad_norm is not None:  # one norm and one scaling of the flat gradient
                 norm = torch.linalg.vector_norm(self._g)
                 if not torch.isfinite(norm):
@@ -112,7 +117,8 @@ class Adam:
             self._u.div_(math.sqrt(1 - b2**n)).add_(eps)
             torch.div(self._m, self._u, out=self._u)
             self._u.mul_(-lr / (1 - b1**n))
-            torch._foreach_add_(self.params, self._update_views, alpha=1.0)
+            for p, u in zip(self.params, self._update_views):
+                p.add_(u)
             return norm
         if max_grad_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
@@ -123,15 +129,12 @@ class Adam:
             return norm
         for i in idx:
             self._steps[i] += 1
-        ps, gs = [self.params[i] for i in idx], [cast(torch.Tensor, grads[i]) for i in idx]
-        ms, vs = [self._exp_avg[i] for i in idx], [self._exp_avg_sq[i] for i in idx]
-        torch._foreach_lerp_(ms, gs, 1 - b1)
-        torch._foreach_mul_(vs, b2)
-        torch._foreach_addcmul_(vs, gs, gs, value=1 - b2)
-        denom = torch._foreach_sqrt(vs)
-        torch._foreach_div_(denom, [math.sqrt(1 - b2 ** self._steps[i]) for i in idx])
-        torch._foreach_add_(denom, eps)
-        torch._foreach_addcdiv_(ps, ms, denom, [-lr / (1 - b1 ** self._steps[i]) for i in idx])
+        for i in idx:
+            p, grad, m, v, n = self.params[i], cast(torch.Tensor, grads[i]), self._exp_avg[i], self._exp_avg_sq[i], self._steps[i]
+            m.lerp_(grad, 1 - b1)
+            v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            denom = v.sqrt().div_(math.sqrt(1 - b2**n)).add_(eps)
+            p.addcdiv_(m, denom, value=-lr / (1 - b1**n))
         return norm
 
     def state_dict(self) -> dict[str, Any]:

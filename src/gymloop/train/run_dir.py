@@ -379,7 +379,7 @@ def _check_pair(agent_path: str, agent_info: Mapping[str, Any], agent_tensors: M
     """Raise :class:`CheckpointError` unless the optimizer file was saved together with the agent file.
 
     The optimizer file records the step, update and weights digest of the agent saved with it
-    (:meth:`RunDir.save`); files written before it recorded them are accepted.
+    (:meth:`RunDir.save`); an optimizer file that records no agent is accepted (there is nothing to compare).
     """
     rec = optim_meta.get("agent")
     if rec is None:

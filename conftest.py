@@ -11,7 +11,8 @@ if importlib.util.find_spec("torch") is None:
 if importlib.util.find_spec("pygame") is None:
     collect_ignore += ["src/gymloop/render"]
 if importlib.util.find_spec("gymnasium") is None:
-    collect_ignore += ["src/gymloop/games/snake_envs.py", "src/gymloop/bench.py", "src/gymloop/adapters/gymnasium.py"]
+    collect_ignore += ["src/gymloop/games/snake_envs.py", "src/gymloop/bench.py", "src/gymloop/adapters/gymnasium.py",
+                       "src/gymloop/adapters/padded.py"]
 if importlib.util.find_spec("gymnasium") is None or importlib.util.find_spec("pettingzoo") is None:
     collect_ignore += ["src/gymloop/adapters/pettingzoo.py"]
 if importlib.util.find_spec("gymnasium") is None or importlib.util.find_spec("stable_baselines3") is None:

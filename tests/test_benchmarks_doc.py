@@ -64,8 +64,11 @@ def _write(bench: ModuleType, tmp_path: Path, figures: list[dict[str, Any]], **k
     return out
 
 
-def test_a_run_writes_the_schema_and_the_table_shows_it(bench: ModuleType, tmp_path: Path) -> None:
+def test_a_run_writes_the_schema_and_the_table_shows_it(bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import results
+
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # (recorded in the command when set: CI sets one)
+        monkeypatch.delenv(name, raising=False)
 
     figs = [results.figure("steps/s, workers=0", 262508.4, "steps/s", baseline="SyncVectorEnv", baseline_value=198340.0,
                            ratio=1.3234, ratio_range=[1.30, 1.37]),

@@ -222,7 +222,9 @@ def test_the_step_alarm_waits_while_states_move(monkeypatch, inside_held):
     finally:
         slow["on"] = False
         alarm.release()
-    assert games == [1]
+    # the game's loop was interrupted, or, on a loaded machine, the deadline that passed while the states were taken out
+    # was acted on as soon as that section ended, before the game's first line: never inside a move of the states
+    assert games in ([1], [])
     assert draw_all() == expected
 
 

@@ -732,6 +732,7 @@ def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, agents_
     import torch
 
     from .checkpoint import write_agent
+    from .games.registry import game_name
     from .nn.config import NetConfig
     from .nn.torch_policy import Policy, policy_info, policy_tensors
     from .vector import VecEnv
@@ -745,4 +746,4 @@ def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, agents_
         for _ in range(8):
             b = env.step(env.sample_actions())
             pol.update_norms(pol.pack(b))
-    write_agent(path, policy_tensors(pol), policy_info(pol, step=0, game=getattr(game, "__name__", "")))
+    write_agent(path, policy_tensors(pol), policy_info(pol, step=0, game=game_name(game)))

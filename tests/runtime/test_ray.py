@@ -172,7 +172,7 @@ def test_a_game_the_actors_cannot_import_names_the_game_and_the_fix(ray_session,
     from only_here_game import only_here
 
     env = gl.VecEnv(only_here, 2, workers=1, backend="ray")
-    with pytest.raises(gl.ConfigError, match=r"(?s)could not load the game only_here \(shipped by reference\).*No module named 'only_here_game'.*runtime_env"):
+    with pytest.raises(gl.ConfigError, match=r"(?s)could not load the game only_here_game:only_here \(shipped by reference\).*No module named 'only_here_game'.*runtime_env"):
         env.reset()
     env.close()
 

@@ -70,6 +70,7 @@ import numpy as np
 from .._ranges import _short
 from ..batch import Batch
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
+from ..games.registry import game_name
 from ..spaces import ActionDesc, Spaces
 from ..vector import VecEnv
 from ._entity_gym_lib import RaggedBufferBool, RaggedBufferF32, RaggedBufferI64, eg
@@ -109,7 +110,7 @@ def env_factory(game: Callable[..., Any] | type, seed: int = 0, **options: Any) 
         workers = processes if processes > 1 else 0
         return GymloopVecEnv(game, num_envs, seed=seed + first_env_index, workers=min(workers, num_envs), **options)
 
-    make.__name__ = getattr(game, "__name__", "gymloop_game")
+    make.__name__ = game_name(game)
     return make
 
 
@@ -161,7 +162,7 @@ class GymloopVecEnv(eg.VecEnv):
         except BaseException:
             self.env.close()
             raise
-        self.name = getattr(game, "__name__", type(game).__name__)
+        self.name = game_name(game)
         self._obs_space, self._action_space = entity_gym_spaces(self.spaces)
         acts = self.spaces.actions.values()
         self._global_entity = bool(self.spaces.obs.globals) or any(not d.kind.actor_bound for d in acts)

@@ -61,6 +61,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..errors import ConfigError, GymloopError, WorkerError
+from ..games.registry import game_name
 from .backend import BackendConfig, register_backend, shard_sizes
 from .declared import DeclaredTypes
 from .sharded import STARTUP_TIMEOUT_S, Call, ShardedBackend, ShardHandle, remote_executor, settle
@@ -461,7 +462,7 @@ class RayBackend(ShardedBackend):
         self.ray = ray = import_ray()
         opts = self.options = _options(c.options)
         self._how, self._blob = ship_game(c.game, c.declared)
-        self._game_name = getattr(c.game, "__qualname__", None) or repr(c.game)
+        self._game_name = game_name(c.game, qualified=True)
         self._id = uuid.uuid4().hex[:8]
         self._holds = _connect(ray, opts["address"], opts["connect_timeout"])
         try:

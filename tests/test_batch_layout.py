@@ -105,15 +105,13 @@ def test_an_added_field_goes_through_the_workers_shared_memory_format(env_batche
     spaces, batches = env_batches
     b = tagged(batches[-1], 7)
     b.final = tagged(Batch.empty(spaces, b.num_slots))
-    arrays = b.to_flat() + b.final.to_flat()
+    b.metrics = {"episode_return": np.arange(b.num_slots, dtype=np.float64)}
+    arrays, names = b.to_wire()
     head, size = workers._layout(arrays)
     buf = memoryview(bytearray(max(size, 1)))
     workers._write(buf, arrays)
-    it = iter(workers._read(buf, head))
-    back = TaggedBatch.from_flat(it, spaces, b.num_slots)
-    back.final = TaggedBatch.from_flat(it, spaces, b.num_slots)
-    assert next(it, None) is None
-    assert back.equal(dataclasses.replace(b, metrics={}))
+    back = TaggedBatch.from_wire(workers._read(buf, head), names, spaces, b.num_slots)
+    assert back.equal(b) and back.metrics["episode_return"].tolist() == list(range(b.num_slots))
 
 
 def test_an_added_field_is_saved_and_loaded_with_a_trace(tmp_path, monkeypatch):
@@ -156,3 +154,5 @@ def test_the_flat_format_round_trips_a_real_batch(env_batches):
     for b in batches:
         back = Batch.from_flat(iter(b.to_flat()), spaces, b.num_slots)
         assert back.equal(dataclasses.replace(b, metrics={}, final=None))
+        whole = Batch.from_wire(*b.to_wire(), spaces, b.num_slots)  # with final and metrics
+        assert whole.equal(b) and whole.metrics.keys() == b.metrics.keys()

@@ -358,6 +358,28 @@ class Batch:
                 out += d[name].values()
         return out
 
+    def to_wire(self) -> tuple[list[np.ndarray], list[str]]:
+        """The whole batch as arrays and metric names, what crosses to another process (shared memory,
+        Ray): :meth:`to_flat`, a flag and ``final``'s :meth:`to_flat` when there is one, then the
+        metrics in the order of the names. :meth:`from_wire` reads it back."""
+        arrays = self.to_flat()
+        arrays.append(np.array([self.final is not None], dtype=np.int64))
+        if self.final is not None:
+            arrays += self.final.to_flat()
+        names = list(self.metrics)
+        arrays += [self.metrics[k] for k in names]
+        return arrays, names
+
+    @classmethod
+    def from_wire(cls, arrays: Iterable[np.ndarray], names: Iterable[str], spaces: Spaces, n: int) -> Batch:
+        """The batch of ``n`` slots that :meth:`to_wire` gave as ``arrays`` and ``names`` (not copied)."""
+        it = iter(arrays)
+        b = cls.from_flat(it, spaces, n)
+        if int(next(it)[0]):
+            b.final = cls.from_flat(it, spaces, n)
+        b.metrics = {k: next(it) for k in names}
+        return b
+
     @classmethod
     def from_flat(cls, arrays: Iterator[np.ndarray], spaces: Spaces, n: int) -> Batch:
         """The batch of ``n`` slots whose :meth:`to_flat` arrays come next from ``arrays`` (not copied)."""

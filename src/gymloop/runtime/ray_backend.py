@@ -6,7 +6,7 @@ worker (:func:`~gymloop.runtime.backend.make_executor`); the spaces are fixed wi
 to the ``"process"`` backend's (copy ``i`` derives its seeds from the root seed and ``i`` alone).
 Per step this process sends every actor its slice of the actions (``actor.step.remote``: all
 actors step at once) and gathers their batches with one ``ray.get``; a batch travels as the flat
-list of arrays a process worker writes into shared memory (:func:`gymloop.runtime.workers._flatten`),
+list of arrays a process worker writes into shared memory (:meth:`gymloop.batch.Batch.to_wire`),
 through Ray's object transfer.
 
 Options (``VecEnv(..., backend="ray", backend_options={...})``, or ``gymloop train --backend ray
@@ -65,7 +65,6 @@ from ..games.registry import game_name
 from .backend import BackendConfig, register_backend, shard_sizes
 from .declared import DeclaredTypes
 from .sharded import STARTUP_TIMEOUT_S, Call, ShardedBackend, ShardHandle, remote_executor, settle
-from .workers import _flatten, _unflatten
 
 __all__ = ["RayBackend", "ship_game", "OPTION_DEFAULTS"]
 
@@ -341,7 +340,7 @@ class ShardActor:
 
     def step(self, actions: list[np.ndarray]) -> tuple[str, Any, list[Any], Any]:
         """Resume every game with its action; answers the next batch."""
-        return self._answer(lambda: _flatten(self.ex.step(actions)), where=False)
+        return self._answer(lambda: self.ex.step(actions).to_wire(), where=False)
 
     def close(self) -> bool:
         """End every game (their ``finally`` blocks run)."""
@@ -352,7 +351,7 @@ class ShardActor:
     @staticmethod
     def _settled(b: Batch) -> Any:
         settle()
-        return _flatten(b)
+        return b.to_wire()
 
 
 def _await_deaths(ray: Any, actors: list[_Actor], timeout: float) -> None:
@@ -620,7 +619,7 @@ class RayBackend(ShardedBackend):
         if call is not None and call is Call.START:
             return payload
         arrays, names = payload
-        return _unflatten(arrays, names, self.spaces, shard.n_slots)
+        return Batch.from_wire(arrays, names, self.spaces, shard.n_slots)
 
     def _respawn(self, i: int, restart_base: int = 0) -> _Actor:
         """A new actor in place of actor ``i`` (the old one is killed), with the fixed spaces."""

@@ -42,7 +42,6 @@ import numpy as np
 
 from ..batch import Batch
 from ..errors import ConfigError, GymloopError, WorkerError
-from ..spaces import Spaces
 from .backend import Backend, BackendConfig, make_executor, register_backend, shard_sizes
 from .declared import DeclaredTypes
 from .shard import ShardExecutor
@@ -120,16 +119,6 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 
 # ---------------------------------------------------------------------- batch <-> flat arrays
-def _flatten(b: Batch) -> tuple[list[np.ndarray], list[str]]:
-    arrays = b.to_flat()
-    arrays.append(np.array([b.final is not None], dtype=np.int64))
-    if b.final is not None:
-        arrays += b.final.to_flat()
-    names = list(b.metrics)
-    arrays += [b.metrics[k] for k in names]
-    return arrays, names
-
-
 def _layout(arrays: list[np.ndarray]) -> tuple[np.ndarray, int]:
     head: list[int] = [len(arrays)]
     off = 0
@@ -165,15 +154,6 @@ def _read(buf: memoryview, head: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _unflatten(arrays: list[np.ndarray], names: list[str], spaces: Spaces, n: int) -> Batch:
-    it = iter(arrays)
-    b = Batch.from_flat(it, spaces, n)
-    if int(next(it)[0]):
-        b.final = Batch.from_flat(it, spaces, n)
-    b.metrics = {k: next(it) for k in names}
-    return b
-
-
 # ---------------------------------------------------------------------- worker process
 def _worker_main(
     conn: Any, game: Any, env_lo: int, n: int, apg: int, seed: int, declared: DeclaredTypes | None, is_env: bool,
@@ -201,7 +181,7 @@ def _worker_main(
         nonlocal out_shm
         if faults:
             send_faults()
-        arrays, names = _flatten(b)
+        arrays, names = b.to_wire()
         head, size = _layout(arrays)
         if size > out_shm.size:
             conn.send_bytes(_T_GROW + np.array([size], dtype=np.int64).tobytes())
@@ -477,7 +457,7 @@ class _Worker(ShardHandle):
         buf = self.out_shm.buf
         assert buf is not None  # closed only by _drop/close, never while in use
         arrays = _read(buf, head)
-        return _unflatten(arrays, names, spaces, self.n_slots)
+        return Batch.from_wire(arrays, names, spaces, self.n_slots)
 
     def _drop(self, shm: shared_memory.SharedMemory) -> None:
         try:

@@ -27,7 +27,7 @@ import numpy as np
 from .batch import Batch
 from .errors import InvalidObservationError, SchemaError
 from .obs import FLOAT32_MAX, Obs, check_score
-from .spaces import Spaces
+from .spaces import DeclaredTypes, Spaces
 
 if TYPE_CHECKING:
     from .runtime.builder import BatchBuilder
@@ -54,7 +54,7 @@ class OneSlotFeaturizer:
         builder: the one-slot :class:`~gymloop.runtime.builder.BatchBuilder` of ``space``.
     """
 
-    def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None, late_globals: bool = False) -> None:
+    def __init__(self, declared: DeclaredTypes | None, late_globals: bool = False) -> None:
         self.late_globals = late_globals
         e, g, a = declared if declared else ([], None, [])
         self.ents: set[type] = set(e)
@@ -147,7 +147,7 @@ class ObsValidator:
         gymloop.errors.InvalidObservationError: entity type 'P', feature 'x' is nan in env 0 (slot 0); features must be finite numbers
     """
 
-    def __init__(self, declared: tuple[list[type], type | None, list[Any]] | None = None, full_checks: int = 100) -> None:
+    def __init__(self, declared: DeclaredTypes | None = None, full_checks: int = 100) -> None:
         self.glob: type | None = declared[1] if declared else None
         self.featurizer = OneSlotFeaturizer(declared, late_globals=True)
         self.full_checks = full_checks

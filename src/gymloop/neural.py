@@ -52,7 +52,7 @@ from .nn.numpy_policy import NumpyPolicy
 from .nn.single import OBS_SUMMARY
 from .obs import Obs
 from .schema import name_clash_message, schema_of
-from .spaces import declared_types
+from .spaces import DeclaredTypes, declared_types
 
 __all__ = ["NeuralAgent", "load"]
 
@@ -518,7 +518,7 @@ def _with_candidates(classes: Sequence[type], actions: Sequence[Any]) -> set[typ
     return out
 
 
-def _first_observation_types(game: Any, agents_per_game: int | None) -> tuple[list[type], type | None, list[Any]] | None:
+def _first_observation_types(game: Any, agents_per_game: int | None) -> DeclaredTypes | None:
     """The entity classes, globals class and action types a game loop uses up to its first decision
     (its declared types included), as a :class:`~gymloop.VecEnv` fixes its spaces; ``None`` for a
     ``gl.Environment`` class (it has its own spaces)."""
@@ -533,7 +533,7 @@ def _first_observation_types(game: Any, agents_per_game: int | None) -> tuple[li
         sp = env.spaces
     ents = [s.cls for s in sp.entity_schemas]
     glob = sp.globals_schema.cls if sp.globals_schema is not None else None
-    return ents, glob, [s.key for s in sp.action_specs]
+    return DeclaredTypes(ents, glob, [s.key for s in sp.action_specs])
 
 
 def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[int]:

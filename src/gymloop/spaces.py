@@ -13,14 +13,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .actions import ActionDesc, ActionSpec, action_spec
 from .errors import ConfigError, GymloopError, SchemaError
 from .kinds import kind_named
 from .schema import EntitySchema, name_clash_message, schema_of
 
-__all__ = ["ObsSpace", "ActionDesc", "Spaces", "game", "declared_types", "spaces_to_json"]
+__all__ = ["ObsSpace", "ActionDesc", "DeclaredTypes", "Spaces", "game", "declared_types", "spaces_to_json"]
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,16 @@ class Spaces:
         return f"Spaces(entities={self.entity_names}, globals={list(self.obs.globals)}, actions={self.action_names})"
 
 
+class DeclaredTypes(NamedTuple):
+    """Entity classes, the globals class (or ``None``) and action types: what ``@gl.game(...)``
+    declares (:func:`declared_types`), what a shard discovers, and what every shard receives once the
+    spaces are fixed. ``Spaces.build(*declared)`` compiles them."""
+
+    entities: list[type]
+    globals: type | None
+    actions: list[Any]
+
+
 _GAME_ATTR = "__gymloop_declared__"
 _AGENTS_ATTR = "__gymloop_agents__"
 
@@ -234,7 +244,7 @@ def game(
             action_spec(a)
         if globals is not None:
             schema_of(globals)
-        setattr(f, _GAME_ATTR, (list(entities), globals, list(actions)))
+        setattr(f, _GAME_ATTR, DeclaredTypes(list(entities), globals, list(actions)))
         if agents is not None:
             setattr(f, _AGENTS_ATTR, agents)
         return f
@@ -242,7 +252,7 @@ def game(
     return apply(fn) if fn is not None else apply
 
 
-def declared_types(fn: Any) -> tuple[list[type], type | None, list[Any]] | None:
+def declared_types(fn: Any) -> DeclaredTypes | None:
     """The types declared on a game loop with :func:`game`, or ``None``.
 
     A ``functools.partial`` of a declared game loop (to pass it options) has the loop's declarations.

@@ -1,8 +1,9 @@
 """The types a game declares or shows: entity classes, a globals class, action types.
 
-:class:`DeclaredTypes` is what ``@gl.game(...)`` declares (:func:`gymloop.spaces.declared_types`),
-what a game-loop shard discovers in its pending decisions, and what every shard receives once the
-spaces are fixed; :func:`merge_types` is their union in canonical order, so every layout of shards
+:class:`~gymloop.spaces.DeclaredTypes` is what ``@gl.game(...)`` declares
+(:func:`gymloop.spaces.declared_types`), what a game-loop shard discovers in its pending decisions,
+and what every shard receives once the spaces are fixed; :func:`merge_types` is their union in
+canonical order, so every layout of shards
 compiles the same :class:`~gymloop.spaces.Spaces`.
 
 Example:
@@ -20,23 +21,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..errors import SchemaError
+from ..spaces import DeclaredTypes
 
 __all__ = ["DeclaredTypes", "merge_types"]
-
-
-class DeclaredTypes(NamedTuple):
-    """Entity classes, the globals class (or ``None``) and action types, as a tuple of three.
-
-    ``Spaces.build(*declared)`` compiles them; it unpacks and compares like the bare tuple
-    :func:`gymloop.spaces.declared_types` returns.
-    """
-
-    entities: list[type]
-    globals: type | None
-    actions: list[Any]
 
 
 def merge_types(parts: Iterable[tuple[Iterable[type], Iterable[type], Iterable[Any]]]) -> DeclaredTypes:

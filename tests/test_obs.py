@@ -824,3 +824,13 @@ def test_view_returns_the_containers_themselves_and_the_readers_agree_with_it():
     assert obs.entity_list() == [u, v, f1, f2, e1]
     empty = gl.Obs()
     assert not empty.has_entities and not empty.has_masks and empty.n_actors == 0 and empty.entity_types() == set()
+
+
+def test_the_view_attributes_are_the_fields_of_view_and_follow_the_observation():
+    obs = gl.Obs(score=1).entities([Enemy(3)]).actor(Unit(1, 2), masks={Fire: [Fire.YES]}).metric("kills", 2)
+    actors, chunks, _, masks, metrics, single = obs.view()
+    assert (obs.view_actors, obs.view_chunks, obs.view_masks, obs.view_metrics, obs.view_single) == (
+        actors, chunks, masks, metrics, single)
+    assert obs.view_actors is actors and obs.view_chunks is chunks  # the containers themselves, not copies
+    obs.entities([Enemy(4)])
+    assert [len(c) for c in obs.view_chunks] == [1, 1] and gl.Obs().view_masks is None and not gl.Obs().view_single

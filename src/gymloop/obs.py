@@ -74,6 +74,14 @@ class Obs:
 
     __slots__ = ("score", "_chunks", "_actors", "_masks", "_globals", "_metrics", "_single")
 
+    # The fields of :meth:`view` one by one, read-only, at the cost of an attribute (they are the slots
+    # themselves, aliased after the class): for the batch builders' per-observation loops.
+    view_actors: Sequence[Any]
+    view_chunks: list[Sequence[Any]]
+    view_masks: dict[Any, list[Any]] | None
+    view_metrics: dict[str, float] | None
+    view_single: bool
+
     def __init__(self, score: float = 0.0) -> None:
         self.score = score
         self._chunks: list[Sequence[Any]] = []
@@ -261,6 +269,10 @@ class Obs:
         * ``metrics``: ``{name: value}`` reported with :meth:`metric`, or ``None``;
         * ``single``: built with :meth:`actor` (``act`` returns values, not lists).
 
+        The same fields are the attributes ``view_actors``, ``view_chunks``, ``view_masks``,
+        ``view_metrics`` and ``view_single`` (read them, never assign them), for loops over many
+        observations where a method call per observation shows (the batch builder's).
+
         Example:
             >>> import gymloop as gl
             >>> from gymloop.games.snake import Food, Head
@@ -386,6 +398,11 @@ class Obs:
     def __repr__(self) -> str:
         n = sum(len(c) for c in self._chunks) + len(self._actors)
         return f"Obs(score={self.score!r}, entities={n}, actors={len(self._actors)})"
+
+
+for _field in ("actors", "chunks", "masks", "metrics", "single"):  # the view_* aliases of the slots (see Obs.view)
+    setattr(Obs, "view_" + _field, Obs.__dict__["_" + _field])
+del _field
 
 
 def no_actor_message(specs: Sequence[ActionSpec]) -> str:

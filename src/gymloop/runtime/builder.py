@@ -344,8 +344,8 @@ class BatchBuilder:
                 idx.append(s)
                 scores.append(obs.score)
                 pt = ptypes[s]
-                acts, chunks, _, omasks, ometrics, single = obs.view()
-                if single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
+                acts, omasks = obs.view_actors, obs.view_masks
+                if obs.view_single and len(pt) == 1 and (not unbound or pt[0] not in unbound):
                     x = acts[0]
                     t = tindex[type(x)]
                     objs[t].append(x)
@@ -382,10 +382,11 @@ class BatchBuilder:
                                 r_a.append((len(sl_a), r))
                             sl_a.append(s)
                             t_a.append(t)
-                for ch in chunks:
+                for ch in obs.view_chunks:
                     t = tindex[type(ch[0])]
                     objs[t] += ch
                     cnt[t][s] += len(ch)
+                ometrics = obs.view_metrics
                 if ometrics:
                     for mname, mv in ometrics.items():
                         mbuf.setdefault(mname, {})[s] = mv

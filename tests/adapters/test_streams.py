@@ -168,9 +168,9 @@ def test_the_step_alarm_waits_while_states_move(monkeypatch, inside_held):
     from gymloop.adapters._streams import as_caller, held
     from gymloop.runtime.alarm import StepAlarm, StepTimeout
 
-    class Owner:
+    class Owner:  # as an executor: raise in the game's own code only (elsewhere the handler looks again 5 ms later)
         def alarm_may_raise(self, frame):
-            return True  # (any frame outside a deferred section)
+            return frame.f_code.co_name == "game"
 
     slow = {"on": False}
     real_getstate, real_setstate = random.getstate, random.setstate
@@ -222,9 +222,7 @@ def test_the_step_alarm_waits_while_states_move(monkeypatch, inside_held):
     finally:
         slow["on"] = False
         alarm.release()
-    # the game's loop was interrupted, or, on a loaded machine, the deadline that passed while the states were taken out
-    # was acted on as soon as that section ended, before the game's first line: never inside a move of the states
-    assert games in ([1], [])
+    assert games == [1]  # the game ran, and its loop was interrupted
     assert draw_all() == expected
 
 

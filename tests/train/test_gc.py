@@ -63,8 +63,9 @@ def test_objects_the_caller_froze_stay_frozen(clean_collector):
     gc.freeze()
     frozen = gc.get_freeze_count()
     with tuned_collector():
-        assert gc.get_freeze_count() >= frozen
-    assert gc.get_freeze_count() >= frozen > 0
+        assert gc.get_freeze_count() > frozen // 2
+    # (frozen objects that die meanwhile leave the count, a few at most; an unfreeze would empty it)
+    assert gc.get_freeze_count() > frozen // 2 > 0
 
 
 def test_cycles_made_inside_are_still_collected(clean_collector):

@@ -113,9 +113,6 @@ def deferred() -> _Deferred:
     return _DEFERRED
 
 
-#: frames of the section's own code: the handler may run there before ``__enter__`` has counted, or after
-#: ``__exit__`` has (the first check of a Python call), and waits there too
-_DEFERRAL_CODE = frozenset({deferred.__code__, _Deferred.__enter__.__code__, _Deferred.__exit__.__code__})
 
 
 def _install() -> None:
@@ -188,3 +185,13 @@ class StepAlarm:
             _installed = False
             if signal.getsignal(signal.SIGALRM) is _handler:
                 signal.signal(signal.SIGALRM, _previous if _previous is not None else signal.SIG_DFL)
+
+
+#: frames where the handler never raises (it looks again later): the deferred section's own code (the handler may
+#: run there before ``__enter__`` has counted, or after ``__exit__`` has: the first check of a Python call), and the
+#: alarm's own methods (a StepTimeout raised inside ``disarm`` would leave the timer armed past ``release``, when a
+#: SIGALRM ends the process)
+_DEFERRAL_CODE = frozenset({
+    deferred.__code__, _Deferred.__enter__.__code__, _Deferred.__exit__.__code__,
+    StepAlarm.arm.__code__, StepAlarm.disarm.__code__, StepAlarm.release.__code__,
+})

@@ -516,8 +516,7 @@ class BatchBuilder:
         for obs in pobs:
             if obs is None:
                 continue
-            _, chunks, _, _, _, _ = obs.view()
-            for ch in chunks:
+            for ch in obs.view_chunks:
                 first = type(ch[0])
                 if all(type(o) is first for o in ch):
                     continue
@@ -531,8 +530,7 @@ class BatchBuilder:
         ncand_cum = {k: np.cumsum(v) - v for k, v in ncand.items()}
         for s, a, pos, obs in masked:
             spec = specs[a]
-            _, _, _, obs_masks, _, _ = obs.view()
-            raw_list = obs_masks.get(spec.key)
+            raw_list = obs.view_masks.get(spec.key)
             if raw_list is None:
                 continue
             for i, raw in enumerate(raw_list):
@@ -550,8 +548,7 @@ class BatchBuilder:
                     who = f"actor {i}" if spec.kind.actor_bound else "the observation"
                     raise InvalidObservationError(f"slot {self.slot_lo + s}, {who}: {e}") from None
         for s, _a, _pos, obs in masked:
-            _, _, _, obs_masks, _, _ = obs.view()
-            unknown = [k for k in obs_masks if k not in ptypes[s]]
+            unknown = [k for k in obs.view_masks if k not in ptypes[s]]
             if unknown:
                 raise InvalidObservationError(
                     f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "

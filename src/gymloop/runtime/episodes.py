@@ -60,8 +60,7 @@ class EpisodeState:
         else:
             self.term[s] = True
         self.any_done = True
-        _, _, _, _, metrics, _ = obs.view()
-        self.episode_end(s, metrics)
+        self.episode_end(s, obs.view_metrics)
 
     def game_returned(self, s: int) -> None:
         """Slot ``s``'s game function returned: close its open episode (if any) as truncated."""

@@ -116,7 +116,7 @@ def _globals(sp: Spaces, key: str) -> tuple[int, ...]:
 
 def _choices(sp: Spaces, key: str) -> tuple[int, ...]:
     d = sp.actions[key]
-    return () if d.kind.selects_entities else (d.n,)
+    return d.kind.empty_masks(d.n).shape[1:]  # (the kind owns its masks' shape)
 
 
 _I64, _F32, _BOOL = np.dtype(np.int64), np.dtype(np.float32), np.dtype(np.bool_)

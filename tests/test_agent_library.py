@@ -180,7 +180,7 @@ def test_weights_disagreeing_with_metadata_are_refused_at_load(tmp_path, archive
 def test_pack_refuses_what_is_not_an_agent(tmp_path, agents_dir):
     with pytest.raises(CheckpointError, match="not a gymloop agent"):
         pack_library(tmp_path / "x.safetensors", {"opt": agents_dir / "bots" / "optimizer.safetensors"})
-    with pytest.raises(CheckpointError, match="names must be non-empty"):
+    with pytest.raises(CheckpointError, match="agent name .. is not a valid library name"):
         pack_library(tmp_path / "x.safetensors", {"": agents_dir / "easy.safetensors"})
     assert not os.path.exists(tmp_path / "x.safetensors")
 

@@ -331,16 +331,16 @@ def test_an_interrupted_write_leaves_no_temporary_file_and_the_old_file_intact(a
         raise exc("interrupted")
 
     if at == "write":  # half the file written, then interrupted
-        real_write = ck._write_durably
+        real_write = ck.write_atomic
 
-        def half(path_, chunks):
+        def half(path_, chunks, inputs=()):
             def gen():
                 yield from list(chunks)[:2]
                 raise exc("interrupted")
 
-            return real_write(path_, gen())
+            return real_write(path_, gen(), inputs)
 
-        monkeypatch.setattr(ck, "_write_durably", half)
+        monkeypatch.setattr(ck, "write_atomic", half)
     else:
         monkeypatch.setattr(ck.os, at, boom)
     with pytest.raises(exc):

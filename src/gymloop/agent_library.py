@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -61,6 +63,7 @@ from .checkpoint import (
     write_safetensors,
 )
 from .errors import CheckpointError
+from .files import check_output
 from .neural import NeuralAgent, load
 from .nn.migrate import current_document
 from .nn.numpy_policy import NumpyPolicy
@@ -70,6 +73,7 @@ __all__ = ["LIBRARY_FORMAT_VERSION", "AgentLibrary", "library", "pack_library"]
 LIBRARY_FORMAT_VERSION = 1
 _SUFFIX = ".safetensors"
 _MAX_LISTED = 40
+_log = logging.getLogger(__name__)
 
 
 class AgentLibrary:
@@ -224,7 +228,13 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
     :func:`gymloop.load` converts them.
 
     Raises:
-        CheckpointError: a checkpoint is unreadable or is not an agent, or a name is empty.
+        CheckpointError: a checkpoint is unreadable or is not an agent, a name is not a valid library
+            name (see below), or a folder holds two checkpoints of one name.
+        OutputPathError: ``out`` is a folder, FIFO or device, one of the checkpoints, or cannot be
+            written.
+
+    Agent names are ``part/part/...`` of printable characters, without empty, ``.`` or ``..`` parts
+    or backslashes (``"easy"``, ``"league/v3"``).
     """
     if isinstance(agents, (str, os.PathLike)):
         src = os.fspath(agents)
@@ -238,14 +248,24 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
         if not files:
             raise CheckpointError(f"pack_library: the folder {src!r} holds no agent checkpoints (*.safetensors agents, enn-trainer checkpoints)")
     else:
-        files = {str(k): os.fspath(v) for k, v in agents.items()}
+        files = {}
+        for agent_name, agent_path in agents.items():
+            if not isinstance(agent_name, str):
+                raise CheckpointError(
+                    f"pack_library: agent names must be strings, got {agent_name!r} of type {type(agent_name).__name__}"
+                )
+            if not isinstance(agent_path, (str, os.PathLike)):
+                raise CheckpointError(
+                    f"pack_library: agent {agent_name!r}: a checkpoint path must be a str or os.PathLike, got {agent_path!r}"
+                )
+            files[agent_name] = os.fspath(agent_path)
+    check_output(out, files.values())  # (before reading: the archive may not replace a folder, a device or an input)
     tensors: dict[str, np.ndarray] = {}
     infos: dict[str, Any] = {}
     if not files:
         raise CheckpointError("pack_library: no agents given; pass a folder of checkpoints or {name: checkpoint path}")
     for i, name in enumerate(sorted(files)):
-        if not name:
-            raise CheckpointError("pack_library: agent names must be non-empty")
+        _check_agent_name(name)
         path = files[name]
         try:
             net = None
@@ -269,26 +289,58 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
         for k, v in weights.items():
             tensors[f"{aid}/{k}"] = v
     doc = {"format_version": LIBRARY_FORMAT_VERSION, "agents": infos}
-    write_safetensors(out, tensors, {"format": "gymloop-library", "gymloop_library": json.dumps(doc)})
+    write_safetensors(out, tensors, {"format": "gymloop-library", "gymloop_library": json.dumps(doc)}, inputs=files.values())
 
 
 # ---------------------------------------------------------------------- helpers
+_NAME_PART = re.compile(r"[^\x00-\x1f\x7f/\\]+")
+
+
+def _check_agent_name(name: str) -> None:
+    """Refuse a library name that is not ``part/part/...`` of printable characters (no ``.``/``..``
+    parts, no leading or trailing slash, no backslash): names are looked up as they are written."""
+    parts = name.split("/")
+    if not name or any(p in ("", ".", "..") or not _NAME_PART.fullmatch(p) for p in parts):
+        raise CheckpointError(
+            f"pack_library: agent name {name!r} is not a valid library name; use names like 'easy' or 'league/v3': "
+            "printable characters in parts separated by '/', no empty, '.' or '..' part, no backslash"
+        )
+
+
 def _scan_folder(root: str) -> dict[str, str]:
+    """A library folder's agents by name (a checkpoint's path relative to ``root``, without suffix).
+
+    Files that are not regular files (a FIFO, a device) are skipped with a warning, never read; two
+    checkpoints with one name (``x.safetensors`` and ``x.roguenet``) are refused.
+    """
     out: dict[str, str] = {}
+
+    def add(name: str, path: str) -> None:
+        if name in out:
+            raise CheckpointError(
+                f"agent library {root}: two checkpoints are named {name!r} ({out[name]} and {path}); rename one of them "
+                "(a library keeps one agent per name)"
+            )
+        out[name] = path
+
     for d, dirs, files in os.walk(root):
         dirs.sort()
         rel_d = os.path.relpath(d, root)
         if "state.agent.msgpack" in files and "config.ron" in files:  # an enn-trainer checkpoint folder
-            out[rel_d.replace(os.sep, "/")] = d
+            add(rel_d.replace(os.sep, "/"), d)
             dirs[:] = []
             continue
         for fn in sorted(files):
-            if fn.endswith(_SUFFIX) or fn.endswith(".roguenet"):
-                if fn.endswith(_SUFFIX) and not _is_agent_file(os.path.join(d, fn)):
-                    continue  # e.g. the trainer's optimizer.safetensors beside agent.safetensors
-                stem = fn[: -len(_SUFFIX)] if fn.endswith(_SUFFIX) else fn[: -len(".roguenet")]
-                name = stem if rel_d == "." else f"{rel_d}/{stem}".replace(os.sep, "/")
-                out[name] = os.path.join(d, fn)
+            if not (fn.endswith(_SUFFIX) or fn.endswith(".roguenet")):
+                continue
+            path = os.path.join(d, fn)
+            if not os.path.isfile(path):
+                _log.warning("agent library %s: skipped %s, which is not a regular file", root, path)
+                continue
+            if fn.endswith(_SUFFIX) and not _is_agent_file(path):
+                continue  # e.g. the trainer's optimizer.safetensors beside agent.safetensors
+            stem = fn[: -len(_SUFFIX)] if fn.endswith(_SUFFIX) else fn[: -len(".roguenet")]
+            add(stem if rel_d == "." else f"{rel_d}/{stem}".replace(os.sep, "/"), path)
     return out
 
 

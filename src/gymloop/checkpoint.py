@@ -19,13 +19,10 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
-import re
-import secrets
 import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -33,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .errors import CheckpointError
+from .errors import CheckpointError, InputPathError
+from .files import open_input, write_atomic
 from .nn.migrate import FORMAT_VERSION, READABLE_VERSIONS
 from .nn.shapes import NetSpec, check_net_sizes, resolve
 from .spaces import Spaces
@@ -60,8 +58,6 @@ _HEADER_PER_DATA_BYTE = 8  # at most 8 header bytes per byte of tensor data
 _OBJECTS_FLOOR = 4096  # JSON objects (one per tensor) in a header: 4096, plus
 _DATA_BYTES_PER_OBJECT = 64  # one per 64 bytes of tensor data
 _MAX_NDIM = 64
-_TMP = ".tmp"
-_TMP_SUFFIX = re.compile(r"(\d+)(?:-[0-9a-f]+)?")
 _DT: dict[str, np.dtype] = {
     "F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "F16": np.dtype("<f2"), "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"), "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
@@ -118,15 +114,15 @@ def tensors_checksum(meta: Mapping[str, str], tensors: Mapping[str, Any]) -> str
 # ---------------------------------------------------------------------- writing
 def write_safetensors(
     path: str | os.PathLike, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None, checksum: bool = True,
+    inputs: Iterable[str | os.PathLike] = (),
 ) -> None:
     """Write ``tensors`` (numpy arrays) and string ``metadata`` as a ``.safetensors`` file, durably.
 
-    The file is written beside ``path`` under a temporary name (``<name>.tmp<pid>-<random>``), flushed
-    and ``fsync``-ed, renamed over ``path``, and the folder is ``fsync``-ed (where the system allows):
-    a crash or a kill at any moment leaves the old file or the new one, never half a file. The
-    temporary file is removed on any failure or interruption (``KeyboardInterrupt`` and
-    ``SystemExit`` included); one left by a writer killed outright (SIGKILL, power loss) is removed
-    by the next write of the same path once its process is gone.
+    It is written through :func:`gymloop.files.write_atomic`: a ``path`` that is a folder, FIFO,
+    device or socket, or one of ``inputs`` (the files the caller read to make this one), is refused
+    before anything is written; the data go to a temporary file beside ``path`` that is ``fsync``-ed
+    and renamed over it, so a crash or a kill at any moment leaves the old file or the new one, never
+    half a file.
 
     With ``checksum`` (the default) the metadata gains :data:`CHECKSUM_KEY`, a SHA-256 of the
     metadata, the tensors' names, dtypes and shapes and their data, which every reader verifies
@@ -135,7 +131,8 @@ def write_safetensors(
 
     Raises:
         CheckpointError: a tensor of a dtype safetensors cannot hold, or a tensor named ``__metadata__``.
-        OSError: the file cannot be written (no such folder, no permission, disk full).
+        OutputPathError: the path is refused, or the file cannot be written (no such folder, no
+            permission, disk full); an ``OSError`` too.
     """
     p = os.fspath(path)
     items = _items(tensors)
@@ -153,76 +150,7 @@ def write_safetensors(
         off += raw.nbytes
     hb = json.dumps(header, separators=(",", ":")).encode()
     hb += b" " * (-len(hb) % 8)
-    _write_durably(p, [struct.pack("<Q", len(hb)), hb, *(raw for *_, raw in items)])
-
-
-def _write_durably(path: str, chunks: Iterable[Any]) -> None:
-    """Write ``chunks`` to ``path`` through a fsynced temporary file that never outlives the call."""
-    _remove_stale_temporaries(path)
-    tmp = f"{path}{_TMP}{os.getpid()}-{secrets.token_hex(4)}"
-    renamed = False
-    try:
-        with open(tmp, "xb") as f:
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        renamed = True
-    finally:
-        if not renamed:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-    _fsync_folder(os.path.dirname(path) or ".")
-
-
-def _fsync_folder(folder: str) -> None:
-    """Make a rename in ``folder`` durable (best effort: not every system can open a folder)."""
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` may still be running (``True`` when it cannot be told)."""
-    if pid == os.getpid():
-        return True
-    if os.name != "posix" or pid <= 0:
-        return os.name != "posix"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: alive, owned by someone else
-        return True
-    return True
-
-
-def _remove_stale_temporaries(path: str) -> None:
-    """Remove ``<path>.tmp<pid>[-<random>]`` files whose writer process no longer exists."""
-    folder = os.path.dirname(path) or "."
-    prefix = os.path.basename(path) + _TMP
-    try:
-        with os.scandir(folder) as it:
-            names = [e.name for e in it if e.name.startswith(prefix)]
-    except OSError:
-        return
-    for name in names:
-        m = _TMP_SUFFIX.fullmatch(name[len(prefix):])
-        if m is None or _pid_alive(int(m[1])):
-            continue
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(folder, name))
-            _log.info("removed %s, left by a writer (process %s) that was killed while writing %s", name, m[1], path)
+    write_atomic(p, [struct.pack("<Q", len(hb)), hb, *(raw for *_, raw in items)], inputs)
 
 
 # ---------------------------------------------------------------------- reading
@@ -271,8 +199,8 @@ class SafetensorsFile:
         self.path = p
         self._mmap = mmap
         try:
-            size = os.path.getsize(p)
-            with open(p, "rb") as f:
+            with open_input(p, "checkpoint") as f:
+                size = os.fstat(f.fileno()).st_size
                 raw = f.read(8)
                 if len(raw) < 8:
                     raise CheckpointError(f"{p}: truncated file ({size} bytes); not a safetensors checkpoint")
@@ -289,6 +217,8 @@ class SafetensorsFile:
                 hb = f.read(hl)
                 if len(hb) != hl:
                     raise CheckpointError(f"{p}: truncated while reading its header; was it being written?")
+        except InputPathError as e:
+            raise CheckpointError(str(e)) from None
         except OSError as e:
             raise CheckpointError(f"cannot read checkpoint {p}: {e}") from None
         max_objects = _OBJECTS_FLOOR + data_len // _DATA_BYTES_PER_OBJECT
@@ -383,7 +313,7 @@ class SafetensorsFile:
                 self._data = np.memmap(self.path, dtype=np.uint8, mode="r", offset=self._offset, shape=(self._data_len,))
             else:
                 try:
-                    with open(self.path, "rb") as f:
+                    with open_input(self.path, "checkpoint") as f:
                         f.seek(self._offset)
                         data = np.frombuffer(f.read(), dtype=np.uint8)
                 except OSError as e:

@@ -69,7 +69,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return seats[0] if args.agents == 1 else seats
 
     if args.trace_dir:  # one run (its own seed) and one trace file per episode
+        from .files import make_folder
         from .trace import TRACE_SUFFIX, record_trace
+
+        make_folder(args.trace_dir, "the trace folder (--trace-dir)")
 
         scores, steps = [], 0
         stem = args.game.replace(":", "_").replace("/", "_").replace(".", "_")
@@ -495,6 +498,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GymloopError as e:
         print(f"gymloop: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; outputs are written atomically, so none is half-written
+        print(f"gymloop: interrupted ({args.command})", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -15,6 +15,8 @@ Tree::
     ├── TraceError               a trace file that is corrupt or foreign, or a replay that diverges
     ├── TrainingError            training cannot continue (a NaN loss, ...)
     ├── ExportError              an agent's network uses something an exporter (ONNX) cannot express
+    ├── OutputPathError          a file cannot be written there (a folder, FIFO or device; one of the inputs)
+    ├── InputPathError           a file to read is a folder, FIFO or device, not a file
     └── render.PlayerQuit        not a failure: the player closed the window or pressed Escape
 
 Every message names the thing, what was expected, what came, and how to fix it.
@@ -36,6 +38,8 @@ __all__ = [
     "TraceError",
     "TrainingError",
     "ExportError",
+    "OutputPathError",
+    "InputPathError",
 ]
 
 
@@ -79,6 +83,17 @@ class TrainingError(GymloopError, RuntimeError):
 class ExportError(GymloopError, ValueError):
     """An agent cannot be exported: its network uses a part the exporter cannot express (the
     message names the file and the part)."""
+
+
+class OutputPathError(GymloopError, OSError):
+    """A file cannot be written at the path asked: the path names a folder, a FIFO, a device or a
+    socket (which writing would destroy or block on), or one of the command's own inputs, or the
+    system refused the write (the message gives its reason). Nothing at the path was changed."""
+
+
+class InputPathError(GymloopError, OSError):
+    """A file to read is a folder, a FIFO, a device or a socket, not a regular file (reading it
+    would fail or wait forever)."""
 
 
 class GameError(GymloopError, RuntimeError):

@@ -20,11 +20,14 @@ from .agent import EpisodeResult
 from .batch import ACTOR, Batch, SlotRanges
 from .checkpoint import read_safetensors, write_safetensors
 from .errors import CheckpointError, ConfigError, TraceError
+from .files import make_folder
 from .spaces import ActionDesc, ObsSpace, Spaces
 
-__all__ = ["TRACE_FORMAT_VERSION", "TRACE_SUFFIX", "Trace", "load_trace", "load_traces"]
+__all__ = ["MAX_SEATS", "TRACE_FORMAT_VERSION", "TRACE_SUFFIX", "Trace", "load_trace", "load_traces"]
 
 TRACE_FORMAT_VERSION = 1
+#: the most seats (agents of one game) a trace file may declare; a replay holds per-seat state
+MAX_SEATS = 65_536
 TRACE_SUFFIX = ".trace.safetensors"
 _META_KEY = "gymloop-trace"
 
@@ -117,7 +120,7 @@ class Trace:
         p = os.fspath(path)
         d = os.path.dirname(p)
         if d:
-            os.makedirs(d, exist_ok=True)
+            make_folder(d, "the trace's folder")
         write_safetensors(p, tensors, {_META_KEY: json.dumps(doc), "format": "gymloop-trace"})
         self.path = p
         return p
@@ -234,6 +237,8 @@ def _from_file(p: str, doc: dict, tensors: dict[str, np.ndarray]) -> Trace:
     N, A, seed, game = doc["decisions"], doc["agents"], doc["seed"], doc["game"]
     if not (_is_int(N) and N >= 0 and _is_int(A) and A >= 1 and _is_int(seed)):
         raise bad(f"decisions {N!r}, agents {A!r} and seed {seed!r} must be ints (decisions >= 0, agents >= 1)")
+    if A > MAX_SEATS:
+        raise bad(f"agents {A} is more seats than a trace may have (at most {MAX_SEATS}); the file is corrupt or forged")
     if not isinstance(game, str) or not game:
         raise bad(f"the game must be a name such as 'snake' or 'module:function', got {game!r}")
     used: set[str] = set()

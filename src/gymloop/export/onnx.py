@@ -55,6 +55,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import ConfigError, ExportError
+from ..files import check_output, write_atomic
 from ..nn.config import NetConfig
 from ..nn.heads import LINEAR, POINTER, SUMMARY, head_of
 from ..nn.numpy_policy import NumpyPolicy
@@ -490,13 +491,21 @@ def policy_to_onnx(policy: NumpyPolicy, where: str | None = None, source: str | 
     return model
 
 
+def _read_files(src: str) -> list[str]:
+    """The files that loading ``src`` reads (a folder: the run's agent, or an enn-trainer checkpoint's files)."""
+    if not os.path.isdir(src):
+        return [src]
+    return [os.path.join(src, f) for f in ("agent.safetensors", "config.ron", "state.ron", "state.agent.msgpack")]
+
+
 def to_onnx(agent_path: str | os.PathLike, out_path: str | os.PathLike) -> dict[str, Any]:
     """Export an agent checkpoint as one ONNX model (``gymloop export AGENT --onnx OUT``).
 
     Args:
         agent_path: anything :func:`gymloop.load` reads: a ``.safetensors`` agent, a training run's
             folder, an enn-trainer checkpoint folder or ``.roguenet`` archive.
-        out_path: the ``.onnx`` file to write (replaced atomically).
+        out_path: the ``.onnx`` file to write (replaced atomically; never a folder, FIFO or device,
+            nor the checkpoint read).
 
     Returns:
         The model's input/output layout (:func:`onnx_io`), also stored in its metadata.
@@ -504,25 +513,18 @@ def to_onnx(agent_path: str | os.PathLike, out_path: str | os.PathLike) -> dict[
     Raises:
         CheckpointError: ``agent_path`` is missing, corrupt or not an agent (naming the file).
         ExportError: the network uses a part the exporter cannot express (naming the file and the part).
+        OutputPathError: ``out_path`` is a folder, FIFO or device, one of the files read, or cannot
+            be written.
         ConfigError: the ``onnx`` package is not installed.
     """
     _need_onnx()
     from ..neural import load
 
     src = os.fspath(agent_path)
+    inputs = _read_files(src)
+    check_output(out_path, inputs)  # (before the work: an output that would destroy an input is refused)
     policy = load(src).policy  # (a missing, corrupt or foreign file: CheckpointError naming it)
     model = policy_to_onnx(policy, where=src, source=os.path.basename(os.path.normpath(src)))
-    out = os.fspath(out_path)
-    tmp = f"{out}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(model.SerializeToString())
-        os.replace(tmp, out)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise ConfigError(f"cannot write the ONNX model to {out}: {e}") from None
+    write_atomic(out_path, [model.SerializeToString()], inputs)
     return onnx_io(policy)
 

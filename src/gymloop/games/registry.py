@@ -165,7 +165,7 @@ def get_game(name: str) -> Callable[..., Any]:
 
     Raises:
         ConfigError: an unknown name (with the closest registered name, if any), a module that
-            cannot be imported, or a module without that function.
+            cannot be imported, a module without that function, or a name of something not callable.
     """
     entry = _REGISTRY.get(name)
     if entry is not None:
@@ -190,6 +190,11 @@ def get_game(name: str) -> Callable[..., Any]:
         from ..adapters.entity_gym import from_entity_gym
 
         return from_entity_gym(obj)
+    if not callable(obj):
+        raise ConfigError(
+            f"{name!r} is a {type(obj).__name__}, not a game: give module:function of a game loop game(agent, seed) "
+            "(or a gl.Environment class)"
+        )
     return obj
 
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OutputPathError
+from ..files import AtomicOutput, atomic_output, check_output
 from ._deps import imageio_ffmpeg_module, pil_image
 
 __all__ = ["VIDEO_FORMATS", "GifWriter", "Mp4Writer", "open_video", "write_video"]
@@ -59,6 +60,7 @@ class _Writer:
             d = os.path.dirname(d)
         if not os.path.isdir(d):
             raise ConfigError(f"cannot write video {self.path!r}: {d!r} is a file, not a folder; choose another --out")
+        check_output(self.path)  # (a FIFO, a device, a socket: refused before the game runs)
 
     def _check(self, frame: Any) -> np.ndarray:
         a = np.asarray(frame)
@@ -145,7 +147,10 @@ class GifWriter(_Writer):
         first, rest = self._frames[0], self._frames[1:]
         self._frames = []
         try:
-            first.save(self.path, save_all=True, append_images=rest, duration=max(10, round(1000 / self.fps)), loop=0)
+            with atomic_output(self.path) as tmp:
+                first.save(tmp, format="GIF", save_all=True, append_images=rest, duration=max(10, round(1000 / self.fps)), loop=0)
+        except OutputPathError:
+            raise
         except OSError as e:
             raise self._cannot_write(e) from None
         log.info("wrote %s: %d frames", self.path, self.frames)
@@ -181,6 +186,7 @@ class Mp4Writer(_Writer):
         super().__init__(path, fps)
         self._iio = imageio_ffmpeg_module()
         self._gen: Any = None
+        self._out: AtomicOutput | None = None  # ffmpeg writes a temporary file, renamed at close
 
     def add(self, frame: np.ndarray) -> None:
         """Add one ``(height, width, 3)`` uint8 RGB frame (odd sizes are padded to even)."""
@@ -190,8 +196,9 @@ class Mp4Writer(_Writer):
             a = np.pad(a, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
         if self._gen is None:
             self._makedirs()
+            self._out = AtomicOutput(self.path)
             gen = self._iio.write_frames(
-                self.path, (a.shape[1], a.shape[0]), fps=self.fps, codec="libx264", pix_fmt_in="rgb24",
+                self._out.tmp, (a.shape[1], a.shape[0]), fps=self.fps, codec="libx264", pix_fmt_in="rgb24",
                 pix_fmt_out="yuv420p", macro_block_size=2, ffmpeg_log_level="error",
             )
             gen.send(None)  # starts ffmpeg
@@ -207,10 +214,17 @@ class Mp4Writer(_Writer):
         if self._gen is None:
             raise self._no_frames()
         gen, self._gen = self._gen, None
-        gen.close()  # waits for ffmpeg to finish the file (imageio-ffmpeg does not check its exit code)
-        if not os.path.isfile(self.path) or os.path.getsize(self.path) == 0:
-            raise ConfigError(f"ffmpeg wrote no video to {self.path!r} (its messages are on stderr); check the "
-                              f"path and free disk space, or write a .gif")
+        out, self._out = self._out, None
+        assert out is not None  # (made with the generator)
+        try:
+            gen.close()  # waits for ffmpeg to finish the file (imageio-ffmpeg does not check its exit code)
+            if not os.path.isfile(out.tmp) or os.path.getsize(out.tmp) == 0:
+                raise ConfigError(f"ffmpeg wrote no video to {self.path!r} (its messages are on stderr); check the "
+                                  f"path and free disk space, or write a .gif")
+        except BaseException:
+            out.discard()
+            raise
+        out.commit()
         log.info("wrote %s: %d frames", self.path, self.frames)
 
     def abort(self) -> None:
@@ -222,11 +236,9 @@ class Mp4Writer(_Writer):
             gen.close()
         except Exception:
             log.warning("stopping ffmpeg for %s failed", self.path, exc_info=True)
-        try:
-            if os.path.isfile(self.path):
-                os.remove(self.path)
-        except OSError:
-            log.warning("could not remove the partial video %s", self.path, exc_info=True)
+        if self._out is not None:
+            self._out.discard()  # (the file at the path itself was never touched)
+            self._out = None
 
 
 def open_video(path: str | os.PathLike, fps: float) -> GifWriter | Mp4Writer:

@@ -40,6 +40,7 @@ import torch
 from ..batch import Batch, stack, take
 from ..checkpoint import write_agent
 from ..errors import ConfigError, TrainingError
+from ..files import make_folder
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
 from ..trace import Trace, load_trace, load_traces, merge_spaces, relayout
 from .config import BCConfig
@@ -228,7 +229,7 @@ def train_bc(
         path = os.fspath(out_path)
         d = os.path.dirname(path)
         if d:
-            os.makedirs(d, exist_ok=True)
+            make_folder(d, "the agent's folder")
         bc_info = {"traces": len(trs), "decisions": N, "history": history, "value_r2": r2,
                    "config": {k: v for k, v in asdict(cfg).items() if k != "net"}}
         write_agent(path, policy_tensors(policy), policy_info(policy, step=0, update=0, game=game_name, behaviour_cloning=bc_info))

@@ -75,8 +75,11 @@ def run(game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None, *, game
     Raises:
         ConfigError, CheckpointError, TrainingError, GameError, WorkerError: as :class:`Trainer` and
             :func:`~gymloop.train.bc.train_bc` raise them.
+        OutputPathError: ``out_dir`` exists and is not a folder, or cannot be created.
     """
     folder = RunDir(out_dir) if out_dir else None
+    if folder is not None:
+        folder.make()  # (before any work: a path that is not a folder is refused now)
     scores = _Scores(game, eval_episodes, cfg.agents_per_game, cfg.seed + 1)
     done = PipelineResult()
     if demos:

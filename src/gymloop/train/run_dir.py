@@ -28,6 +28,7 @@ import torch
 
 from ..checkpoint import read_agent, read_safetensors, write_agent, write_safetensors
 from ..errors import CheckpointError
+from ..files import atomic_output, check_output, make_folder
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
 from .config import TrainConfig
 from .normalize import RewardScaler
@@ -80,6 +81,14 @@ class RunDir:
     def __init__(self, path: str) -> None:
         self.path = path
 
+    def make(self) -> None:
+        """Create the run folder (and its parents) if needed.
+
+        Raises:
+            OutputPathError: the path names a file, FIFO or device, not a folder, or cannot be created.
+        """
+        make_folder(self.path, "the run folder (--out)")
+
     def file(self, name: str) -> str:
         """The path of the run's file ``name`` (one of this module's ``*_FILE``)."""
         return os.path.join(self.path, name)
@@ -93,7 +102,7 @@ class RunDir:
         state that does not match the agent, which ``--resume`` refuses (see :func:`_check_pair`).
         Each file is written to a temporary name and renamed (:func:`~gymloop.checkpoint.write_safetensors`).
         """
-        os.makedirs(self.path, exist_ok=True)
+        self.make()
         path = self.file(AGENT_FILE)
         info = policy_info(t.policy, step=t.step, update=t.update, game=game_name, train_config=cfg.to_dict())
         agent_tensors = policy_tensors(t.policy)
@@ -173,7 +182,7 @@ class RunDir:
     def tensorboard(self, resume_step: int | None) -> EventWriter:
         """The TensorBoard writer: a new run (``None``) replaces the earlier one's curves in the folder
         (not mixed with them); a resumed one drops what the stopped run logged after ``resume_step``."""
-        os.makedirs(self.path, exist_ok=True)
+        self.make()
         tb_dir = self.file(TB_DIR)
         if resume_step is None and os.path.isdir(tb_dir):
             for name in os.listdir(tb_dir):
@@ -192,8 +201,8 @@ class RunDir:
     # ------------------------------------------------------------------ the random agent's level
     def write_random_level(self, level: Mapping[str, float]) -> None:
         """Keep the random agent's level (per metric) for a resumed run's curve and summary."""
-        os.makedirs(self.path, exist_ok=True)
-        with open(self.file(RANDOM_LEVEL_FILE), "w") as f:
+        self.make()
+        with atomic_output(self.file(RANDOM_LEVEL_FILE)) as tmp, open(tmp, "w") as f:
             json.dump(dict(level), f)
 
     def read_random_level(self) -> dict[str, float] | None:
@@ -319,7 +328,7 @@ class MetricsFile:
     """
 
     def __init__(self, path: str, resume_step: int | None) -> None:
-        self.path = path
+        self.path = check_output(path)
         self.fields: list[str] = []
         rows: list[dict[str, str]] = []
         if resume_step is not None and os.path.exists(path):
@@ -335,19 +344,11 @@ class MetricsFile:
         self.f = open(path, "a", newline="")
 
     def _rewrite(self, rows: list[dict[str, str]]) -> None:
-        tmp = f"{self.path}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "w", newline="") as f:
-                if self.fields:
-                    w = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
-                    w.writeheader()
-                    w.writerows(rows)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        with atomic_output(self.path) as tmp, open(tmp, "w", newline="") as f:
+            if self.fields:
+                w = csv.DictWriter(f, fieldnames=self.fields, extrasaction="ignore")
+                w.writeheader()
+                w.writerows(rows)
 
     def write(self, info: Mapping[str, float]) -> None:
         """Append an update's row (a new column rewrites the file with it)."""
@@ -462,5 +463,6 @@ def plot_curve(csv_path: str, png_path: str, random_level: Mapping[str, float] |
         ax.xaxis.set_major_formatter(FuncFormatter(_short_steps))
         ax.set_ylabel(_PANEL_LABELS.get(name, f"mean {name} (game metric)"))
     fig.tight_layout()
-    fig.savefig(png_path, dpi=80)
+    with atomic_output(png_path) as tmp:
+        fig.savefig(tmp, dpi=80, format="png")
     return fig

@@ -223,6 +223,15 @@ SQUAD_NVEC = [2, 2, 2, 3, 3, 3]
 SQUAD_STARTS = np.cumsum([0, *SQUAD_NVEC[:-1]])
 
 
+def test_a_squad_action_of_the_wrong_shape_names_the_shape_that_works():
+    env = squad_env()
+    env.reset(seed=0)
+    with pytest.raises(gl.InvalidActionError, match=r"the action of 'player_0' must be integers of shape \(6,\)"):
+        env.step({a: np.zeros((1, 5), np.int64) for a in env.agents})
+    env.step({a: np.zeros(6, np.int64) for a in env.agents})  # what the message says works
+    env.close()
+
+
 def test_squads_spaces_tuple_mask_of_per_component_int8_masks():
     env = squad_env()
     assert [str(c) for c in env.components] == [f"{t}[{i}]" for t in ("Stance", "Step") for i in range(3)]

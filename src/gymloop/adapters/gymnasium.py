@@ -105,7 +105,17 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 from ..errors import ConfigError, EnvStateError
 from ..games.registry import game_name
 from ..spaces import declared_agents
-from .padded import Component, PaddedAdapter, PaddedLayout, Sizes, check_illegal, measure_sizes, slot_metrics
+from .padded import (
+    Component,
+    PaddedAdapter,
+    PaddedLayout,
+    Sizes,
+    check_illegal,
+    measure_sizes,
+    reset_options,
+    seed_arg,
+    slot_metrics,
+)
 
 __all__ = ["Component", "GymloopEnv", "GymloopVectorEnv", "PaddedLayout", "measure_sizes"]
 
@@ -183,7 +193,14 @@ class GymloopEnv(PaddedAdapter, gymnasium.Env):
         self.action_space = self.layout.action_space
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Start an episode: ``seed`` restarts the game with that seed; without one, the next episode."""
+        """Start an episode: ``seed`` restarts the game with that seed; without one, the next episode.
+
+        Raises:
+            ConfigError: a seed that is not a non-negative int (numpy integers are ints), or options
+                (a game's options are arguments of the game function).
+        """
+        seed = None if seed is None else seed_arg(seed, self.name)
+        reset_options(self.name, options)
         super().reset(seed=seed)
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopEnv")
@@ -199,7 +216,7 @@ class GymloopEnv(PaddedAdapter, gymnasium.Env):
         if cv is None:
             why = "after close()" if self._vec.closed else "before reset() or after the episode ended"
             raise EnvStateError(f"{self.name}: step() {why}; call reset() first")
-        acts = self.layout.action_matrix(action, 1, "the action")
+        acts = self.layout.action_matrix(action, 1, "the action", one=True)
         gl_actions, wrong = self.layout.decode(cv, acts, self.illegal_actions, self.np_random)
         self._cv = None  # until the step has succeeded
         b = self._vec.step(gl_actions)
@@ -287,11 +304,13 @@ class GymloopVectorEnv(PaddedAdapter, _GymVectorEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Restart every copy (from root seed ``seed`` when given); returns the batched first observations."""
-        if options and "reset_mask" in options:
+        if isinstance(options, Mapping) and "reset_mask" in options:
             raise ConfigError(f"{self.name}: options['reset_mask'] is for AutoresetMode.DISABLED; GymloopVectorEnv resets "
                               "each copy itself (AutoresetMode.SAME_STEP): call reset() without it")
-        if seed is not None and not isinstance(seed, (int, np.integer)):
+        if isinstance(seed, (list, tuple)):
             raise ConfigError(f"{self.name}: reset(seed=...) takes one int (the copies' seeds derive from it), got {seed!r}")
+        seed = None if seed is None else seed_arg(seed, self.name)
+        reset_options(self.name, options)
         super().reset(seed=seed)
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopVectorEnv")

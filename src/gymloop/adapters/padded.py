@@ -13,7 +13,7 @@ Gymnasium is imported when this module is imported; ``import gymloop`` does not.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..vector import VecEnv
 
 __all__ = [
     "ILLEGAL_POLICIES", "MEASURE_ENVS", "RESERVED_KEYS", "Component", "Converted", "PaddedAdapter", "PaddedLayout",
-    "Sizes", "check_illegal", "layout_for", "measure_sizes", "seed_arg", "slot_metrics",
+    "MAX_PADDED", "Sizes", "check_illegal", "layout_for", "measure_sizes", "reset_options", "seed_arg", "slot_metrics",
 ]
 
 #: the adapters' messages (sizes measured, actions replaced) go to the Gymnasium adapter's logger
@@ -92,6 +92,31 @@ def measure_sizes(game: Callable[..., Any] | type, steps: int = 256, num_envs: i
     return ents, acts
 
 
+#: the most entities of one type (or actors of one action type) a padded observation may hold
+MAX_PADDED = 65_536
+
+
+def reset_options(name: str, options: Mapping[str, Any] | None, known: Sequence[str] = (), refuse: bool = True) -> None:
+    """Refuse (or, with ``refuse=False``, log a warning about) ``reset(options=...)`` keys an adapter does not use.
+
+    PettingZoo's API test resets with an arbitrary option and expects it to be accepted, so the
+    PettingZoo adapter warns instead of refusing; nothing is ignored without a word.
+
+    Raises:
+        ConfigError: an option other than ``known`` (with ``refuse``), or options that are not a mapping.
+    """
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{name}: reset(options=...) takes a dict or None, got {options!r}")
+    unknown = [k for k in options if k not in known]
+    if unknown:
+        takes = f"it takes {list(known)}" if known else "it takes none: a game's options are arguments of the game function"
+        if refuse:
+            raise ConfigError(f"{name}: reset() got the options {unknown}, which it would ignore; {takes}")
+        log.warning("%s: reset() ignores the options %s; %s", name, unknown, takes)
+
+
 def _limits(given: Sizes, names: list[str], what: str, name: str) -> dict[str, int]:
     """``given`` as a dict by name, validated (the names it leaves out are to be measured)."""
     if given is None:
@@ -106,6 +131,11 @@ def _limits(given: Sizes, names: list[str], what: str, name: str) -> dict[str, i
     for k, v in out.items():
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ConfigError(f"{name}: {what}[{k!r}] must be an int >= 1, got {v!r}")
+        if v > MAX_PADDED:
+            raise ConfigError(
+                f"{name}: {what}[{k!r}] is {v}, more than a padded observation may hold (at most {MAX_PADDED:,} rows per "
+                f"type: every observation is padded to that many); give the most the game can show"
+            )
         out[k] = int(v)
     return out
 
@@ -316,18 +346,24 @@ class PaddedLayout:
         return self.convert(Batch.empty(self.spaces, num_slots))
 
     # ------------------------------------------------------------------ padded actions -> batch actions
-    def action_matrix(self, actions: Any, num_slots: int, what: str) -> np.ndarray:
-        """Actions as an ``(num_slots, n_components)`` int64 array, or :class:`InvalidActionError`."""
+    def action_matrix(self, actions: Any, num_slots: int, what: str, one: bool = False) -> np.ndarray:
+        """Actions as an ``(num_slots, n_components)`` int64 array, or :class:`InvalidActionError`.
+
+        ``one``: the action of one copy or agent (an int, or ``(n_components,)`` ints), as errors name it.
+        """
         C = len(self.components)
-        want = (num_slots,) if C == 1 else (num_slots, C)
+        if one:
+            want: tuple[int, ...] = () if C == 1 else (C,)
+        else:
+            want = (num_slots,) if C == 1 else (num_slots, C)
+        shape = "one int" if want == () else f"integers of shape {want}"
         try:
             arr = np.asarray(actions)
         except (TypeError, ValueError) as e:
-            raise InvalidActionError(f"{self.name}: {what} must be integers of shape {want}, got {actions!r} ({e})") from None
-        if arr.dtype.kind not in "iu" or arr.size != num_slots * C or (arr.ndim > len(want) and arr.shape != want):
+            raise InvalidActionError(f"{self.name}: {what} must be {shape}, got {actions!r} ({e})") from None
+        if arr.dtype.kind not in "iu" or arr.size != num_slots * C or (arr.ndim > max(len(want), 1) and arr.shape != want):
             raise InvalidActionError(
-                f"{self.name}: {what} must be integers of shape {want} ({self.action_space}), got "
-                f"{arr.dtype} of shape {arr.shape}: {actions!r}"
+                f"{self.name}: {what} must be {shape} ({self.action_space}), got {arr.dtype} of shape {arr.shape}: {actions!r}"
             )
         return arr.astype(np.int64).reshape(num_slots, C)
 
@@ -423,11 +459,12 @@ def _declared(spaces: Spaces) -> dict[str, Any]:
     return out
 
 
-def seed_arg(seed: Any) -> int:
-    """``seed`` as the root seed of a ``gl.VecEnv``, or :class:`ConfigError`."""
+def seed_arg(seed: Any, name: str = "") -> int:
+    """``seed`` as the root seed of a ``gl.VecEnv`` (numpy integers accepted), or :class:`ConfigError`."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ConfigError(
-            f"seed must be a non-negative int (gl.VecEnv derives every copy's seed from one root seed), got {seed!r}"
+            f"{name + ': ' if name else ''}seed must be a non-negative int (gl.VecEnv derives every copy's seed from one "
+            f"root seed), got {seed!r} of type {type(seed).__name__}"
         )
     return int(seed)
 

@@ -103,7 +103,7 @@ from gymnasium import spaces as gspaces
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
 from ..games.registry import game_name
 from ..spaces import declared_agents
-from .padded import Converted, PaddedAdapter, Sizes, check_illegal, slot_metrics
+from .padded import Converted, PaddedAdapter, Sizes, check_illegal, reset_options, seed_arg, slot_metrics
 
 __all__ = ["GymloopParallelEnv"]
 
@@ -172,14 +172,33 @@ class GymloopParallelEnv(PaddedAdapter, ParallelEnv):
 
     def observation_space(self, agent: str) -> Any:
         """The (shared) observation space of ``agent``."""
+        self._known(agent)
         return self.observation_spaces[agent]
 
     def action_space(self, agent: str) -> Any:
         """The (shared) action space of ``agent``."""
+        self._known(agent)
         return self.action_spaces[agent]
 
+    def _known(self, agent: Any) -> None:
+        try:
+            known = agent in self.action_spaces
+        except TypeError:  # unhashable
+            known = False
+        if not known:
+            raise ConfigError(f"{self.name}: no agent {agent!r}; the agents are {self.possible_agents}")
+
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Start an episode for every agent: ``seed`` restarts the game with that seed; without one, the next episode."""
+        """Start an episode for every agent: ``seed`` restarts the game with that seed; without one, the next episode.
+
+        ``options`` are not used (a game's options are arguments of the game function); PettingZoo's
+        API requires accepting them, so any given are logged as a warning.
+
+        Raises:
+            ConfigError: a seed that is not a non-negative int (numpy integers are ints).
+        """
+        seed = None if seed is None else seed_arg(seed, self.name)
+        reset_options(self.name, options, refuse=False)
         if self._vec.closed:
             raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopParallelEnv")
         self._cv = None
@@ -214,7 +233,7 @@ class GymloopParallelEnv(PaddedAdapter, ParallelEnv):
         acts = np.zeros((S, len(self.components)), dtype=np.int64)
         for i, a in enumerate(self.possible_agents):
             if a in actions:
-                acts[i] = self.layout.action_matrix(actions[a], 1, f"the action of {a!r}")[0]
+                acts[i] = self.layout.action_matrix(actions[a], 1, f"the action of {a!r}", one=True)[0]
             elif self._live[i] and cv.present[i].any():
                 raise InvalidActionError(f"{self.name}: no action for agent {a!r}, which has a decision this step; "
                                          f"give one for every agent in env.agents")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from enum import Enum
 
@@ -173,6 +174,10 @@ def test_replay_never_imports_the_game_a_file_names(tmp_path):
     _edit(path, lambda t, doc: doc.update(game="antigravity:fly"))  # importing it would open a web browser
     with pytest.raises(gl.TraceError, match=r"game 'antigravity:fly', which is not a bundled game .*pass the game loop"):
         gl.replay(path)
+    with pytest.raises(gl.TraceError, match=r"recorded with the game 'antigravity:fly', not 'test_trace:growing_game'"):
+        gl.replay(path, growing_game)  # the name is compared, never imported
+    assert "antigravity" not in sys.modules
+    _edit(path, lambda t, doc: doc.update(game="__main__:growing_game"))  # the same game, recorded from a script
     assert gl.replay(path, growing_game).steps == 5
 
 
@@ -301,21 +306,23 @@ class Walker2:
 
 
 def test_a_changed_game_fails_replay_naming_the_difference():
-    trace = gl.record_trace(snake, gl.RandomAgent(seed=0), seed=1, max_steps=5)
+    trace = gl.record_trace("snake", gl.RandomAgent(seed=0), seed=1, max_steps=5)
 
-    def changed_game(agent, seed):  # not a bundled game: replay runs it and finds the difference
+    def snake(agent, seed):  # the game of that name, since changed: replay runs it and finds the difference
         return tactics(agent, seed)
 
     with pytest.raises(gl.TraceError, match=r"step 0 .*the game asked for \['Order', 'Target'\] \(a list of actors\), the trace for \['Move'\]"):
-        gl.replay(trace, changed_game)
+        gl.replay(trace, snake)
+    with pytest.raises(gl.TraceError, match=r"recorded with the game 'snake', not 'tactics'"):
+        gl.replay(trace, tactics)  # another game altogether
 
-    def walker_v2(agent, seed):  # the walker has gained a feature since the recording
+    def growing_game(agent, seed):  # the walker has gained a feature since the recording
         while True:
             agent.act(gl.Obs().actor(Walker2(0, 0)), Step)
 
-    trace = gl.record_trace(growing_game, gl.RandomAgent(seed=0), seed=1, max_steps=2)
+    trace = gl.record_trace(globals()["growing_game"], gl.RandomAgent(seed=0), seed=1, max_steps=2)
     with pytest.raises(gl.TraceError, match=r"step 0 .*entity type 'Walker' has the features \['x', 'y'\], the trace \['x'\]"):
-        gl.replay(trace, walker_v2)
+        gl.replay(trace, growing_game)
 
 
 # ---------------------------------------------------------------------- bad files

@@ -58,6 +58,7 @@ from .checkpoint import (
     FORMAT_VERSION,
     SafetensorsFile,
     check_agent_document,
+    check_arch_and_dtypes,
     read_agent,
     tensors_checksum,
     write_safetensors,
@@ -182,6 +183,7 @@ class AgentLibrary:
                 f"agent library {self.path}: agent {name!r} is corrupt: its metadata says it carries a checksum, but the "
                 "library holds none for it; pack the library again"
             )
+        check_arch_and_dtypes(where, info, {k: v.dtype for k, v in tensors.items()})
         return NumpyPolicy(tensors, info, where)
 
     def _check_name(self, name: str) -> None:

@@ -37,7 +37,8 @@ from .nn.shapes import NetSpec, check_net_sizes, resolve
 from .spaces import Spaces
 
 __all__ = [
-    "CHECKSUM_ALGO", "CHECKSUM_KEY", "FORMAT_VERSION", "AgentFile", "SafetensorsFile", "agent_document", "check_net_sizes",
+    "CHECKSUM_ALGO", "CHECKSUM_KEY", "FORMAT_VERSION", "AgentFile", "SafetensorsFile", "agent_document", "check_arch_and_dtypes",
+    "check_net_sizes",
     "read_agent", "read_safetensors", "tensors_checksum", "write_agent", "write_safetensors",
 ]
 
@@ -45,6 +46,8 @@ _log = logging.getLogger(__name__)
 
 #: the network architecture gymloop's own agents are written with
 ARCH = "gymloop-entity-transformer"
+#: the architectures an agent file may name: gymloop's own, and rogue-net's (enn-trainer checkpoints converted)
+ARCHS = (ARCH, "rogue-net")
 
 #: the ``__metadata__`` entry that holds the checksum of everything else in the file
 CHECKSUM_KEY = "gymloop_checksum"
@@ -307,6 +310,10 @@ class SafetensorsFile:
         """Every tensor's shape, by name (from the header: reads no data)."""
         return {k: e[1] for k, e in self._entries.items()}
 
+    def dtypes(self) -> dict[str, np.dtype]:
+        """Every tensor's dtype, by name (from the header: reads no data)."""
+        return {k: np.dtype(e[0]) for k, e in self._entries.items()}
+
     def _bytes(self) -> np.ndarray:
         if self._data is None:
             if self._mmap and self._data_len > 0:
@@ -449,6 +456,25 @@ def parse_agent_document(text: str, where: str, who: str = "the gymloop metadata
     return info
 
 
+def check_arch_and_dtypes(where: str, info: Mapping[str, Any], dtypes: Mapping[str, np.dtype]) -> None:
+    """Refuse an agent of an architecture not in :data:`ARCHS`, or whose tensors are not float32
+    (float32 or float64 for the normalization statistics ``norms.*``).
+
+    Raises:
+        CheckpointError: naming ``where``, the architecture or the first tensor of a wrong dtype.
+    """
+    arch = info.get("arch", ARCH)
+    if arch not in ARCHS:
+        raise CheckpointError(
+            f"{where}: the network architecture {arch!r} is not one this gymloop runs ({list(ARCHS)}); load it with the "
+            "tool that wrote it"
+        )
+    for k, dt in dtypes.items():
+        if dt != np.float32 and not (k.startswith("norms.") and dt == np.float64):
+            want = "float32 or float64" if k.startswith("norms.") else "float32"
+            raise CheckpointError(f"{where}: tensor {k!r} is {dt}, expected {want}; the file is corrupt or was not written by gymloop")
+
+
 def read_agent(path: str | os.PathLike) -> AgentFile:
     """Read and validate an agent checkpoint: its container, checksum, metadata, network sizes, and
     that its tensors are exactly those its metadata implies, with those shapes (the values are
@@ -456,7 +482,8 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
 
     Raises:
         CheckpointError: the file is missing, truncated, corrupt (checksum), not a gymloop agent, of
-            an unknown format version, or its metadata is malformed, forged or disagrees with its tensors.
+            an unknown format version or architecture, or its metadata is malformed, forged or
+            disagrees with its tensors (their names, shapes or dtypes).
     """
     f = SafetensorsFile(path)
     p = f.path
@@ -474,5 +501,6 @@ def read_agent(path: str | os.PathLike) -> AgentFile:
             f"{p}: the file is corrupt: its metadata says it carries a {str(info['checksum'])[:40]} checksum, but it has none; restore it "
             "from a copy, or write it again"
         )
+    check_arch_and_dtypes(p, info, f.dtypes())
     net = resolve(info, p, f.shapes())  # the current document, sizes, spaces, configuration, tensor shapes
     return AgentFile(p, {k: f.tensor(k) for k in f.keys()}, net)

@@ -223,7 +223,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(steps=steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
                       opponents=list(args.opponent or []), init_from=args.init_from, backend=args.backend, address=args.address,
                       backend_options=_backend_options(args.backend_option or []), overlap=args.overlap)
-    if args.num_envs:
+    if args.num_envs is not None:  # (0 is refused by the config check, not taken for "automatic")
         cfg.num_envs = args.num_envs
     if args.step_timeout is not None:
         cfg.step_timeout = None if args.step_timeout.lower() in ("none", "off") else _number("--step-timeout", args.step_timeout)

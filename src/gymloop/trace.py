@@ -508,7 +508,7 @@ def replay(trace: Trace | str | os.PathLike, game: Callable[..., Any] | str | No
         >>> gl.replay(trace, tactics).steps == trace.num_decisions
         True
     """
-    from .games import GAMES
+    from .games import GAMES, same_game
 
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     if game is None and tr.game not in GAMES:
@@ -519,7 +519,7 @@ def replay(trace: Trace | str | os.PathLike, game: Callable[..., Any] | str | No
         )
     fn = _game_fn(tr.game if game is None else game)
     given = _game_name(fn)
-    if tr.game in GAMES and given in GAMES and given != tr.game:
+    if not same_game(given, tr.game):
         raise TraceError(
             f"{tr.path or 'the trace'} was recorded with the game {tr.game!r}, not {given!r}; replay it with its "
             f"own game: gl.replay(trace) or gl.replay(trace, {tr.game!r})"

@@ -14,6 +14,6 @@ from __future__ import annotations
 
 from . import duel, snake, tactics  # noqa: F401 (each registers itself)
 from .board import GameView
-from .registry import GAMES, BundledGame, bundled_games, find_game, game_name, get_game, register_game
+from .registry import GAMES, BundledGame, bundled_games, find_game, game_name, get_game, register_game, same_game
 
-__all__ = ["GAMES", "BundledGame", "GameView", "bundled_games", "find_game", "game_name", "get_game", "register_game"]
+__all__ = ["GAMES", "BundledGame", "GameView", "bundled_games", "find_game", "game_name", "get_game", "register_game", "same_game"]

@@ -30,7 +30,7 @@ from ..errors import ConfigError
 from ..spaces import declared_agents
 from .board import GameView
 
-__all__ = ["GAMES", "BundledGame", "bundled_games", "find_game", "game_name", "get_game", "register_game"]
+__all__ = ["GAMES", "BundledGame", "bundled_games", "find_game", "game_name", "get_game", "register_game", "same_game"]
 
 
 @dataclass(frozen=True)
@@ -223,3 +223,17 @@ class _Games(Mapping[str, str]):
 
 GAMES: Mapping[str, str] = _Games()
 """The registered games as ``{name: "module:function"}`` (a live, read-only view of the registry)."""
+
+
+def same_game(a: str, b: str) -> bool:
+    """Whether two game names (as :func:`game_name` writes them) may name one game.
+
+    Names agree when they are equal or name a function of the same name in different modules or
+    scopes (a game recorded from a script, ``__main__:coin``, is the ``coin`` of ``mygame:coin``), so
+    a file made by one program is accepted by another; a function of another name is another game.
+
+    Example:
+        >>> same_game("snake", "snake"), same_game("__main__:coin", "mygame:coin"), same_game("os:system", "snake")
+        (True, True, False)
+    """
+    return a == b or a.rpartition(":")[2].rpartition(".")[2] == b.rpartition(":")[2].rpartition(".")[2]

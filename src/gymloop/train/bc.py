@@ -39,8 +39,9 @@ import torch
 
 from ..batch import Batch, stack, take
 from ..checkpoint import write_agent
-from ..errors import ConfigError, TrainingError
+from ..errors import ConfigError, TraceError, TrainingError
 from ..files import make_folder
+from ..games.registry import same_game
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
 from ..trace import Trace, load_trace, load_traces, merge_spaces, relayout
 from .config import BCConfig
@@ -137,14 +138,15 @@ def train_bc(
         cfg: hyperparameters (checked first).
         out_path: write the agent checkpoint there (``None``: nothing is written).
         game_name: recorded in the checkpoint (``""``: the traces' game, when they agree on one); a
-            trace of another game is logged as a warning.
+            trace of another game is refused.
 
     Returns:
         A :class:`BCResult` with the policy and per-epoch loss and agreement.
 
     Raises:
         ConfigError: a bad configuration, or no trace / no decision to learn from.
-        TraceError: a trace file is invalid, or two traces disagree on a type.
+        TraceError: a trace file is invalid, was recorded with another game than ``game_name``, or
+            two traces disagree on a type.
         TrainingError: the loss or its gradient became NaN or infinite.
     """
     cfg = cfg or BCConfig()
@@ -152,8 +154,11 @@ def train_bc(
     trs = _as_traces(traces)
     if game_name:
         for t in trs:
-            if t.game != game_name:
-                log.warning("trace %s was recorded for game %r, not %r", t.path or "?", t.game, game_name)
+            if not same_game(t.game, game_name):
+                raise TraceError(
+                    f"trace {t.path or '?'} was recorded with the game {t.game!r}, not {game_name!r}; clone an agent from "
+                    f"traces of the game it is for (record them with gymloop run {game_name} --trace-dir DIR)"
+                )
     elif len({t.game for t in trs}) == 1:
         game_name = trs[0].game
     space = merge_spaces([t.spaces for t in trs], [t.path or f"trace {i}" for i, t in enumerate(trs)])

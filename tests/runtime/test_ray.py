@@ -247,6 +247,8 @@ def test_train_config_and_the_cli_carry_backend_options():
         ({"num_cpus": 0}, "ray", r"num_cpus must be a positive number, got 0"),
         ({"startup_timeout": float("nan")}, "ray", r"startup_timeout must be a positive number, got nan"),
         ({"runtime_env": "x"}, "ray", r"runtime_env must be a dict"),
+        ({"runtime_env": {"pip": 5}}, "ray", r"runtime_env is not a valid Ray runtime_env: TypeError: runtime_env\['pip'\] must be"),
+        ({"runtime_env": {"env_vars": {"A": 1}}}, "ray", r"not a valid Ray runtime_env: TypeError: .*env_vars"),
         ({"num_gpus": 1}, "ray", r"backend_options 'num_gpus': the Ray backend takes 'num_cpus'"),
         ({"address": "auto"}, "ray", r"backend_options 'address'.*the address field"),
         ({"num_cpus": 1}, "process", r"are the Ray backend's options, but backend='process'"),
@@ -312,6 +314,20 @@ def test_ray_is_shut_down_only_when_started_here(monkeypatch):
     theirs = _FakeRay(initialized=True)  # initialised by the user: used, never shut down
     assert not rb._connect(theirs, None, 1.0)
     assert theirs.calls == []
+
+
+def test_a_local_ray_that_cannot_start_is_a_config_error_with_the_fix(monkeypatch):
+    pytest.importorskip("ray")
+    from gymloop.runtime import ray_backend as rb
+
+    class _NoStart(_FakeRay):
+        def init(self, **kw):
+            raise Exception("The current node timed out during startup. This could happen because ...")  # what Ray raises
+
+    monkeypatch.setattr(rb, "_owned", False)
+    monkeypatch.setattr(rb, "_users", 0)
+    with pytest.raises(gl.ConfigError, match=r"could not connect to a local Ray instance: Exception: The current node timed out during startup.*ray stop"):
+        rb._connect(_NoStart(initialized=False), None, 1.0)
 
 
 def test_ray_address_and_ray_client_hosts_are_checked_before_ray_init(monkeypatch):
@@ -472,25 +488,25 @@ def test_restarted_actors_get_the_seeds_of_restarted_workers(ray_session):
 
 
 @pytest.mark.slow
-def test_heartbeat_keys_are_deleted_on_close_and_replace(ray_session):
-    from ray.experimental.internal_kv import _internal_kv_get, _internal_kv_put
-
+def test_beat_counts_are_dropped_on_replace_and_the_board_dies_on_close(ray_session):
+    ray = ray_session
     env = gl.VecEnv(snake, 2, workers=2, backend="ray", restart_workers=True, step_timeout=5)
     try:
         env.reset()
         be = env._state.backend
+        board = be._board
         names = [a.name for a in be.actors]
         for n in names:
-            _internal_kv_put(be._beat_key(n), b"1", overwrite=True)
-        _kill(ray_session, be.actors[0].handle)
+            ray.get(board.beat.remote(n, 1))
+        assert [be._beats(a) for a in be.actors] == [1, 1]
+        _kill(ray, be.actors[0].handle)
         env.step(env.sample_actions())  # actor 0 replaced
-        assert _internal_kv_get(be._beat_key(names[0])) is None
-        assert _internal_kv_get(be._beat_key(names[1])) == b"1"
-        _internal_kv_put(be._beat_key(be.actors[0].name), b"1", overwrite=True)
-        live = [a.name for a in be.actors]
+        assert ray.get(board.count.remote(names[0])) == 0 and ray.get(board.count.remote(names[1])) == 1
     finally:
         env.close()
-    assert all(_internal_kv_get(be._beat_key(n)) is None for n in live)
+    assert be._board is None
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(board.count.remote(names[1]), timeout=20)
 
 
 @pytest.mark.slow

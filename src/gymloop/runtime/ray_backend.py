@@ -28,7 +28,9 @@ Options (``VecEnv(..., backend="ray", backend_options={...})``, or ``gymloop tra
   thread joined with the timeout (Ray alone retries an unreachable address, or waits on a port
   that is not Ray's, for minutes).
 - ``startup_timeout``: seconds an actor may take to start and answer its first call (default
-  120), even when ``step_timeout`` is ``None``.
+  120), even when ``step_timeout`` is ``None``. The first call's deadline is the later of this and
+  the step deadline (``step_timeout`` plus the grace), so a ``startup_timeout`` below
+  ``step_timeout`` changes nothing; it bounds the start when starting is slower than a step may be.
 - ``runtime_env``: Ray's runtime environment for the actors (e.g. ``{"working_dir": "."}`` to ship
   the game's source to the nodes of a cluster that do not have it).
 
@@ -78,6 +80,8 @@ OPTION_DEFAULTS: dict[str, Any] = {
 CLOSE_WAIT_S = 0.8
 #: close(): seconds it then waits for Ray to report the killed actors dead (``ray.kill`` only asks)
 KILL_WAIT_S = 10.0
+#: seconds to wait for the beat board's answer when an actor is late
+BOARD_WAIT_S = 5.0
 INSTALL_HINT = "pip install 'gymloop[ray]'"
 
 
@@ -212,7 +216,8 @@ def _connect(ray: Any, address: str | None, timeout: float) -> bool:
             ray.init(**kw)
         else:
             _init_bounded(ray, kw, address, timeout)
-    except (ConnectionError, RuntimeError, ValueError, ImportError) as e:
+    except Exception as e:  # (Ray raises ConnectionError, RuntimeError, ValueError, ImportError, and bare Exception
+        # when a local instance times out during startup)
         where = "a local Ray instance" if address is None else f"the Ray cluster at address={address!r}"
         text = str(e)
         if isinstance(e, ImportError) or "ray[client]" in text:
@@ -223,6 +228,9 @@ def _connect(ray: Any, address: str | None, timeout: float) -> bool:
             )
         elif address == "auto":
             fix = "start one with `ray start --head` on this machine (or pass its HOST:PORT)"
+        elif address is None:
+            fix = ("Ray could not start here (too little memory or /tmp space, a firewall on local ports, or a stale "
+                   "session: try `ray stop`), or connect to a running cluster with backend_options address")
         else:
             fix = "check that its head node runs (`ray start --head`) and that this machine runs the same Ray and Python versions"
         raise ConfigError(f"could not connect to {where}: {type(e).__name__}: {text}; {fix}") from None
@@ -255,7 +263,8 @@ class ShardActor:
 
     def __init__(
         self, how: str, blob: bytes, game_name: str, env_lo: int, n: int, apg: int, seed: int, is_env: bool,
-        step_timeout: float | None, on_game_error: str, fixed: Any, generation: int, restart_base: int, beat_key: str,
+        step_timeout: float | None, on_game_error: str, fixed: Any, generation: int, restart_base: int, board: Any = None,
+        name: str = "",
     ) -> None:
         import logging as _logging
 
@@ -264,7 +273,8 @@ class ShardActor:
         self.error: BaseException | None = None
         self.faults: list[Any] = []
         self.beats = 0
-        self.beat_key = beat_key
+        self.board = board  # the backend's BeatBoard actor (None: beats are not reported)
+        self.name = name
         self.where = (_node_ip(), os.getpid())
         try:
             game, declared = pickle.loads(blob)
@@ -294,10 +304,10 @@ class ShardActor:
     def _beat(self) -> None:
         """A game timed out (the rest of the call has a fresh budget): tell the caller, who reads it if it waits too long."""
         self.beats += 1
+        if self.board is None:
+            return
         try:
-            from ray.experimental.internal_kv import _internal_kv_put
-
-            _internal_kv_put(self.beat_key, str(self.beats).encode(), overwrite=True)
+            self.board.beat.remote(self.name, self.beats)  # (not awaited: the caller reads the board when it waits)
         except Exception:  # pragma: no cover - the caller then only sees the answer
             pass
 
@@ -408,6 +418,38 @@ def _actor_class(ray: Any) -> Any:
     return _ACTOR_CLASS
 
 
+class BeatBoard:
+    """A Ray actor holding each shard actor's count of game timeouts during its current call.
+
+    A game that times out inside an actor gives the rest of that actor's call a fresh budget; the
+    actor reports it here (:meth:`beat`, not awaited), and the backend, when an actor's answer is
+    late, reads the count (:meth:`count`) before declaring the actor frozen. One board per backend,
+    reserving no CPU.
+    """
+
+    def __init__(self) -> None:
+        self.beats: dict[str, int] = {}
+
+    def beat(self, name: str, n: int) -> None:
+        self.beats[name] = max(n, self.beats.get(name, 0))
+
+    def count(self, name: str) -> int:
+        return self.beats.get(name, 0)
+
+    def forget(self, name: str) -> None:
+        self.beats.pop(name, None)
+
+
+_BOARD_CLASS: Any = None
+
+
+def _board_class(ray: Any) -> Any:
+    global _BOARD_CLASS
+    if _BOARD_CLASS is None:
+        _BOARD_CLASS = ray.remote(num_cpus=0)(BeatBoard)
+    return _BOARD_CLASS
+
+
 # ---------------------------------------------------------------------- this process's side
 class _Actor(ShardHandle):
     """This process's end of one actor: its handle and state."""
@@ -463,8 +505,13 @@ class RayBackend(ShardedBackend):
         self._how, self._blob = ship_game(c.game, c.declared)
         self._game_name = game_name(c.game, qualified=True)
         self._id = uuid.uuid4().hex[:8]
+        self._board: Any = None  # the BeatBoard actor
         self._holds = _connect(ray, opts["address"], opts["connect_timeout"])
         try:
+            board_opts: dict[str, Any] = {"name": f"gymloop-{self._id}-beats", "max_restarts": 0}
+            if opts["runtime_env"] is not None:
+                board_opts["runtime_env"] = opts["runtime_env"]
+            self._board = _board_class(ray).options(**board_opts).remote()
             cpus = float(ray.cluster_resources().get("CPU", 0.0))
             need = c.workers * opts["num_cpus"]
             if cpus < need:
@@ -498,29 +545,26 @@ class RayBackend(ShardedBackend):
             opts["runtime_env"] = self.options["runtime_env"]
         handle = _actor_class(self.ray).options(**opts).remote(
             self._how, self._blob, self._game_name, env_lo, n, c.agents_per_game, c.seed, c.is_env, c.step_timeout,
-            c.on_game_error, fixed, self._generation, restart_base, self._beat_key(name),
+            c.on_game_error, fixed, self._generation, restart_base, self._board, name,
         )
         return _Actor(i, env_lo, n, c.agents_per_game, handle, name)
 
-    def _beat_key(self, name: str) -> str:
-        return f"gymloop:beat:{name}"
-
     def _forget_beats(self, a: _Actor) -> None:
-        """Delete actor ``a``'s heartbeat key from Ray's internal KV (it is replaced, or the backend closes)."""
+        """Drop actor ``a``'s count from the beat board (it is replaced, or the backend closes)."""
+        if self._board is None:
+            return
         try:
-            from ray.experimental.internal_kv import _internal_kv_del
-
-            _internal_kv_del(self._beat_key(a.name))
-        except Exception:  # pragma: no cover - Ray shut down meanwhile: the KV went with it
+            self._board.forget.remote(a.name)
+        except Exception:  # pragma: no cover - Ray shut down meanwhile: the board went with it
             pass
 
     def _beats(self, a: _Actor) -> int:
+        """How many of actor ``a``'s games timed out during its current call (0 if the board cannot tell)."""
+        if self._board is None:
+            return 0
         try:
-            from ray.experimental.internal_kv import _internal_kv_get
-
-            v = _internal_kv_get(self._beat_key(a.name))
-            return int(v) if v else 0
-        except Exception:  # pragma: no cover
+            return int(self.ray.get(self._board.count.remote(a.name), timeout=BOARD_WAIT_S))
+        except Exception:  # pragma: no cover - the board is gone or slow: the actor is judged by its answer alone
             return 0
 
     def _lose(self, a: _Actor, e: BaseException | None, timed_out: bool = False) -> WorkerError:
@@ -662,7 +706,12 @@ class RayBackend(ShardedBackend):
                     killed.append(a)
                 except Exception:
                     pass
-                self._forget_beats(a)
+            if self._board is not None:
+                try:
+                    ray.kill(self._board, no_restart=True)
+                except Exception:
+                    pass
+                self._board = None
             _await_deaths(ray, killed, KILL_WAIT_S)
         except Exception:  # pragma: no cover - close never raises
             log.exception("closing the Ray actors failed")
@@ -690,8 +739,19 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
             raise ConfigError(f"backend_options {name} must be a positive number, got {v!r}")
         out[name] = float(v)
-    if out["runtime_env"] is not None and not isinstance(out["runtime_env"], Mapping):
-        raise ConfigError(f"backend_options runtime_env must be a dict (Ray's runtime_env), got {out['runtime_env']!r}")
+    env = out["runtime_env"]
+    if env is not None:
+        if not isinstance(env, Mapping):
+            raise ConfigError(f"backend_options runtime_env must be a dict (Ray's runtime_env), got {env!r}")
+        from ray.runtime_env import RuntimeEnv
+
+        try:
+            RuntimeEnv(**{str(k): v for k, v in env.items()})  # Ray's own check of each field
+        except Exception as e:  # (Ray raises TypeError or ValueError, and others for plugins' fields)
+            raise ConfigError(
+                f"backend_options runtime_env is not a valid Ray runtime_env: {type(e).__name__}: {e}; see Ray's runtime_env "
+                "documentation (e.g. {'working_dir': '.'}, {'pip': ['package']})"
+            ) from None
     return out
 
 

@@ -81,3 +81,27 @@ def test_replay_of_a_trace_of_another_game_is_refused():
 def test_same_game_compares_function_names_across_modules():
     assert same_game("mygame:coin", "__main__:coin") and same_game("snake", "gymloop.games.snake:snake")
     assert not same_game("os:system", "snake") and not same_game("a:coin", "a:coins")
+
+
+def test_a_renamed_feature_or_entity_type_in_the_metadata_is_named(agent, tmp_path):
+    from gymloop.nn.config import RelposConfig
+
+    rel = tmp_path / "rel.safetensors"
+    random_checkpoint(rel, snake, relpos=RelposConfig(position_features=["x", "y"], extent=[4, 4]))
+
+    def head_px(doc):
+        doc["obs_space"]["entities"]["Head"] = ["px", "y"]
+        doc["net"]["relpos"] = "auto"
+        return doc
+
+    t, meta = read_safetensors(rel)
+    bad = tmp_path / "bad.safetensors"
+    write_safetensors(bad, t, {**meta, "gymloop": json.dumps(head_px(json.loads(meta["gymloop"])))})
+    with pytest.raises(gl.CheckpointError, match=r"relative-position encoding .*\{'Head': \['x'\]\} lack them; was a position feature renamed\?"):
+        gl.load(bad)
+    t, meta = read_safetensors(agent)
+    doc = json.loads(meta["gymloop"])
+    doc["obs_space"]["entities"]["Apple"] = doc["obs_space"]["entities"].pop("Food")
+    write_safetensors(bad, t, {**meta, "gymloop": json.dumps(doc)})
+    with pytest.raises(gl.CheckpointError, match=r"the weights embed the entity types \['Food'\] and the metadata names \['Apple'\] instead"):
+        gl.load(bad)

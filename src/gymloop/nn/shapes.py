@@ -11,7 +11,7 @@ tensor data: :func:`gymloop.checkpoint.read_agent` resolves a file's document on
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,7 +199,7 @@ def resolve(info: Mapping[str, Any], where: str, shapes: Mapping[str, tuple[int,
         raise CheckpointError(f"{where}: {e}") from None
     implied = _shapes(ents, glob, acts, cfg, rp)
     if shapes is not None:
-        _check_shapes(shapes, implied, where)
+        _check_shapes(shapes, implied, where, _mismatch_hint(shapes, implied, ents, cfg, rp))
     try:
         frame = cfg.resolve_frame(ents)
     except ConfigError as e:
@@ -227,13 +227,35 @@ def check_weights(shapes: Mapping[str, tuple[int, ...]], info: Mapping[str, Any]
     resolve(info, where, shapes)
 
 
-def _check_shapes(have: Mapping[str, tuple[int, ...]], shapes: Mapping[str, tuple[int, ...]], where: str) -> None:
+def _mismatch_hint(have: Mapping[str, Any], shapes: Mapping[str, Any], ents: Mapping[str, Sequence[str]], cfg: NetConfig,
+                   rp: RelposConfig | None) -> str:
+    """What a mismatch between the weights' names and the metadata's most likely means (``""``: no guess)."""
+    unexpected = [k for k in have if k not in shapes]
+    missing = [k for k in shapes if k not in have]
+    if rp is None and any(k.startswith("readout.relpos.") for k in unexpected):
+        why = ""
+        if cfg.relpos == "auto":
+            lacking = {t: [p for p in ("x", "y") if p not in f] for t, f in ents.items()}
+            lacking = {t: m for t, m in lacking.items() if m}
+            why = (f" (relpos='auto' finds no position features x, y in every entity type: {lacking} lack them; was a "
+                   "position feature renamed?)")
+        return (f"; the weights hold a relative-position encoding (readout.relpos.*) that the metadata's network "
+                f"does not have{why}")
+    gone = sorted({k.split(".")[1] for k in unexpected if k.startswith("embeds.")})
+    new = sorted({k.split(".")[1] for k in missing if k.startswith("embeds.")})
+    if gone or new:
+        return (f"; the weights embed the entity types {gone} and the metadata names {new} instead (an entity type "
+                "renamed in the metadata?)")
+    return ""
+
+
+def _check_shapes(have: Mapping[str, tuple[int, ...]], shapes: Mapping[str, tuple[int, ...]], where: str, hint: str = "") -> None:
     missing = [k for k in shapes if k not in have]
     unexpected = sorted(k for k in have if k not in shapes)
     if missing or unexpected:
         raise CheckpointError(
             f"{where}: the weights do not match the metadata: missing {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
-            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+            f"unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}{hint}"
         )
     for k, shp in shapes.items():
         if tuple(have[k]) != shp:

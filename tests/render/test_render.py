@@ -633,6 +633,12 @@ def test_play_with_a_bad_limit_fails_before_the_window(display):
     assert pygame.display.get_surface() is None
 
 
+def test_play_with_a_trace_path_that_is_a_folder_fails_before_the_window(display, tmp_path):
+    with pytest.raises(gl.OutputPathError, match=r"cannot write .*: it is a folder, not a file"):
+        play("snake", gl.RandomAgent(0), trace=tmp_path)
+    assert pygame.display.get_surface() is None
+
+
 def test_play_trace_is_kept_when_the_game_fails_and_skipped_when_empty(display, tmp_path, caplog):
     class Breaks(Always):
         def act(self, obs, *types):

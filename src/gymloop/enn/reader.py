@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, InputPathError
+from ..files import open_input
 from ..nn.config import RelposConfig
 from ..ron import MAX_RON as _MAX_RON
 from ..ron import RonStruct
@@ -90,7 +91,7 @@ def _read_folder(p: str) -> dict[str, tuple[str, bytes]]:
     for fn in _FILES:
         fp = os.path.join(p, fn)
         try:
-            with open(fp, "rb") as f:
+            with open_input(fp, "checkpoint file") as f:  # (a FIFO or device is refused, never waited on)
                 data = f.read(_LIMITS[fn] + 1)  # bounded, whatever the size the file system reports
         except OSError as e:
             raise CheckpointError(f"cannot read {fp}: {e}") from None
@@ -144,10 +145,10 @@ def _check_member(m: tarfile.TarInfo, p: str) -> None:
 
 def _read_archive(p: str) -> dict[str, tuple[str, bytes]]:
     """Read the three members in memory: nothing is extracted, only their bytes are read."""
-    if os.path.exists(p) and not os.path.isfile(p):  # a fifo or device would block or never end
-        raise CheckpointError(f"{p}: not a regular file; {_ARCHIVE}")
     try:
-        f = open(p, "rb")
+        f = open_input(p, "checkpoint")  # (a FIFO or device is refused, never waited on)
+    except InputPathError:
+        raise CheckpointError(f"{p}: not a regular file; {_ARCHIVE}") from None
     except FileNotFoundError:
         raise CheckpointError(f"cannot read checkpoint {p}: no such file or folder") from None
     except OSError as e:

@@ -235,6 +235,10 @@ def play(
     else:
         who = [f"you ({keyboards[i][1]})" if i in keyboards else describe(s) for i, s in enumerate(specs)]
         caption = " vs ".join(f"P{i + 1}: {w}" for i, w in enumerate(who)) + (f"; view of P{shown + 1}" if shown else "")
+    if trace is not None:
+        from ..files import check_output
+
+        check_output(trace)  # (a folder or a device as --trace is refused before the window opens, not after the game)
     viewer = Viewer(view, fps=fps, window=True)
     seats[shown] = Watch(seats[shown], viewer, caption=caption)
     tally = RunResult()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Final, NamedTuple, NoReturn
+from typing import Any, Final, NoReturn
 
 import numpy as np
 
@@ -73,18 +73,21 @@ def checked_features(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int
             within float32 (the message names the entity type, the object, the feature and ``where``).
     """
     nf = len(sc.features)
-    if not objs:
+    n = len(objs)
+    if not n:
         return np.zeros((0, nf), dtype=_F32)
     try:
-        raw = np.array(sc.flat(objs))
+        flat = sc.flat(objs)
+        raw = np.array(flat)
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         return _checked_features_slow(sc, objs, where)
     # numbers only (a string or an object makes another dtype), and for floats one dot product
     # proving every value finite and within float32 (only then-not is checked value by value)
     k = raw.dtype.kind
-    if raw.shape != (len(objs) * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
+    if raw.shape != (n * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
         return _checked_features_slow(sc, objs, where)
-    return raw.astype(_F32).reshape(len(objs), nf)
+    out = raw.astype(_F32)
+    return out[None] if n == 1 else out.reshape(n, nf)
 
 
 def _checked_features_slow(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
@@ -162,11 +165,12 @@ class ActionBinding:
             :class:`~gymloop.actions.ActionSpec`.
         perm: the game's choice of each of the inputs' choices (categorical); ``identity`` when
             they are the same; ``values`` the inputs' choices as game values.
-        among_t, among_cls: (select-entity) the entity types whose objects are candidates, and
-            their game classes; ``partial`` when some of the game's candidate classes are not.
+        selects: the kind selects entities; then ``among_t`` and ``among_cls`` are the entity types
+            whose objects are candidates and their game classes, and ``partial`` says that some of
+            the game's candidate classes are not.
     """
 
-    __slots__ = ("name", "kind", "key", "spec", "perm", "values", "identity", "among_t", "among_cls", "partial")
+    __slots__ = ("name", "kind", "key", "spec", "perm", "values", "identity", "selects", "among_t", "among_cls", "partial")
 
     def __init__(self, name: str, kind: ActionKind, key: Any, spec: Any) -> None:
         self.name = name
@@ -176,6 +180,7 @@ class ActionBinding:
         self.perm: np.ndarray | None = None
         self.values: list[Any] = []
         self.identity = True
+        self.selects = kind.selects_entities
         self.among_t: list[int] = []
         self.among_cls: list[type] = []
         self.partial = False
@@ -192,24 +197,22 @@ class _Missing(enum.Enum):
 MISSING: Final = _Missing.MISSING
 
 
-class OneObs(NamedTuple):
-    """One observation's inputs (:meth:`OneObsBuilder.one`); unpacks as a tuple."""
-
-    #: per entity type (the binding's order): its objects, actors first, or ``None`` when absent
-    per: list[list[Any] | None]
-    #: per present type ``(type index, (n, n_features) float32 checked features in the binding's
-    #: columns)``, or ``(type index, n)`` for a featureless type
-    parts: list[tuple[int, Any]]
-    #: the global features in the binding's columns, ``(n_globals,)`` float32, or ``None``
-    globals: np.ndarray | None
-    #: each actor's ``(type index, rank within its type)``
-    actor_loc: list[tuple[int, int]]
-    #: per asked action type its binding
-    asked: list[ActionBinding]
-    #: per asked action type its validated mask, ``(n_rows, n)`` bool in the binding's choice order
-    #: (one row per actor, one for a global decision; select-entity: one column per candidate), or
-    #: ``None`` when the observation gave none (every choice legal)
-    masks: list[np.ndarray | None]
+#: One observation's inputs, as :meth:`OneObsBuilder.one` gives them (a plain tuple: it is made
+#: once per decision): ``(per, parts, globals, actor_loc, asked, masks)``.
+#:
+#: * ``per``: per entity type (the binding's order) its objects, actors first, or ``None`` when absent;
+#: * ``parts``: per present type ``(type index, (n, n_features) float32 checked features in the
+#:   binding's columns)``, or ``(type index, n)`` for a featureless type;
+#: * ``globals``: the global features in the binding's columns, ``(n_globals,)`` float32, or ``None``;
+#: * ``actor_loc``: each actor's ``(type index, rank within its type)``;
+#: * ``asked``: per asked action type its :class:`ActionBinding`;
+#: * ``masks``: per asked action type its validated mask, ``(n_rows, n)`` bool in the binding's
+#:   choice order (one row per actor, one for a global decision; select-entity: one column per
+#:   candidate), or ``None`` when the observation gave none (every choice legal).
+OneObs = tuple[
+    list["list[Any] | None"], list[tuple[int, Any]], "np.ndarray | None", list[tuple[int, int]], list[ActionBinding],
+    list["np.ndarray | None"],
+]
 
 
 class OneObsBuilder:
@@ -233,6 +236,8 @@ class OneObsBuilder:
         self.prefix = f"{slot}: " if slot else ""
         self.where = where
         self._at: Callable[[int], str] = lambda i: where
+        #: whether the inputs take global features (else :meth:`globals_binding` is not asked)
+        self.takes_globals = True
 
     # ------------------------------------------------------------------ the binding (subclasses)
     def bind_entity(self, cls: type) -> EntityBinding | None:
@@ -270,10 +275,10 @@ class OneObsBuilder:
             raise InvalidObservationError(self.prefix + no_actor_message([ab.spec for ab in asked]))
         per, binds, actor_loc = self.gather(actors, chunks)
         parts = self.parts(per, binds)
-        g = self.globals_of(glob)
+        g = self.globals_of(glob) if self.takes_globals else None
         out_masks: list[np.ndarray | None] = [None] * len(asked)
         if masks is not None:
-            out_masks = [self.mask(obs, masks, ab, len(actors)) for ab in asked]
+            out_masks = [self.mask(obs, masks, ab) for ab in asked]
             unknown = [k for k in masks if k not in action_types]
             if unknown:
                 raise InvalidObservationError(
@@ -281,9 +286,9 @@ class OneObsBuilder:
                     f"(asked: {list(action_types)!r}); a mask must belong to a requested action type"
                 )
         for ab in asked:
-            if ab.kind.selects_entities and not any(per[t] for t in ab.among_t):
+            if ab.selects and not any(per[t] for t in ab.among_t):
                 self.no_candidate(ab)
-        return OneObs(per, parts, g, actor_loc, asked, out_masks)
+        return per, parts, g, actor_loc, asked, out_masks
 
     @staticmethod
     def starts(per: list[list[Any] | None]) -> list[int]:
@@ -348,7 +353,7 @@ class OneObsBuilder:
             lst += objs
 
     @staticmethod
-    def _two_classes(a: EntityBinding, b: EntityBinding) -> NoReturn:
+    def _two_classes(a: Any, b: EntityBinding) -> NoReturn:  # (a: the binding already in the slot of b.t)
         raise InvalidObservationError(name_clash_message(a.schema.cls, b.schema.cls, a.name, " in one observation"))
 
     def parts(self, per: list, binds: list) -> list[tuple[int, Any]]:
@@ -356,8 +361,7 @@ class OneObsBuilder:
         or ``(t, n)`` for a featureless type."""
         out: list[tuple[int, Any]] = []
         at = self._at
-        for t in range(self.T):
-            lst = per[t]
+        for t, lst in enumerate(per):
             if lst is None:
                 continue
             b = binds[t]
@@ -379,7 +383,7 @@ class OneObsBuilder:
         arr = checked_features(sc, (g,), self._at)[0]
         return arr if cols is None else arr[cols]
 
-    def mask(self, obs: Obs, masks: dict[Any, list[Any]], ab: ActionBinding, n_act: int) -> np.ndarray | None:
+    def mask(self, obs: Obs, masks: dict[Any, list[Any]], ab: ActionBinding) -> np.ndarray | None:
         """The validated ``(n_rows, n)`` mask of one asked action type in the binding's choice order
         (``None``: the observation gave none). Checked as a batch checks it: each mask's shape and
         values (:func:`~gymloop.obs.mask_vector`), then a legal choice for every row."""
@@ -436,6 +440,7 @@ class SpaceBinding(OneObsBuilder):
     def __init__(self, sp: Spaces) -> None:
         super().__init__([s.name for s in sp.entity_schemas], "slot 0", "env 0 (slot 0)")
         self.spaces = sp
+        self.takes_globals = sp.globals_schema is not None
         for t, sc in enumerate(sp.entity_schemas):
             self.ents[sc.cls] = EntityBinding(t, sc.name, sc, None, False)
         tindex = sp.entity_index
@@ -460,7 +465,7 @@ class SpaceBinding(OneObsBuilder):
 
     def globals_binding(self, g: Any) -> tuple[EntitySchema, np.ndarray | None] | None:
         gs = self.spaces.globals_schema
-        if gs is None:
+        if gs is None:  # (not asked then: takes_globals is False)
             return None
         if g is None or type(g) is not gs.cls:
             raise InvalidObservationError(

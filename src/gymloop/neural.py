@@ -138,6 +138,7 @@ class ObsEncoder(OneObsBuilder):
         self.tindex = {n: i for i, n in enumerate(self.names)}
         self.globals = policy.global_features
         self.ng = len(self.globals)
+        self.takes_globals = self.ng > 0
         self.globs: dict[type, np.ndarray | None] = {}
         self.checked: weakref.WeakSet[Any] = weakref.WeakSet()  # games NeuralAgent.check passed
         game = policy.info.get("game")

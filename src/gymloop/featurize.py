@@ -198,19 +198,21 @@ MISSING: Final = _Missing.MISSING
 
 
 #: One observation's inputs, as :meth:`OneObsBuilder.one` gives them (a plain tuple: it is made
-#: once per decision): ``(per, parts, globals, actor_loc, asked, masks)``.
+#: once per decision): ``(per, parts, globals, starts, actor_rows, asked, masks)``.
 #:
 #: * ``per``: per entity type (the binding's order) its objects, actors first, or ``None`` when absent;
 #: * ``parts``: per present type ``(type index, (n, n_features) float32 checked features in the
 #:   binding's columns)``, or ``(type index, n)`` for a featureless type;
 #: * ``globals``: the global features in the binding's columns, ``(n_globals,)`` float32, or ``None``;
-#: * ``actor_loc``: each actor's ``(type index, rank within its type)``;
+#: * ``starts``: each type's first row in the observation's sequence (the present types' objects
+#:   one type after another, in the binding's order);
+#: * ``actor_rows``: ``(n_actors,)`` intp, each actor's row in that sequence;
 #: * ``asked``: per asked action type its :class:`ActionBinding`;
 #: * ``masks``: per asked action type its validated mask, ``(n_rows, n)`` bool in the binding's
 #:   choice order (one row per actor, one for a global decision; select-entity: one column per
 #:   candidate), or ``None`` when the observation gave none (every choice legal).
 OneObs = tuple[
-    list["list[Any] | None"], list[tuple[int, Any]], "np.ndarray | None", list[tuple[int, int]], list[ActionBinding],
+    list["list[Any] | None"], list[tuple[int, Any]], "np.ndarray | None", list[int], np.ndarray, list[ActionBinding],
     list["np.ndarray | None"],
 ]
 
@@ -274,7 +276,8 @@ class OneObsBuilder:
         if not actors and any(ab.kind.actor_bound for ab in asked):
             raise InvalidObservationError(self.prefix + no_actor_message([ab.spec for ab in asked]))
         per, binds, actor_loc = self.gather(actors, chunks)
-        parts = self.parts(per, binds)
+        parts, starts = self.parts(per, binds)
+        rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
         g = self.globals_of(glob) if self.takes_globals else None
         out_masks: list[np.ndarray | None] = [None] * len(asked)
         if masks is not None:
@@ -288,18 +291,7 @@ class OneObsBuilder:
         for ab in asked:
             if ab.selects and not any(per[t] for t in ab.among_t):
                 self.no_candidate(ab)
-        return per, parts, g, actor_loc, asked, out_masks
-
-    @staticmethod
-    def starts(per: list[list[Any] | None]) -> list[int]:
-        """Each type's first row in the observation's sequence (the types' objects one type after another)."""
-        starts = []
-        o = 0
-        for lst in per:
-            starts.append(o)
-            if lst is not None:
-                o += len(lst)
-        return starts
+        return per, parts, g, starts, rows, asked, out_masks
 
     def gather(self, actors: Sequence[Any], chunks: Sequence[Sequence[Any]]) -> tuple[list, list, list[tuple[int, int]]]:
         """Objects per entity type (actors first, then chunk after chunk, a mixed chunk split by
@@ -356,14 +348,19 @@ class OneObsBuilder:
     def _two_classes(a: Any, b: EntityBinding) -> NoReturn:  # (a: the binding already in the slot of b.t)
         raise InvalidObservationError(name_clash_message(a.schema.cls, b.schema.cls, a.name, " in one observation"))
 
-    def parts(self, per: list, binds: list) -> list[tuple[int, Any]]:
+    def parts(self, per: list, binds: list) -> tuple[list[tuple[int, Any]], list[int]]:
         """Per present type ``(t, checked features (n, n_features) float32 in the binding's columns)``,
-        or ``(t, n)`` for a featureless type."""
+        or ``(t, n)`` for a featureless type; and each type's first row in the observation's
+        sequence (the types' objects one type after another)."""
         out: list[tuple[int, Any]] = []
+        starts = []
+        o = 0
         at = self._at
         for t, lst in enumerate(per):
+            starts.append(o)
             if lst is None:
                 continue
+            o += len(lst)
             b = binds[t]
             arr = checked_features(b.schema, lst, at)
             if b.featureless:
@@ -372,7 +369,7 @@ class OneObsBuilder:
                 out.append((t, arr))
             else:
                 out.append((t, arr[:, b.cols]))
-        return out
+        return out, starts
 
     def globals_of(self, g: Any) -> np.ndarray | None:
         """The checked global features of ``g`` in the binding's columns, or ``None``."""
@@ -477,7 +474,7 @@ class SpaceBinding(OneObsBuilder):
     def batch(self, r: OneObs) -> Batch:
         """The one-slot batch of :meth:`one`'s result (zero reward, no ends, no metrics)."""
         sp = self.spaces
-        per, parts, g, actor_loc, asked, omasks = r
+        per, parts, g, _, rows, asked, omasks = r
         entities: dict[str, np.ndarray] = {}
         counts: dict[str, np.ndarray] = {}
         it = iter(parts)
@@ -490,9 +487,7 @@ class SpaceBinding(OneObsBuilder):
                 entities[sc.name] = next(it)[1]
                 counts[sc.name] = np.array([len(lst)], dtype=np.int64)
         pos = {ab.key: i for i, ab in enumerate(asked)}
-        n_act = len(actor_loc)
-        starts = self.starts(per)
-        rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.int64)
+        n_act = len(rows)
         actor_slot: dict[str, np.ndarray] = {}
         actor_index: dict[str, np.ndarray] = {}
         masks: dict[str, np.ndarray] = {}
@@ -517,7 +512,7 @@ class SpaceBinding(OneObsBuilder):
                 masks[name] = m if m is not None else kind.all_legal(1, spec.n)
             else:
                 actor_slot[name] = np.zeros(n_act, dtype=np.int64)
-                actor_index[name] = rows.copy()
+                actor_index[name] = rows.astype(np.int64)
                 if kind.selects_entities:
                     nc = sum(len(per[t] or ()) for t in ab.among_t)
                     ncand[name] = np.full(n_act, nc, dtype=np.int64)
@@ -546,7 +541,8 @@ class SpaceBinding(OneObsBuilder):
         """Check the entities and globals of an observation without a decision (``game_over``'s):
         globals of another class than the space's (or none) are not checked."""
         actors, chunks, g, *_ = obs.view()
-        self.parts(*self.gather(actors, chunks)[:2])
+        per, binds, _ = self.gather(actors, chunks)
+        self.parts(per, binds)
         gs = self.spaces.globals_schema
         if gs is not None and type(g) is gs.cls:
             checked_features(gs, (g,), self._at)

@@ -295,9 +295,7 @@ class ObsEncoder(OneObsBuilder):
             raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
-        per, parts, g, actor_loc, asked, masks = self.one(obs, action_types)
-        starts = self.starts(per)
-        rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
+        per, parts, g, starts, rows, asked, masks = self.one(obs, action_types)
         requests: list[tuple[str, np.ndarray | None, str | np.ndarray | None]] = []
         decode = []
         for ab, m in zip(asked, masks):

@@ -4,11 +4,13 @@ Every observation taken one at a time goes through :class:`OneObsBuilder`: the n
 (:class:`~gymloop.neural.ObsEncoder`, bound to a checkpoint's types by name), traces and ``gl.run``'s
 checks (:class:`OneSlotFeaturizer`, bound to the game's growing :class:`~gymloop.spaces.Spaces`).
 It gathers the objects per entity type (actors first within a type, then the entities in observation
-order, a chunk mixing types split by type), featurizes them with :func:`checked_features` (the batch
-builder's own checks: finite numbers within float32, nothing coerced), locates the actors, the
-candidates of select-entity actions and validates the masks; a *binding* says which game class feeds
-which type (:class:`EntityBinding`) and how an action type maps on the network's
-(:class:`ActionBinding`).
+order, a chunk mixing types split by type), featurizes them with :func:`checked_features` (the one
+featurization with checks, which the batch builder uses too: finite numbers within float32, nothing
+coerced), locates the actors and the candidates of select-entity actions, and validates the masks
+(shape and values, a legal choice for every actor, no mask for a type not asked); a *binding* says
+which game class feeds which type (:class:`EntityBinding`) and how an action type maps on the
+inputs' (:class:`ActionBinding`): :class:`SpaceBinding` for a game's spaces, the neural agent's
+:class:`~gymloop.neural.ObsEncoder` for a checkpoint.
 
 :class:`OneSlotFeaturizer` lays one decision out exactly as a :class:`~gymloop.VecEnv` batch holds it
 (``BatchBuilder(spaces, 1).build([obs], [types])``, checked by a property test), so a trace recorded
@@ -193,7 +195,6 @@ class _Missing(enum.Enum):
 
 
 #: the "not bound yet" sentinel of the binding caches (``None`` is a binding: a class not fed)
-#: the "not bound yet" sentinel of the binding caches (``None`` is a binding: a class not fed)
 MISSING: Final = _Missing.MISSING
 
 
@@ -218,7 +219,7 @@ OneObs = tuple[
 
 
 class OneObsBuilder:
-    """The single-observation builder: one observation → :class:`OneObs`, checked like a batch.
+    """The single-observation builder: one observation → :data:`OneObs`, checked like a batch.
 
     A subclass binds game classes (:meth:`bind_entity`, :meth:`bind_action`,
     :meth:`globals_binding`); the bindings are cached per class in :attr:`ents` and :attr:`acts`.
@@ -236,7 +237,6 @@ class OneObsBuilder:
         self.acts: dict[Any, ActionBinding] = {}
         self.slot = slot
         self.prefix = f"{slot}: " if slot else ""
-        self.where = where
         self._at: Callable[[int], str] = lambda i: where
         #: whether the inputs take global features (else :meth:`globals_binding` is not asked)
         self.takes_globals = True
@@ -261,7 +261,7 @@ class OneObsBuilder:
 
     # ------------------------------------------------------------------ one observation
     def one(self, obs: Obs, action_types: Sequence[Any]) -> OneObs:
-        """The inputs of ``obs`` asked for ``action_types``, every value and mask checked.
+        """The inputs of ``obs`` asked for ``action_types`` (:data:`OneObs`), every value and mask checked.
 
         Raises:
             InvalidObservationError: no actor for an actor-bound type, a bad feature, global

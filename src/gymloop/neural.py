@@ -3,7 +3,9 @@
 A :class:`NeuralAgent` answers ``act(obs, *action_types)`` like any other agent. It turns the one
 observation into the network's inputs directly, without a ``VecEnv``, in exactly the order a batch
 would hold it (entity types in the checkpoint's order; within a type actors first, then entities in
-observation order; candidates of a select-entity action in ``obs.entities_of(among)`` order), runs
+observation order; candidates of a select-entity action in ``obs.entities_of(among)`` order), checked
+as a ``VecEnv`` checks it (the single-observation builder, :class:`~gymloop.featurize.OneObsBuilder`:
+features are finite numbers within float32, nothing is coerced; masks leave a legal choice), runs
 the numpy forward pass (:class:`~gymloop.nn.numpy_policy.NumpyPolicy`) and returns game values:
 Enum members, composite instances, or the chosen candidate objects.
 

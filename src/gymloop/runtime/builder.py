@@ -13,7 +13,9 @@ the reward accumulated from score changes, episode ends (terminated / truncated)
 metrics to report and the observations given to ``game_over`` on truncation. The greenlet
 :class:`~gymloop.runtime.executor.Executor` updates it when a game ends an episode or returns, and
 hands it to :meth:`BatchBuilder.build`, which folds the new scores in and empties it into the batch.
-Without one (a trace featurizing one decision at a time) a batch has zero rewards and no ends.
+Without one a batch has zero rewards and no ends. Features are featurized and checked by
+:func:`gymloop.featurize.checked_features`, the function the single-observation builder
+(:mod:`gymloop.featurize`: the neural agent, traces, ``gl.run``'s checks) uses too.
 
 The low-level :class:`~gymloop.runtime.envexec.EnvExecutor` builds its batches from arrays an
 :class:`~gymloop.env.Environment` returns, not from Python objects, so it has its own entity and mask

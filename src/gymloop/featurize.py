@@ -317,32 +317,27 @@ class OneObsBuilder:
                 self._two_classes(binds[t], b)
             actor_loc.append((t, len(lst)))
             lst.append(x)
-        for ch in chunks:
-            if not ch:  # a list the game emptied after observing it
+        for chunk in chunks:
+            if not chunk:  # a list the game emptied after observing it
                 continue
-            c = type(ch[0])
-            if len(ch) > 1 and len(set(map(type, ch))) > 1:
-                for o in ch:  # a chunk mixing types: split it, keeping the order within each type
-                    self._add(per, binds, [o], type(o))
-                continue
-            self._add(per, binds, ch, c)
+            # a chunk mixing types is taken object by object (the order within each type is kept)
+            for ch in (chunk,) if len(chunk) == 1 or len(set(map(type, chunk))) == 1 else [[o] for o in chunk]:
+                c = type(ch[0])
+                b = ents.get(c, MISSING)
+                if b is MISSING:
+                    b = self.bind_entity(c)
+                if b is None:
+                    continue
+                t = b.t
+                lst = per[t]
+                if lst is None:
+                    per[t] = list(ch)
+                    binds[t] = b
+                elif binds[t] is b:
+                    lst += ch
+                else:
+                    self._two_classes(binds[t], b)
         return per, binds, actor_loc
-
-    def _add(self, per: list, binds: list, objs: Sequence[Any], c: type) -> None:
-        b = self.ents.get(c, MISSING)
-        if b is MISSING:
-            b = self.bind_entity(c)
-        if b is None:
-            return
-        t = b.t
-        lst = per[t]
-        if lst is None:
-            per[t] = list(objs)
-            binds[t] = b
-        else:
-            if binds[t] is not b:
-                self._two_classes(binds[t], b)
-            lst += objs
 
     @staticmethod
     def _two_classes(a: Any, b: EntityBinding) -> NoReturn:  # (a: the binding already in the slot of b.t)

@@ -58,6 +58,11 @@ _FLOAT64_MAX = float(np.finfo(np.float64).max)
 _SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
 _FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
+#: ``[r]`` for each row ``r`` a single actor commonly has, read-only (:data:`OneObs`'s ``actor_rows``)
+_ONE_ROW = tuple(np.array([r], dtype=np.intp) for r in range(1024))
+for _a in _ONE_ROW:
+    _a.flags.writeable = False
+del _a
 
 
 # ---------------------------------------------------------------------- checked values
@@ -207,7 +212,8 @@ MISSING: Final = _Missing.MISSING
 #: * ``globals``: the global features in the binding's columns, ``(n_globals,)`` float32, or ``None``;
 #: * ``starts``: each type's first row in the observation's sequence (the present types' objects
 #:   one type after another, in the binding's order);
-#: * ``actor_rows``: ``(n_actors,)`` intp, each actor's row in that sequence;
+#: * ``actor_rows``: ``(n_actors,)`` intp, each actor's row in that sequence (read it, never write it:
+#:   a single actor's is shared);
 #: * ``asked``: per asked action type its :class:`ActionBinding`;
 #: * ``masks``: per asked action type its validated mask, ``(n_rows, n)`` bool in the binding's
 #:   choice order (one row per actor, one for a global decision; select-entity: one column per
@@ -277,7 +283,10 @@ class OneObsBuilder:
             raise InvalidObservationError(self.prefix + no_actor_message([ab.spec for ab in asked]))
         per, binds, actor_loc = self.gather(actors, chunks)
         parts, starts = self.parts(per, binds)
-        rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
+        if len(actor_loc) == 1 and (r := starts[actor_loc[0][0]] + actor_loc[0][1]) < len(_ONE_ROW):
+            rows = _ONE_ROW[r]  # (the common single actor: no numpy call)
+        else:
+            rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
         g = self.globals_of(glob) if self.takes_globals else None
         out_masks: list[np.ndarray | None] = [None] * len(asked)
         if masks is not None:

@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 
@@ -574,6 +575,49 @@ def test_bad_calls(ckpt_dir):
         agent.act_batch([(gl.RandomAgent(0), gl.Obs().actor(S.Head(1, 1)), S.Move)])
     assert agent.act_batch([]) == []
 
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("3", r"entity type 'Head': cannot featurize Head\(x='3', y=1\) in the observation: feature 'x' must be a number, got '3' of type str"),
+        (None, r"feature 'x' must be a number, got None"),
+        (1e300, r"entity type 'Head', feature 'x' of Head\(x=1e\+300, y=1\) in the observation is 1e\+300, beyond the float32 range"),
+        (10**400, r"feature 'x' of .* must be a finite number, got an int of about 10\*\*400"),
+        (float("inf"), r"entity type 'Head', feature 'x' is inf in the observation; features must be finite numbers"),
+    ],
+    ids=["str", "None", "1e300", "10**400", "inf"],
+)
+def test_bad_feature_values_are_refused_as_a_vecenv_refuses_them(ckpt_dir, value, match):
+    """The agent featurizes with the batch builder's checks: nothing is coerced (a string "3" is not
+    3.0), and a value beyond float32 is refused by name, without a numpy RuntimeWarning."""
+    agent = load(checkpoint(ckpt_dir, "snake")[0], seed=0)
+    S = snake_mod
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for obs in (gl.Obs().actor(S.Head(value, 1)), gl.Obs().actor(S.Head(0, 0)).entities([S.Food(1, 1), S.Head(value, 1)])):
+            with pytest.raises(gl.InvalidObservationError, match=match):
+                agent.act(obs, S.Move)
+            with pytest.raises(gl.InvalidObservationError, match=match):
+                agent.logits(obs, S.Move)
+        with pytest.raises(gl.InvalidObservationError, match=match):
+            agent.act_batch([(agent, gl.Obs().actor(S.Head(value, 1)), S.Move)])
+
+
+def test_global_features_and_masks_are_checked_as_a_vecenv_checks_them(ckpt_dir):
+    agent = load(checkpoint(ckpt_dir, "skirmish")[0], seed=0)
+    units = [Trooper(0, 0, 1.0), Raider(1, 1, 1.0)]
+
+    def obs(clock=None, masks=None):
+        return gl.Obs().actors(units[:1], masks=masks).entities(units[1:]).globals(clock or Clock(1, 2))
+
+    agent.act(obs(), Stance, Aim)
+    with pytest.raises(gl.InvalidObservationError, match=r"entity type 'Clock': cannot featurize .* feature 't' must be a number, got '1'"):
+        agent.act(obs(Clock("1", 2)), Stance)
+    with pytest.raises(gl.InvalidObservationError, match=r"action type 'Stance': actor 0 has a mask that leaves no legal choice"):
+        agent.act(obs(masks={Stance: [[False] * 3]}), Stance)
+    with pytest.raises(gl.InvalidObservationError, match=r"the observation has masks for \[<enum 'Stance'>\], which act\(\) was not asked for"):
+        agent.act(obs(masks={Stance: [None]}), Aim)
 
 @pytest.mark.slow
 def test_inference_benchmark_runs():

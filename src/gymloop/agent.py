@@ -27,6 +27,7 @@ import greenlet
 
 from .actions import action_spec
 from .errors import ConfigError, InvalidActionError, InvalidObservationError
+from .featurize import ObsValidator
 from .obs import Obs, check_score, no_actor_message
 from .spaces import check_agents, declared_types
 
@@ -318,7 +319,6 @@ def run(
         )
     multi = isinstance(agent, (list, tuple))
     check_agents(game, len(agent) if multi else 1, "run")
-    from .featurize import ObsValidator  # (it imports the batch builder, which imports this module)
     st = _RunState(max_steps, max_episodes, check, ObsValidator(declared_types(game)))
     wrapped: Any = [_RunAgent(a, i, st) for i, a in enumerate(agent)] if multi else _RunAgent(agent, 0, st)
     if multi:

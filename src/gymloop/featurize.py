@@ -1,8 +1,20 @@
-"""One observation → a one-slot :class:`~gymloop.batch.Batch`: traces and ``gl.run``'s checks.
+"""One observation → network or batch inputs, checked as a :class:`~gymloop.VecEnv` checks them.
 
-:class:`OneSlotFeaturizer` lays out one decision exactly as a :class:`~gymloop.VecEnv` batch holds
-it, with the executor's own :class:`~gymloop.runtime.builder.BatchBuilder`, so a trace recorded from
-``gl.run`` and one collected by a ``VecEnv`` hold the same numbers, and an observation that
+Every observation taken one at a time goes through :class:`OneObsBuilder`: the neural agent's
+(:class:`~gymloop.neural.ObsEncoder`, bound to a checkpoint's types by name), traces and ``gl.run``'s
+checks (:class:`OneSlotFeaturizer`, bound to the game's growing :class:`~gymloop.spaces.Spaces`).
+It gathers the objects per entity type (actors first within a type, then the entities in observation
+order, a chunk mixing types split by type), featurizes them with :func:`checked_features` (the one
+featurization with checks, which the batch builder uses too: finite numbers within float32, nothing
+coerced), locates the actors and the candidates of select-entity actions, and validates the masks
+(shape and values, a legal choice for every actor, no mask for a type not asked); a *binding* says
+which game class feeds which type (:class:`EntityBinding`) and how an action type maps on the
+inputs' (:class:`ActionBinding`): :class:`SpaceBinding` for a game's spaces, the neural agent's
+:class:`~gymloop.neural.ObsEncoder` for a checkpoint.
+
+:class:`OneSlotFeaturizer` lays one decision out exactly as a :class:`~gymloop.VecEnv` batch holds it
+(``BatchBuilder(spaces, 1).build([obs], [types])``, checked by a property test), so a trace recorded
+from ``gl.run`` and one collected by a ``VecEnv`` hold the same numbers, and an observation that
 :class:`ObsValidator` accepts is one a ``VecEnv`` accepts. Its spaces are the game's declared types
 plus every type seen so far: they grow when an observation brings a new type.
 
@@ -19,26 +31,529 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import enum
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NoReturn
 
 import numpy as np
 
 from .batch import Batch
 from .errors import InvalidObservationError, SchemaError
-from .obs import FLOAT32_MAX, Obs, check_score
+from .kinds import ActionKind
+from .obs import FLOAT32_MAX, Obs, check_score, mask_vector, no_actor_message, real_value
+from .schema import EntitySchema, name_clash_message
 from .spaces import DeclaredTypes, Spaces
 
-if TYPE_CHECKING:
-    from .runtime.builder import BatchBuilder
+__all__ = [
+    "MISSING", "ActionBinding", "EntityBinding", "ObsValidator", "OneObs", "OneObsBuilder", "OneSlotFeaturizer", "SpaceBinding",
+    "checked_features", "checked_score",
+]
 
-__all__ = ["ObsValidator", "OneSlotFeaturizer"]
-
+_F32 = np.float32
 _FLOAT64_MAX = float(np.finfo(np.float64).max)
+# A float64 feature vector whose sum of squares is at most this has every value finite and within
+# the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
+# returns inf on overflow without a RuntimeWarning, and NaN propagates).
+_SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
+_FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+#: ``[r]`` for each row ``r`` a single actor commonly has, read-only (:data:`OneObs`'s ``actor_rows``)
+_ONE_ROW = tuple(np.array([r], dtype=np.intp) for r in range(1024))
+for _a in _ONE_ROW:
+    _a.flags.writeable = False
+del _a
+
+
+# ---------------------------------------------------------------------- checked values
+def checked_features(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """The features of ``objs`` (objects of ``sc``'s class) as ``(len(objs), n_features)`` float32.
+
+    Every value must be a real number (Python or numpy; ``bool`` included; strings and ``None`` are
+    not numbers: nothing is coerced), finite and within float32's range. The fast path converts the
+    flat list once and proves finiteness and range with one dot product; only when that fails are
+    the objects read one by one, to name the first bad one. ``where(i)`` says where object ``i`` is
+    (``"env 3 (slot 5)"``); it is called only to word an error.
+
+    Raises:
+        InvalidObservationError: an object lacks a feature field, or a value is not a finite number
+            within float32 (the message names the entity type, the object, the feature and ``where``).
+    """
+    nf = len(sc.features)
+    n = len(objs)
+    if not n:
+        return np.zeros((0, nf), dtype=_F32)
+    try:
+        flat = sc.flat(objs)
+        raw = np.array(flat)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        return _checked_features_slow(sc, objs, where)
+    # numbers only (a string or an object makes another dtype), and for floats one dot product
+    # proving every value finite and within float32 (only then-not is checked value by value)
+    k = raw.dtype.kind
+    if raw.shape != (n * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
+        return _checked_features_slow(sc, objs, where)
+    out = raw.astype(_F32)
+    return out[None] if n == 1 else out.reshape(n, nf)
+
+
+def _checked_features_slow(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """Slow path after the fast one refused: name the object, its field and where it is, or (all
+    values being numbers after all, e.g. ints beyond int64) return the features."""
+    nf = len(sc.features)
+    out = np.empty((len(objs), nf), dtype=_F32)
+    for i, o in enumerate(objs):
+        at = where(i)
+        for f in sc.fields:
+            if not hasattr(o, f):
+                raise InvalidObservationError(
+                    f"entity type {sc.name!r}: object {o!r} in {at} has no field {f!r}; every object of a type "
+                    "must have every feature field"
+                )
+        try:
+            vals = sc.flat([o])
+        except Exception as e2:
+            raise InvalidObservationError(
+                f"entity type {sc.name!r}: cannot featurize {o!r} in {at}: {type(e2).__name__}: {e2}; "
+                "every feature must be a number (an Enum field must hold one of its members)"
+            ) from None
+        for j, v in enumerate(vals):
+            if type(v) is float and not math.isfinite(v) or isinstance(v, np.floating) and not np.isfinite(v):
+                raise InvalidObservationError(
+                    f"entity type {sc.name!r}, feature {sc.features[j]!r} is {v} in {at}; features must be finite numbers"
+                )
+            if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
+                if not (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
+                    raise InvalidObservationError(
+                        f"entity type {sc.name!r}: cannot featurize {o!r} in {at}: feature {sc.features[j]!r} "
+                        f"must be a number, got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
+                    )
+            out[i, j] = real_value(
+                v, f"entity type {sc.name!r}, feature {sc.features[j]!r} of {o!r} in {at}", _FEATURE_FIX, FLOAT32_MAX
+            )
+    return out
+
+
+def checked_score(v: Any, prefix: str) -> float:
+    """A score as a float, checked as a batch checks it (a finite real number within float32's
+    range; ``prefix`` starts the error message, e.g. ``"slot 3: "``)."""
+    if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+        raise InvalidObservationError(f"{prefix}the score is not finite ({v}); the score must be a finite number")
+    return check_score(v, prefix)
+
+
+# ---------------------------------------------------------------------- bindings
+class EntityBinding:
+    """How one game class feeds one entity type of the inputs.
+
+    Attributes:
+        t: the type's index (network or space order); ``name`` its name; ``schema`` the class's
+            :class:`~gymloop.schema.EntitySchema`; ``nf`` the class's feature count.
+        cols: the class's columns of the type's features (``None``: all, in order).
+        featureless: the inputs take the type's row count, not its features.
+    """
+
+    __slots__ = ("t", "name", "schema", "nf", "cols", "featureless")
+
+    def __init__(self, t: int, name: str, schema: EntitySchema, cols: np.ndarray | None, featureless: bool) -> None:
+        self.t = t
+        self.name = name
+        self.schema = schema
+        self.nf = len(schema.features)
+        self.cols = cols
+        self.featureless = featureless
+
+
+class ActionBinding:
+    """How one game action type maps onto an action type of the inputs.
+
+    Attributes:
+        name, kind, key, spec: the action type's name, kind, the key ``act`` is asked with and its
+            :class:`~gymloop.actions.ActionSpec`.
+        perm: the game's choice of each of the inputs' choices (categorical); ``identity`` when
+            they are the same; ``values`` the inputs' choices as game values.
+        selects: the kind selects entities; then ``among_t`` and ``among_cls`` are the entity types
+            whose objects are candidates and their game classes, and ``partial`` says that some of
+            the game's candidate classes are not.
+    """
+
+    __slots__ = ("name", "kind", "key", "spec", "perm", "values", "identity", "selects", "among_t", "among_cls", "partial")
+
+    def __init__(self, name: str, kind: ActionKind, key: Any, spec: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.key = key
+        self.spec = spec
+        self.perm: np.ndarray | None = None
+        self.values: list[Any] = []
+        self.identity = True
+        self.selects = kind.selects_entities
+        self.among_t: list[int] = []
+        self.among_cls: list[type] = []
+        self.partial = False
+
+
+class _Missing(enum.Enum):
+    """The type of the "not bound yet" sentinel (``None`` is a binding: a class not fed)."""
+
+    MISSING = enum.auto()
+
+
+#: the "not bound yet" sentinel of the binding caches (``None`` is a binding: a class not fed)
+MISSING: Final = _Missing.MISSING
+
+
+#: One observation's inputs, as :meth:`OneObsBuilder.one` gives them (a plain tuple: it is made
+#: once per decision): ``(per, parts, globals, starts, actor_rows, asked, masks)``.
+#:
+#: * ``per``: per entity type (the binding's order) its objects, actors first, or ``None`` when absent;
+#: * ``parts``: per present type ``(type index, (n, n_features) float32 checked features in the
+#:   binding's columns)``, or ``(type index, n)`` for a featureless type;
+#: * ``globals``: the global features in the binding's columns, ``(n_globals,)`` float32, or ``None``;
+#: * ``starts``: each type's first row in the observation's sequence (the present types' objects
+#:   one type after another, in the binding's order);
+#: * ``actor_rows``: ``(n_actors,)`` intp, each actor's row in that sequence (read it, never write it:
+#:   a single actor's is shared);
+#: * ``asked``: per asked action type its :class:`ActionBinding`;
+#: * ``masks``: per asked action type its validated mask, ``(n_rows, n)`` bool in the binding's
+#:   choice order (one row per actor, one for a global decision; select-entity: one column per
+#:   candidate), or ``None`` when the observation gave none (every choice legal).
+OneObs = tuple[
+    list["list[Any] | None"], list[tuple[int, Any]], "np.ndarray | None", list[int], np.ndarray, list[ActionBinding],
+    list["np.ndarray | None"],
+]
+
+
+class OneObsBuilder:
+    """The single-observation builder: one observation → :data:`OneObs`, checked like a batch.
+
+    A subclass binds game classes (:meth:`bind_entity`, :meth:`bind_action`,
+    :meth:`globals_binding`); the bindings are cached per class in :attr:`ents` and :attr:`acts`.
+
+    Args:
+        names: the names of the inputs' entity types, in order.
+        slot: how messages name the observation's slot (``"slot 0"``), or ``""``.
+        where: how messages place an object (``"env 0 (slot 0)"``, ``"the observation"``).
+    """
+
+    def __init__(self, names: Sequence[str], slot: str, where: str) -> None:
+        self.names = list(names)
+        self.T = len(self.names)
+        self.ents: dict[type, EntityBinding | None] = {}
+        self.acts: dict[Any, ActionBinding] = {}
+        self.slot = slot
+        self.prefix = f"{slot}: " if slot else ""
+        self._at: Callable[[int], str] = lambda i: where
+        #: whether the inputs take global features (else :meth:`globals_binding` is not asked)
+        self.takes_globals = True
+
+    # ------------------------------------------------------------------ the binding (subclasses)
+    def bind_entity(self, cls: type) -> EntityBinding | None:
+        """The binding of a game class (``None``: the inputs do not take it); cached in :attr:`ents`."""
+        raise NotImplementedError
+
+    def bind_action(self, key: Any) -> ActionBinding:
+        """The binding of an action type; cached in :attr:`acts`."""
+        raise NotImplementedError
+
+    def globals_binding(self, g: Any) -> tuple[EntitySchema, np.ndarray | None] | None:
+        """The schema of the observation's globals ``g`` and its columns the inputs take (``None``:
+        all), or ``None`` when the inputs take no globals."""
+        raise NotImplementedError
+
+    def unknown_actor(self, cls: type) -> NoReturn:
+        """An actor's class is not bound (:meth:`bind_entity` gave ``None``)."""
+        raise InvalidObservationError(f"{self.prefix}an actor is of class {cls.__qualname__}, which is not an entity type of the inputs")
+
+    # ------------------------------------------------------------------ one observation
+    def one(self, obs: Obs, action_types: Sequence[Any]) -> OneObs:
+        """The inputs of ``obs`` asked for ``action_types`` (:data:`OneObs`), every value and mask checked.
+
+        Raises:
+            InvalidObservationError: no actor for an actor-bound type, a bad feature, global
+                feature or mask (or one for a type not asked), no legal choice, no candidate.
+        """
+        actors, chunks, glob, masks, _, _ = obs.view()
+        acts = self.acts
+        asked = []
+        for k in action_types:
+            ab = acts.get(k)
+            asked.append(ab if ab is not None else self.bind_action(k))
+        if not actors and any(ab.kind.actor_bound for ab in asked):
+            raise InvalidObservationError(self.prefix + no_actor_message([ab.spec for ab in asked]))
+        per, binds, actor_loc = self.gather(actors, chunks)
+        parts, starts = self.parts(per, binds)
+        if len(actor_loc) == 1 and (r := starts[actor_loc[0][0]] + actor_loc[0][1]) < len(_ONE_ROW):
+            rows = _ONE_ROW[r]  # (the common single actor: no numpy call)
+        else:
+            rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
+        g = self.globals_of(glob) if self.takes_globals else None
+        out_masks: list[np.ndarray | None] = [None] * len(asked)
+        if masks is not None:
+            out_masks = [self.mask(obs, masks, ab) for ab in asked]
+            unknown = [k for k in masks if k not in action_types]
+            if unknown:
+                raise InvalidObservationError(
+                    f"{self.prefix}the observation has masks for {unknown!r}, which act() was not asked for "
+                    f"(asked: {list(action_types)!r}); a mask must belong to a requested action type"
+                )
+        for ab in asked:
+            if ab.selects and not any(per[t] for t in ab.among_t):
+                self.no_candidate(ab)
+        return per, parts, g, starts, rows, asked, out_masks
+
+    def gather(self, actors: Sequence[Any], chunks: Sequence[Sequence[Any]]) -> tuple[list, list, list[tuple[int, int]]]:
+        """Objects per entity type (actors first, then chunk after chunk, a mixed chunk split by
+        type), their bindings, and each actor's ``(type, rank)``. Classes not bound are skipped
+        (an actor's is an error)."""
+        per: list[list[Any] | None] = [None] * self.T
+        binds: list[EntityBinding | None] = [None] * self.T
+        ents = self.ents
+        actor_loc = []
+        for x in actors:
+            c = type(x)
+            b = ents.get(c, MISSING)
+            if b is MISSING:
+                b = self.bind_entity(c)
+            if b is None:
+                self.unknown_actor(c)
+            t = b.t
+            lst = per[t]
+            if lst is None:
+                lst = per[t] = []
+                binds[t] = b
+            elif binds[t] is not b:
+                self._two_classes(binds[t], b)
+            actor_loc.append((t, len(lst)))
+            lst.append(x)
+        for chunk in chunks:
+            if not chunk:  # a list the game emptied after observing it
+                continue
+            # a chunk mixing types is taken object by object (the order within each type is kept)
+            for ch in (chunk,) if len(chunk) == 1 or len(set(map(type, chunk))) == 1 else [[o] for o in chunk]:
+                c = type(ch[0])
+                b = ents.get(c, MISSING)
+                if b is MISSING:
+                    b = self.bind_entity(c)
+                if b is None:
+                    continue
+                t = b.t
+                lst = per[t]
+                if lst is None:
+                    per[t] = list(ch)
+                    binds[t] = b
+                elif binds[t] is b:
+                    lst += ch
+                else:
+                    self._two_classes(binds[t], b)
+        return per, binds, actor_loc
+
+    @staticmethod
+    def _two_classes(a: Any, b: EntityBinding) -> NoReturn:  # (a: the binding already in the slot of b.t)
+        raise InvalidObservationError(name_clash_message(a.schema.cls, b.schema.cls, a.name, " in one observation"))
+
+    def parts(self, per: list, binds: list) -> tuple[list[tuple[int, Any]], list[int]]:
+        """Per present type ``(t, checked features (n, n_features) float32 in the binding's columns)``,
+        or ``(t, n)`` for a featureless type; and each type's first row in the observation's
+        sequence (the types' objects one type after another)."""
+        out: list[tuple[int, Any]] = []
+        starts = []
+        o = 0
+        at = self._at
+        for t, lst in enumerate(per):
+            starts.append(o)
+            if lst is None:
+                continue
+            o += len(lst)
+            b = binds[t]
+            arr = checked_features(b.schema, lst, at)
+            if b.featureless:
+                out.append((t, len(lst)))
+            elif b.cols is None:
+                out.append((t, arr))
+            else:
+                out.append((t, arr[:, b.cols]))
+        return out, starts
+
+    def globals_of(self, g: Any) -> np.ndarray | None:
+        """The checked global features of ``g`` in the binding's columns, or ``None``."""
+        bound = self.globals_binding(g)
+        if bound is None:
+            return None
+        sc, cols = bound
+        arr = checked_features(sc, (g,), self._at)[0]
+        return arr if cols is None else arr[cols]
+
+    def mask(self, obs: Obs, masks: dict[Any, list[Any]], ab: ActionBinding) -> np.ndarray | None:
+        """The validated ``(n_rows, n)`` mask of one asked action type in the binding's choice order
+        (``None``: the observation gave none). Checked as a batch checks it: each mask's shape and
+        values (:func:`~gymloop.obs.mask_vector`), then a legal choice for every row."""
+        raw_list = masks.get(ab.key)
+        if raw_list is None:
+            return None
+        spec = ab.spec
+        kind = ab.kind
+        cands = obs.entities_of(spec.among) if kind.selects_entities else None
+        n = len(cands) if cands is not None else spec.n
+        m = np.ones((len(raw_list), n), dtype=bool)
+        for i, raw in enumerate(raw_list):
+            if raw is None:
+                continue
+            try:
+                m[i] = mask_vector(raw, spec, n, cands)
+            except InvalidObservationError as e:
+                who = f"actor {i}" if kind.actor_bound else "the observation"
+                raise InvalidObservationError(f"{self.slot + ', ' if self.slot else ''}{who}: {e}") from None
+        if not n and kind.selects_entities:
+            return m  # no candidate at all: said by one()
+        bad = ~m.any(axis=1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            who = f"an actor of {self.slot} (env 0)" if self.slot else f"actor {i}"
+            raise InvalidObservationError(
+                f"action type {ab.name!r}: {who} has a mask that leaves no legal choice; every mask must allow at least one choice"
+            )
+        return self.inputs_mask(obs, ab, m)
+
+    def inputs_mask(self, obs: Obs, ab: ActionBinding, m: np.ndarray) -> np.ndarray:
+        """The game's validated mask ``m`` in the inputs' choice order (here: as it is; a checkpoint's
+        binding reorders labels and drops candidates it does not know)."""
+        return m
+
+    def no_candidate(self, ab: ActionBinding) -> NoReturn:
+        """A select-entity action asked with no candidate among the bound types."""
+        of = f" of {self.slot}" if self.slot else ""
+        names = tuple(self.names[t] for t in ab.among_t)
+        raise InvalidObservationError(
+            f"select-entity action {ab.name!r}: the actor{of} has no candidate (no entity of type {names} was "
+            "observed); observe at least one candidate or do not ask for this action type"
+        )
+
+
+
+# ---------------------------------------------------------------------- bound to a game's spaces
+class SpaceBinding(OneObsBuilder):
+    """The single-observation builder bound to a :class:`~gymloop.spaces.Spaces`: every class of
+    its entity types with all its features, every action type as it is; :meth:`batch` lays the
+    result out as a one-slot :class:`~gymloop.batch.Batch` (what ``BatchBuilder(spaces, 1)``
+    builds). Messages name slot 0 and env 0, as a one-env ``VecEnv``'s do."""
+
+    def __init__(self, sp: Spaces) -> None:
+        super().__init__([s.name for s in sp.entity_schemas], "slot 0", "env 0 (slot 0)")
+        self.spaces = sp
+        self.takes_globals = sp.globals_schema is not None
+        for t, sc in enumerate(sp.entity_schemas):
+            self.ents[sc.cls] = EntityBinding(t, sc.name, sc, None, False)
+        tindex = sp.entity_index
+        for spec in sp.action_specs:
+            ab = ActionBinding(spec.name, spec.kind, spec.key, spec)
+            ab.values = list(spec.values)
+            if spec.kind.selects_entities:
+                ab.among_cls = list(spec.among)
+                ab.among_t = [tindex[c] for c in spec.among]
+            self.acts[spec.key] = ab
+
+    def bind_entity(self, cls: type) -> EntityBinding | None:
+        raise InvalidObservationError(
+            f"entity type {cls.__qualname__!r} is not in the observation space (its types: {self.names})"
+        )
+
+    def bind_action(self, key: Any) -> ActionBinding:
+        raise InvalidObservationError(
+            f"action type {getattr(key, '__name__', key)!r} is not in the action space (its types: "
+            f"{[s.name for s in self.spaces.action_specs]})"
+        )
+
+    def globals_binding(self, g: Any) -> tuple[EntitySchema, np.ndarray | None] | None:
+        gs = self.spaces.globals_schema
+        if gs is None:  # (not asked then: takes_globals is False)
+            return None
+        if g is None or type(g) is not gs.cls:
+            raise InvalidObservationError(
+                f"slot 0: the observation space has globals of type {gs.name!r} but the observation gave {g!r}; call "
+                f"obs.globals({gs.name}(...)) on every observation"
+            )
+        return gs, None
+
+    def batch(self, r: OneObs) -> Batch:
+        """The one-slot batch of :meth:`one`'s result (zero reward, no ends, no metrics)."""
+        sp = self.spaces
+        per, parts, g, _, rows, asked, omasks = r
+        entities: dict[str, np.ndarray] = {}
+        counts: dict[str, np.ndarray] = {}
+        it = iter(parts)
+        for t, sc in enumerate(sp.entity_schemas):
+            lst = per[t]
+            if lst is None:
+                entities[sc.name] = np.zeros((0, len(sc.features)), dtype=_F32)
+                counts[sc.name] = np.zeros(1, dtype=np.int64)
+            else:
+                entities[sc.name] = next(it)[1]
+                counts[sc.name] = np.array([len(lst)], dtype=np.int64)
+        pos = {ab.key: i for i, ab in enumerate(asked)}
+        n_act = len(rows)
+        actor_slot: dict[str, np.ndarray] = {}
+        actor_index: dict[str, np.ndarray] = {}
+        masks: dict[str, np.ndarray] = {}
+        ncand: dict[str, np.ndarray] = {}
+        cand_types: dict[str, tuple[str, ...]] = {}
+        for spec in sp.action_specs:
+            name, kind = spec.name, spec.kind
+            i = pos.get(spec.key)
+            m = None if i is None else omasks[i]
+            if kind.selects_entities:
+                ab = self.acts[spec.key]
+                cand_types[name] = tuple(self.names[t] for t in ab.among_t)
+            if i is None:
+                actor_slot[name] = _EMPTY_I64.copy()
+                actor_index[name] = _EMPTY_I64.copy()
+                masks[name] = kind.empty_masks(spec.n)
+                if kind.selects_entities:
+                    ncand[name] = _EMPTY_I64.copy()
+            elif not kind.actor_bound:
+                actor_slot[name] = np.zeros(1, dtype=np.int64)
+                actor_index[name] = np.full(1, -1, dtype=np.int64)
+                masks[name] = m if m is not None else kind.all_legal(1, spec.n)
+            else:
+                actor_slot[name] = np.zeros(n_act, dtype=np.int64)
+                actor_index[name] = rows.astype(np.int64)
+                if kind.selects_entities:
+                    nc = sum(len(per[t] or ()) for t in ab.among_t)
+                    ncand[name] = np.full(n_act, nc, dtype=np.int64)
+                    masks[name] = m.reshape(-1) if m is not None else kind.all_legal(n_act, spec.n, n_act * nc)
+                else:
+                    masks[name] = m if m is not None else kind.all_legal(n_act, spec.n)
+        gs = sp.globals_schema
+        return Batch(
+            num_slots=1,
+            entities=entities,
+            counts=counts,
+            globals=g.reshape(1, -1) if g is not None else np.zeros((1, 0 if gs is None else len(gs.features)), dtype=_F32),
+            actor_slot=actor_slot,
+            actor_index=actor_index,
+            masks=masks,
+            num_candidates=ncand,
+            reward=np.zeros(1, dtype=_F32),
+            terminated=np.zeros(1, dtype=bool),
+            truncated=np.zeros(1, dtype=bool),
+            active=np.ones(1, dtype=bool),
+            metrics={},
+            candidate_types=cand_types,
+        )
+
+    def check_entities(self, obs: Obs) -> None:
+        """Check the entities and globals of an observation without a decision (``game_over``'s):
+        globals of another class than the space's (or none) are not checked."""
+        actors, chunks, g, *_ = obs.view()
+        per, binds, _ = self.gather(actors, chunks)
+        self.parts(per, binds)
+        gs = self.spaces.globals_schema
+        if gs is not None and type(g) is gs.cls:
+            checked_features(gs, (g,), self._at)
 
 
 class OneSlotFeaturizer:
-    """One observation → a one-slot :class:`Batch`, built by the executor's own batch builder.
+    """One observation → a one-slot :class:`Batch`, laid out and checked as a ``VecEnv`` batch.
 
     The spaces are the game's declared types plus every type seen so far; they grow when an
     observation brings a new type (a trace re-lays out its earlier decisions when it is built).
@@ -51,7 +566,7 @@ class OneSlotFeaturizer:
 
     Attributes:
         space: the spaces of the last batch built (``None`` before the first).
-        builder: the one-slot :class:`~gymloop.runtime.builder.BatchBuilder` of ``space``.
+        binding: the :class:`SpaceBinding` of ``space``.
     """
 
     def __init__(self, declared: DeclaredTypes | None, late_globals: bool = False) -> None:
@@ -62,26 +577,23 @@ class OneSlotFeaturizer:
         self.acts: list[Any] = list(a)
         self.known: set[Any] = set()
         self.space: Spaces | None = None
-        self.builder: BatchBuilder | None = None
+        self.binding: SpaceBinding | None = None
 
     def batch(self, obs: Obs, types: tuple) -> tuple[Batch, Spaces]:
         """The one-slot batch of ``obs`` asked for ``types``, and the spaces it is laid out in.
 
         Raises:
             InvalidObservationError: ``obs`` is not a ``gl.Obs``, brings globals when the earlier
-                observations had none, or fails the batch builder's checks.
+                observations had none, or fails a batch's checks.
         """
         if type(obs) is not Obs:
             raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
-        b = self.builder_for(obs, types)
-        assert self.space is not None  # set with the builder
-        return b.build([obs], [types]), self.space
+        b = self.binding_for(obs, types)
+        checked_score(obs.score, "slot 0: ")
+        return b.batch(b.one(obs, types)), b.spaces
 
-    def builder_for(self, obs: Obs, types: Sequence[Any] = ()) -> BatchBuilder:
-        """The one-slot builder of spaces that hold every type of ``obs`` and ``types`` (grown
-        when one is new)."""
-        from .runtime.builder import BatchBuilder
-
+    def binding_for(self, obs: Obs, types: Sequence[Any] = ()) -> SpaceBinding:
+        """The binding of spaces that hold every type of ``obs`` and ``types`` (grown when one is new)."""
         known = self.known
         ents = obs.entity_types()
         g = obs.global_features
@@ -89,7 +601,7 @@ class OneSlotFeaturizer:
         new = [c for c in ents if c not in known] + [t for t in types if t not in known]
         if gcls is not None and gcls not in known:
             new.append(gcls)
-        if new or self.builder is None:
+        if new or self.binding is None:
             if gcls is not None and self.glob is not None and gcls is not self.glob:
                 raise SchemaError(f"games used several globals classes {sorted(c.__name__ for c in (gcls, self.glob))}; use one")
             self.ents |= ents
@@ -107,15 +619,15 @@ class OneSlotFeaturizer:
             known.update(s.key for s in sp.action_specs)
             if sp.globals_schema is not None:
                 known.add(sp.globals_schema.cls)
-            self.builder = BatchBuilder(sp, 1)  # one slot; no episode state: zero rewards, no ends
-        return self.builder
+            self.binding = SpaceBinding(sp)
+        return self.binding
 
 
 class ObsValidator:
     """Checks observations one at a time with the batch builder's checks (``gl.run`` uses it).
 
-    Each observation is built into a one-slot batch by a :class:`OneSlotFeaturizer`, so it is
-    refused exactly where a :class:`~gymloop.VecEnv` would refuse it: entity, globals and action
+    Each observation goes through the single-observation builder bound to the game's spaces (a
+    :class:`OneSlotFeaturizer`'s), so it is refused exactly where a :class:`~gymloop.VecEnv` would refuse it: entity, globals and action
     types compiled by the same schemas (unsupported field types and undeclared classes are
     :class:`~gymloop.errors.SchemaError`), features and scores finite numbers (no strings), masks of
     the right shape and type that leave a legal choice, an actor for actor-bound action types. The
@@ -153,7 +665,7 @@ class ObsValidator:
         self.full_checks = full_checks
         self.decisions = 0
 
-    def _builder(self, obs: Obs, action_types: Sequence[Any] = ()) -> BatchBuilder:
+    def _binding(self, obs: Obs, action_types: Sequence[Any] = ()) -> SpaceBinding:
         g = obs.global_features
         if g is not None and type(g) is not self.glob:
             if self.glob is not None:
@@ -162,7 +674,7 @@ class ObsValidator:
                     f"{self.glob.__qualname__}; a game uses one globals class"
                 )
             self.glob = type(g)
-        return self.featurizer.builder_for(obs, action_types)
+        return self.featurizer.binding_for(obs, action_types)
 
     def check(self, obs: Any, action_types: Sequence[Any]) -> None:
         """Check the observation of one decision (``agent.act(obs, *action_types)``)."""
@@ -175,15 +687,16 @@ class ObsValidator:
             return  # the agent itself reports that (act needs an action type)
         if self.decisions > self.full_checks and self._cheap(obs, action_types):
             return
-        pt = tuple(action_types)
-        self._builder(obs, pt).build([obs], [pt])
+        b = self._binding(obs, action_types)
+        checked_score(obs.score, "slot 0: ")
+        b.one(obs, action_types)
 
     def _cheap(self, obs: Obs, action_types: Sequence[Any]) -> bool:
         """The cheap checks after the first decisions: True when the score and every feature are
         numbers with a finite sum of magnitudes within float32, every type is known and no
         observation-level mask is set; False sends the observation through the full checks (which
         name the problem). Masks of actors are checked against the agent's answer by ``gl.run``."""
-        b = self.featurizer.builder
+        b = self.featurizer.binding
         if b is None or obs.has_masks:
             return False
         aindex = b.spaces.action_index
@@ -192,7 +705,7 @@ class ObsValidator:
                 return False
         return self._cheap_values(b, obs)
 
-    def _cheap_values(self, b: BatchBuilder, obs: Obs) -> bool:
+    def _cheap_values(self, b: SpaceBinding, obs: Obs) -> bool:
         """The cheap checks of the score, the types and the feature values (see :meth:`_cheap`)."""
         sp = b.spaces
         sc = obs.score
@@ -227,7 +740,7 @@ class ObsValidator:
         if type(obs) is not Obs:
             raise InvalidObservationError(f"game_over expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
         check_score(obs.score, "game_over: ")
-        b = self.featurizer.builder
+        b = self.featurizer.binding
         if self.decisions > self.full_checks and b is not None and self._cheap_values(b, obs):
             return
-        self._builder(obs).build_final({0: obs})  # (entities and globals, featurized)
+        self._binding(obs).check_entities(obs)

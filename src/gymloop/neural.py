@@ -3,7 +3,9 @@
 A :class:`NeuralAgent` answers ``act(obs, *action_types)`` like any other agent. It turns the one
 observation into the network's inputs directly, without a ``VecEnv``, in exactly the order a batch
 would hold it (entity types in the checkpoint's order; within a type actors first, then entities in
-observation order; candidates of a select-entity action in ``obs.entities_of(among)`` order), runs
+observation order; candidates of a select-entity action in ``obs.entities_of(among)`` order), checked
+as a ``VecEnv`` checks it (the single-observation builder, :class:`~gymloop.featurize.OneObsBuilder`:
+features are finite numbers within float32, nothing is coerced; masks leave a legal choice), runs
 the numpy forward pass (:class:`~gymloop.nn.numpy_policy.NumpyPolicy`) and returns game values:
 Enum members, composite instances, or the chosen candidate objects.
 
@@ -34,24 +36,23 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import os
 import weakref
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, NoReturn
 
 import numpy as np
 
 from .actions import action_spec
-from .agent import no_actor_message, pack_result
+from .agent import pack_result
 from .errors import CheckpointError, ConfigError, InvalidObservationError
+from .featurize import MISSING, ActionBinding, EntityBinding, OneObsBuilder
 from .formats import format_of
-from .kinds import ActionKind
 from .nn.inputs import ObsInputs, Packed, pack_observations
 from .nn.numpy_policy import NumpyPolicy
 from .nn.single import OBS_SUMMARY
 from .obs import Obs
-from .schema import name_clash_message, schema_of
+from .schema import EntitySchema, schema_of
 from .spaces import DeclaredTypes, declared_types
 
 __all__ = ["NeuralAgent", "load"]
@@ -122,75 +123,33 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
     return agent
 
 
-# ---------------------------------------------------------------------- bindings (per policy)
-class _EntBind:
-    """How one game class feeds one of the network's entity types."""
-
-    __slots__ = ("t", "name", "schema", "nf", "cols", "featureless")
-
-    def __init__(self, t: int, name: str, schema: Any, cols: np.ndarray | None, featureless: bool) -> None:
-        self.t = t
-        self.name = name
-        self.schema = schema
-        self.nf = len(schema.features)
-        self.cols = cols
-        self.featureless = featureless
-
-
-class _ActBind:
-    """How one game action type maps onto one of the network's action types."""
-
-    __slots__ = ("name", "kind", "key", "spec", "perm", "values", "identity", "among_t", "among_cls", "partial")
-
-    def __init__(self, name: str, kind: ActionKind, key: Any, spec: Any) -> None:
-        self.name = name
-        self.kind = kind
-        self.key = key
-        self.spec = spec
-        self.perm: np.ndarray | None = None
-        self.values: list[Any] = []
-        self.identity = True
-        self.among_t: list[int] = []
-        self.among_cls: list[type] = []
-        self.partial = False  # some of the game's candidate classes are not candidates for the network
-
-
-class _Missing(enum.Enum):
-    """The type of the "not cached yet" sentinel (``None`` is a cached value)."""
-
-    MISSING = enum.auto()
-
-
-_MISSING: Final = _Missing.MISSING
-
-
-class ObsEncoder:
+# ---------------------------------------------------------------------- the policy's binding
+class ObsEncoder(OneObsBuilder):
     """Turns a game's observations into one policy's inputs (shared by the agents of that policy).
 
-    It binds game classes to the checkpoint by name, once per class (entity types and their feature
-    columns, global features, action labels and candidate types), and lays out one observation
+    It is the single-observation builder (:class:`~gymloop.featurize.OneObsBuilder`: the checks of a
+    batch) bound to the checkpoint by name, once per class (entity types and their feature columns,
+    global features, action labels and candidate types), and lays out one observation
     (:meth:`prepare_one`, for :meth:`NumpyPolicy.logits_one`) or several (:meth:`packed`, for
     :meth:`NumpyPolicy.logits`) the way a batch holds them.
     """
 
     def __init__(self, policy: NumpyPolicy) -> None:
+        super().__init__(policy.entity_names, "", "the observation")
         self.policy = policy
-        self.names = policy.entity_names
-        self.T = len(self.names)
         self.tindex = {n: i for i, n in enumerate(self.names)}
         self.globals = policy.global_features
         self.ng = len(self.globals)
-        self.ents: dict[type, _EntBind | None] = {}
-        self.acts: dict[Any, _ActBind] = {}
+        self.takes_globals = self.ng > 0
         self.globs: dict[type, np.ndarray | None] = {}
         self.checked: weakref.WeakSet[Any] = weakref.WeakSet()  # games NeuralAgent.check passed
         game = policy.info.get("game")
         self.where = f"{policy.path} (trained on {game!r})" if isinstance(game, str) and game else policy.path
 
     # ------------------------------------------------------------------ binding
-    def bind_entity(self, cls: type) -> _EntBind | None:
-        b = self.ents.get(cls, _MISSING)
-        if b is not _MISSING:
+    def bind_entity(self, cls: type) -> EntityBinding | None:
+        b = self.ents.get(cls, MISSING)
+        if b is not MISSING:
             return b
         sc = schema_of(cls)
         t = self.tindex.get(sc.name)
@@ -199,7 +158,7 @@ class ObsEncoder:
             return None
         want = self.policy.entity_features[sc.name]
         cols = self._columns(sc.features, want, f"entity type {sc.name!r} (class {cls.__qualname__}) lacks", "features")
-        b = _EntBind(t, sc.name, sc, cols, not want and not self.ng)
+        b = EntityBinding(t, sc.name, sc, cols, not want and not self.ng)
         self.ents[cls] = b
         return b
 
@@ -216,7 +175,7 @@ class ObsEncoder:
         cols = [index[f] for f in want]
         return None if cols == list(range(len(have))) else np.array(cols, dtype=np.intp)
 
-    def bind_action(self, key: Any) -> _ActBind:
+    def bind_action(self, key: Any) -> ActionBinding:
         b = self.acts.get(key)
         if b is not None:
             return b
@@ -231,7 +190,7 @@ class ObsEncoder:
             raise CheckpointError(
                 f"{self.where}: action type {spec.name!r} is {spec.kind} in the game but {ck.kind} in the checkpoint"
             )
-        b = _ActBind(spec.name, spec.kind, key, spec)
+        b = ActionBinding(spec.name, spec.kind, key, spec)
         if not spec.kind.selects_entities:
             game_idx = {lab: i for i, lab in enumerate(spec.labels)}
             missing = [lab for lab in ck.labels if lab not in game_idx]
@@ -266,8 +225,9 @@ class ObsEncoder:
         self.acts[key] = b
         return b
 
-    def bind_globals(self, g: Any) -> np.ndarray | None:
-        """The checkpoint's global features of ``g`` as ``(ng,)`` float32 (``None`` without globals)."""
+    def globals_binding(self, g: Any) -> tuple[EntitySchema, np.ndarray | None] | None:
+        """The schema of the globals ``g`` and its columns of the checkpoint's global features
+        (``None``: all, in order), or ``None`` when the checkpoint has none."""
         if not self.ng:
             return None
         if g is None:
@@ -276,111 +236,20 @@ class ObsEncoder:
                 "none; give them with obs.globals(...)"
             )
         cls = type(g)
-        cols = self.globs.get(cls, _MISSING)
         sc = schema_of(cls)
-        if cols is _MISSING:
+        cols = self.globs.get(cls, MISSING)
+        if cols is MISSING:
             cols = self.globs[cls] = self._columns(sc.features, self.globals, f"the globals {sc.name!r} lack", "global features")
-
-        arr = np.array(sc.flat((g,)), dtype=_F32)
-        if cols is not None:
-            arr = arr[cols]
-        if not np.isfinite(arr).all():
-            raise InvalidObservationError(f"global features must be finite numbers, got {dict(zip(self.globals, arr.tolist()))}")
-        return arr
+        return sc, cols
 
     # ------------------------------------------------------------------ one observation
-    def gather(self, actors: Sequence[Any], chunks: Sequence[Sequence[Any]]) -> tuple[list, list, list[tuple[int, int]]]:
-        """Objects per network entity type (actors first), their bindings, and each actor's (type, rank)."""
-        T = self.T
-        per: list[list[Any] | None] = [None] * T
-        binds: list[_EntBind | None] = [None] * T
-        ents = self.ents
-        actor_loc = []
-        for x in actors:
-            c = type(x)
-            b = ents.get(c, _MISSING)
-            if b is _MISSING:
-                b = self.bind_entity(c)
-            if b is None:
-                raise CheckpointError(
-                    f"{self.where}: an actor is of entity type {schema_of(c).name!r}, which the checkpoint does not know "
-                    f"(it knows {self.names})"
-                )
-            t = b.t
-            lst = per[t]
-            if lst is None:
-                lst = per[t] = []
-                binds[t] = b
-            elif (bt := binds[t]) is not b:
-                assert bt is not None  # binds[t] is set with per[t]
-                self._two_classes(bt, b)
-            actor_loc.append((t, len(lst)))
-            lst.append(x)
-        for ch in chunks:
-            if not ch:  # a list the game emptied after observing it
-                continue
-            c = type(ch[0])
-            if len(ch) > 1 and len(set(map(type, ch))) > 1:
-                for o in ch:  # a chunk mixing types: split it, keeping the order within each type
-                    self._add(per, binds, o, type(o))
-                continue
-            b = ents.get(c, _MISSING)
-            if b is _MISSING:
-                b = self.bind_entity(c)
-            if b is None:
-                continue
-            t = b.t
-            lst = per[t]
-            if lst is None:
-                per[t] = list(ch)
-                binds[t] = b
-            else:
-                if (bt := binds[t]) is not b:
-                    assert bt is not None  # binds[t] is set with per[t]
-                    self._two_classes(bt, b)
-                lst += ch
-        return per, binds, actor_loc
+    def unknown_actor(self, cls: type) -> NoReturn:
+        raise CheckpointError(
+            f"{self.where}: an actor is of entity type {schema_of(cls).name!r}, which the checkpoint does not know "
+            f"(it knows {self.names})"
+        )
 
-    @staticmethod
-    def _two_classes(a: _EntBind, b: _EntBind) -> None:
-        raise InvalidObservationError(name_clash_message(a.schema.cls, b.schema.cls, a.name, " in one observation"))
-
-    def _add(self, per: list, binds: list, o: Any, c: type) -> None:
-        b = self.bind_entity(c)
-        if b is None:
-            return
-        lst = per[b.t]
-        if lst is None:
-            per[b.t] = [o]
-            binds[b.t] = b
-        else:
-            if binds[b.t] is not b:
-                self._two_classes(binds[b.t], b)
-            lst.append(o)
-
-    def parts(self, per: list, binds: list) -> list[tuple[int, Any]]:
-        """Per present network type ``(t, raw features (n, n_features) float32)``, or ``(t, n)`` for
-        a featureless type (the network's feature columns, selected by name)."""
-        out: list[tuple[int, Any]] = []
-        for t in range(self.T):
-            lst = per[t]
-            if lst is None:
-                continue
-            b = binds[t]
-            n = len(lst)
-            if b.featureless:
-                out.append((t, n))
-                continue
-            if b.nf:
-                arr = np.array(b.schema.flat(lst), dtype=_F32).reshape(n, b.nf)
-                if b.cols is not None:
-                    arr = arr[:, b.cols]
-            else:
-                arr = np.zeros((n, 0), dtype=_F32)
-            out.append((t, arr))
-        return out
-
-    def candidates(self, ab: _ActBind, per: list, starts: list[int]) -> tuple[np.ndarray, list[Any]]:
+    def candidates(self, ab: ActionBinding, per: list, starts: list[int]) -> tuple[np.ndarray, list[Any]]:
         rows: list[int] = []
         objs: list[Any] = []
         for t in ab.among_t:
@@ -390,42 +259,31 @@ class ObsEncoder:
                 objs.extend(lst)
         return np.array(rows, dtype=np.intp), objs
 
-    def mask(self, obs: Obs, masks: dict[Any, list[Any]] | None, ab: _ActBind, n_act: int, n_cand: int) -> np.ndarray | None:
-        """The network's ``(n_actors, n)`` mask of an action type for ``obs`` (``None``: all legal);
-        a global decision has one row. ``masks``: the observation's (:meth:`Obs.view`)."""
-        if masks is None or ab.key not in masks:
-            return None  # every choice the network knows is legal
-        if not ab.kind.selects_entities:
-            m = np.stack([obs.mask_of(i, ab.key) for i in range(n_act)])
-            net = m if ab.identity else m[:, ab.perm]
+    def inputs_mask(self, obs: Obs, ab: ActionBinding, m: np.ndarray) -> np.ndarray:
+        """The game's validated mask ``m`` in the checkpoint's label order (categorical) or without the
+        candidates of types the checkpoint does not know (select-entity)."""
+        if ab.kind.selects_entities:
+            if not ab.partial:
+                return m
+            keep = np.concatenate([np.full(len(obs.entities_of(c)), c in ab.among_cls, dtype=bool) for c in ab.spec.among])
+            net = m[:, keep]
             bad = ~net.any(axis=1)
             if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                if m[i].any():
-                    legal = [lab for lab, ok in zip(ab.spec.labels, m[i]) if ok]
-                    raise CheckpointError(
-                        f"{self.where}: actor {i} may only choose {legal} for action type {ab.name!r}, labels the checkpoint "
-                        "does not know"
-                    )
                 raise InvalidObservationError(
-                    f"actor {i} has no legal choice for action type {ab.name!r}; a mask must leave at least one choice"
+                    f"actor {int(np.flatnonzero(bad)[0])} has no legal candidate for select-entity action {ab.name!r} among "
+                    "the entity types the checkpoint knows; a mask must leave at least one candidate"
                 )
             return net
-        keep = None
-        if ab.partial:
-            keep = np.concatenate([
-                np.full(len(obs.entities_of(c)), c in ab.among_cls, dtype=bool) for c in ab.spec.among
-            ])
-        m = np.stack([obs.mask_of(i, ab.key) for i in range(n_act)])
-        net = m if keep is None else m[:, keep]
-        if net.shape[1] != n_cand:  # pragma: no cover - both follow entities_of's order
-            raise InvalidObservationError(f"select-entity action {ab.name!r}: candidate count mismatch")
+        if ab.identity:
+            return m
+        net = m[:, ab.perm]
         bad = ~net.any(axis=1)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InvalidObservationError(
-                f"actor {i} has no legal candidate for select-entity action {ab.name!r} among the entity types the "
-                "checkpoint knows; a mask must leave at least one candidate"
+            legal = [lab for lab, ok in zip(ab.spec.labels, m[i]) if ok]
+            raise CheckpointError(
+                f"{self.where}: actor {i} may only choose {legal} for action type {ab.name!r}, labels the checkpoint "
+                "does not know"
             )
         return net
 
@@ -439,42 +297,19 @@ class ObsEncoder:
             raise InvalidObservationError(f"act expects a gl.Obs, got {obs!r} of type {type(obs).__name__}")
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
-        actors, chunks, glob, masks, _, _ = obs.view()
-        n_act = len(actors)
-        acts = self.acts
-        abs_ = []
-        for k in action_types:
-            ab = acts.get(k)
-            abs_.append(ab if ab is not None else self.bind_action(k))
-        if n_act == 0 and any(ab.kind.actor_bound for ab in abs_):
-            raise InvalidObservationError(no_actor_message([ab.spec for ab in abs_]))
-        per, binds, actor_loc = self.gather(actors, chunks)
-        g = self.bind_globals(glob) if self.ng else None
-        parts = self.parts(per, binds)
-        starts = []
-        o = 0
-        for lst in per:
-            starts.append(o)
-            if lst is not None:
-                o += len(lst)
-        rows = np.array([starts[t] + r for t, r in actor_loc], dtype=np.intp)
+        per, parts, g, starts, rows, asked, masks = self.one(obs, action_types)
         requests: list[tuple[str, np.ndarray | None, str | np.ndarray | None]] = []
         decode = []
-        for ab in abs_:
+        for ab, m in zip(asked, masks):
             if not ab.kind.actor_bound:  # one decision for the observation, from its summary
-                requests.append((ab.name, self.mask(obs, masks, ab, 1, 0), OBS_SUMMARY))
+                requests.append((ab.name, m, OBS_SUMMARY))
                 decode.append(ab.values)
             elif not ab.kind.selects_entities:
-                requests.append((ab.name, self.mask(obs, masks, ab, n_act, 0), None))
+                requests.append((ab.name, m, None))
                 decode.append(ab.values)
             else:
                 cand, objs = self.candidates(ab, per, starts)
-                if not objs:
-                    raise InvalidObservationError(
-                        f"select-entity action {ab.name!r} has no candidate: no entity of the types {ab.spec.among} that "
-                        "the checkpoint knows was observed"
-                    )
-                requests.append((ab.name, self.mask(obs, masks, ab, n_act, len(objs)), cand))
+                requests.append((ab.name, m, cand))
                 decode.append(objs)
         return parts, g, rows, requests, decode
 

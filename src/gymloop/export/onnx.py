@@ -3,7 +3,9 @@
 The graph is built directly from the weights of the agent's
 :class:`~gymloop.nn.numpy_policy.NumpyPolicy` with ``onnx.helper`` (no torch), mirroring the numpy
 runtime's one-decision function :func:`gymloop.nn.single.logits_one` op for op (its inputs are what
-:meth:`gymloop.neural.ObsEncoder.prepare_one` gives it), so onnxruntime's outputs equal
+:meth:`gymloop.neural.ObsEncoder.prepare_one` gives it: the single-observation builder
+:class:`gymloop.featurize.OneObsBuilder` bound to the checkpoint, which checks every value, so the
+graph, like that function, takes finite features), so onnxruntime's outputs equal
 ``gl.load``'s up to float32 rounding. One model call is one decision point: one observation, any number of actors.
 
 Inputs (``docs/onnx.md`` has the full contract; the model's metadata ``gymloop.io`` lists them):

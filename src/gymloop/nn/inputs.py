@@ -2,7 +2,8 @@
 
 :func:`pack_entities` decides the layout (one place); :func:`pack` packs a
 :class:`~gymloop.batch.Batch` with it, and :func:`pack_observations` the inputs of single
-observations (the neural agent's and enn-trainer inference's) with it.
+observations (the neural agent's, as its single-observation builder
+:class:`~gymloop.featurize.OneObsBuilder` checks and lays them out, and enn-trainer inference's) with it.
 
 Entities of one slot become one sequence (types in observation-space order, then rows), padded
 to the longest slot. Everything is computed with a handful of vectorized numpy calls.

@@ -4,7 +4,8 @@
 <gymloop.nn.numpy_policy.NumpyPolicy.logits>` computes for a padded batch, faster for a single
 decision: the embeddings of every entity type in one product (:class:`OneObsTables`), the readout
 block only at the actors' rows, the summary only when a global decision asks for it. Its inputs come
-from :meth:`gymloop.neural.ObsEncoder.prepare_one`; the ONNX exporter
+from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation builder
+(:class:`gymloop.featurize.OneObsBuilder`) bound to the checkpoint, which checks every value; the ONNX exporter
 (:func:`gymloop.export.onnx.policy_to_onnx`) writes this same function as a graph.
 """
 
@@ -85,9 +86,10 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
             raw_positions = np.concatenate([x[:, p.position_idx[p.entity_names[t]]] for t, x in parts])
         parts = _in_frame(p, parts)
     if one is None:  # a featureless type: embed type by type (no relpos then)
-        for t, x in parts:
-            if not isinstance(x, int) and not np.isfinite(x).all():
-                _bad_features(p, [(t, x)])
+        if p.frame is not None:
+            for t, x in parts:
+                if not isinstance(x, int) and not np.isfinite(x).all():
+                    _bad_features(p, [(t, x)])
         embs = [p.embed(t, x) for t, x in parts]
         return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
     counts = [x.shape[0] for _, x in parts]
@@ -102,7 +104,7 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
         if ng:
             Z[s:e, o + nfs[t] : o + nfs[t] + ng] = g
         s = e
-    if not np.isfinite(Z).all():
+    if p.frame is not None and not np.isfinite(Z).all():  # (the inputs are checked; offsets in a frame may overflow)
         _bad_features(p, parts)
     positions = raw_positions if raw_positions is not None or one.psel is None else Z @ one.psel
     F, d = one.F, one.d
@@ -218,8 +220,9 @@ def logits_one(
     Args:
         parts: the observation's rows, entity type by entity type in network order:
             ``(type index, raw features (n, n_features) float32)`` (for a featureless type the
-            row count ``n`` instead), only for types present.
-        g: ``(n_globals,)`` float32 global features, or ``None`` when the network has none.
+            row count ``n`` instead), only for types present; finite, as the single-observation
+            builder (:class:`~gymloop.featurize.OneObsBuilder`) checks them.
+        g: ``(n_globals,)`` float32 global features (finite), or ``None`` when the network has none.
         actor_rows: ``(n_actors,)`` row of each actor in the sequence.
         requests: per asked action type ``(name, mask, candidate_rows)``: ``mask`` ``(n_actors,
             n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity),
@@ -231,7 +234,8 @@ def logits_one(
         select-entity), masked choices ``-inf``.
 
     Raises:
-        InvalidObservationError: a feature is not a finite number.
+        InvalidObservationError: a position relative to the egocentric frame's origin is not finite
+            (features far beyond the positions' scale).
     """
     x, positions = _embed(p, parts, g)
     if p.blocks:

@@ -13,7 +13,9 @@ the reward accumulated from score changes, episode ends (terminated / truncated)
 metrics to report and the observations given to ``game_over`` on truncation. The greenlet
 :class:`~gymloop.runtime.executor.Executor` updates it when a game ends an episode or returns, and
 hands it to :meth:`BatchBuilder.build`, which folds the new scores in and empties it into the batch.
-Without one (a trace featurizing one decision at a time) a batch has zero rewards and no ends.
+Without one a batch has zero rewards and no ends. Features are featurized and checked by
+:func:`gymloop.featurize.checked_features`, the function the single-observation builder
+(:mod:`gymloop.featurize`: the neural agent, traces, ``gl.run``'s checks) uses too.
 
 The low-level :class:`~gymloop.runtime.envexec.EnvExecutor` builds its batches from arrays an
 :class:`~gymloop.env.Environment` returns, not from Python objects, so it has its own entity and mask
@@ -41,15 +43,16 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from ..batch import Batch
 from ..errors import EnvStateError, InvalidObservationError, SchemaError
-from ..obs import FLOAT32_MAX, Obs, check_score, mask_vector, no_actor_message, real_value
+from ..featurize import checked_features, checked_score
+from ..obs import FLOAT32_MAX, Obs, mask_vector, no_actor_message
 from ..schema import schema_of
 from ..spaces import Spaces
 from .episodes import EpisodeState
@@ -59,11 +62,6 @@ FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
 __all__ = ["BatchBuilder", "Plan"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
-# A float64 feature vector whose sum of squares is at most this has every value finite and within
-# the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
-# returns inf on overflow without a RuntimeWarning, and NaN propagates).
-_SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
-_FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
 
 
 class BatchBuilder:
@@ -128,7 +126,7 @@ class BatchBuilder:
         counts: dict[str, np.ndarray] = {}
         C = np.array(cnt, dtype=np.int64).reshape(T, n)
         for t, sc in enumerate(schemas):
-            entities[sc.name] = self._featurize(sc, objs[t], cnt[t])
+            entities[sc.name] = checked_features(sc, objs[t], partial(self._where, cnt[t]))
             counts[sc.name] = C[t]
 
         # ---- globals
@@ -146,7 +144,7 @@ class BatchBuilder:
                         f"observation gave {g!r}; call obs.globals({gs.name}(...)) on every observation"
                     )
                 gl_objs.append(g)
-            garr = self._featurize(gs, gl_objs, active.astype(np.int64).tolist())
+            garr = checked_features(gs, gl_objs, partial(self._where, active.astype(np.int64).tolist()))
             if active.all():
                 globs = garr
             else:
@@ -264,8 +262,8 @@ class BatchBuilder:
                 cnt[t][s] += 1
             g = obs.global_features
             if gs is not None and type(g) is gs.cls:
-                globs[s] = self._featurize(gs, [g], [1])[0]
-        f.entities = {sc.name: self._featurize(sc, objs[t], cnt[t]) for t, sc in enumerate(schemas)}
+                globs[s] = checked_features(gs, [g], partial(self._where, [1]))[0]
+        f.entities = {sc.name: checked_features(sc, objs[t], partial(self._where, cnt[t])) for t, sc in enumerate(schemas)}
         f.counts = {sc.name: np.array(cnt[t], dtype=np.int64) for t, sc in enumerate(schemas)}
         return f
 
@@ -420,11 +418,7 @@ class BatchBuilder:
         # slow path: name the first bad score
         out = np.empty(len(idx))
         for j, (s, v) in enumerate(zip(idx, scores)):
-            if isinstance(v, (float, np.floating)) and not math.isfinite(v):
-                raise InvalidObservationError(
-                    f"slot {self.slot_lo + s}: the score is not finite ({v}); the score must be a finite number"
-                )
-            out[j] = check_score(v, f"slot {self.slot_lo + s}: ")
+            out[j] = checked_score(v, f"slot {self.slot_lo + s}: ")
         return out
 
     def _no_legal(self, spec: Any, s: int) -> None:
@@ -454,61 +448,9 @@ class BatchBuilder:
             "gl.VecEnv(..., action_types=[...])"
         )
 
-    def _featurize(self, sc: Any, lst: list[Any], per_slot: list[int]) -> np.ndarray:
-        nf = len(sc.features)
-        if not lst:
-            return np.zeros((0, nf), dtype=np.float32)
-        try:
-            raw = np.array(sc.flat(lst))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-            return self._featurize_slow(sc, lst, per_slot)
-        # the fast path: numbers only (a string or an object makes another dtype), and for floats one
-        # dot product proving every value finite and within float32 (only then-not is checked fully)
-        k = raw.dtype.kind
-        if raw.shape != (len(lst) * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
-            return self._featurize_slow(sc, lst, per_slot)
-        return raw.astype(np.float32).reshape(len(lst), nf)
-
     def _where(self, per_slot: list[int], row: int) -> str:
         s = int(np.searchsorted(np.cumsum(per_slot), row, side="right"))
         return f"env {self.env_lo + s // self.apg} (slot {self.slot_lo + s})"
-
-    def _featurize_slow(self, sc: Any, lst: list[Any], per_slot: list[int]) -> np.ndarray:
-        """Slow path after the fast one refused: name the object, its field and its env, or (all
-        values being numbers after all, e.g. ints beyond int64) return the features."""
-        nf = len(sc.features)
-        out = np.empty((len(lst), nf), dtype=np.float32)
-        for i, o in enumerate(lst):
-            where = self._where(per_slot, i)
-            for f in sc.fields:
-                if not hasattr(o, f):
-                    raise InvalidObservationError(
-                        f"entity type {sc.name!r}: object {o!r} in {where} has no field {f!r}; every object of a type "
-                        "must have every feature field"
-                    )
-            try:
-                vals = sc.flat([o])
-            except Exception as e2:
-                raise InvalidObservationError(
-                    f"entity type {sc.name!r}: cannot featurize {o!r} in {where}: {type(e2).__name__}: {e2}; "
-                    "every feature must be a number (an Enum field must hold one of its members)"
-                ) from None
-            for j, v in enumerate(vals):
-                if type(v) is float and not math.isfinite(v) or isinstance(v, np.floating) and not np.isfinite(v):
-                    raise InvalidObservationError(
-                        f"entity type {sc.name!r}, feature {sc.features[j]!r} is {v} in {where}; features must be "
-                        f"finite numbers"
-                    )
-                if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
-                    if not (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
-                        raise InvalidObservationError(
-                            f"entity type {sc.name!r}: cannot featurize {o!r} in {where}: feature {sc.features[j]!r} "
-                            f"must be a number, got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
-                        )
-                out[i, j] = real_value(
-                    v, f"entity type {sc.name!r}, feature {sc.features[j]!r} of {o!r} in {where}", _FEATURE_FIX, FLOAT32_MAX
-                )
-        return out
 
     def _regroup(self, pobs: list[Any]) -> None:
         """Slow path: some ``entities(...)`` call mixed several types; split such chunks by type."""

@@ -508,10 +508,6 @@ class RayBackend(ShardedBackend):
         self._board: Any = None  # the BeatBoard actor
         self._holds = _connect(ray, opts["address"], opts["connect_timeout"])
         try:
-            board_opts: dict[str, Any] = {"name": f"gymloop-{self._id}-beats", "max_restarts": 0}
-            if opts["runtime_env"] is not None:
-                board_opts["runtime_env"] = opts["runtime_env"]
-            self._board = _board_class(ray).options(**board_opts).remote()
             cpus = float(ray.cluster_resources().get("CPU", 0.0))
             need = c.workers * opts["num_cpus"]
             if cpus < need:
@@ -538,6 +534,11 @@ class RayBackend(ShardedBackend):
     # ------------------------------------------------------------------ actors
     def _new_actor(self, i: int, env_lo: int, n: int, fixed: Any = None, restart_base: int = 0) -> _Actor:
         c = self.config
+        if self._board is None:  # (made with the first actor)
+            board_opts: dict[str, Any] = {"name": f"gymloop-{self._id}-beats", "max_restarts": 0}
+            if self.options["runtime_env"] is not None:
+                board_opts["runtime_env"] = self.options["runtime_env"]
+            self._board = _board_class(self.ray).options(**board_opts).remote()
         name = f"gymloop-{self._id}-{i}" + (f"-n{self._spawned}" if fixed is not None else "")  # a replacement: a new name
         self._spawned += 1
         opts: dict[str, Any] = {"num_cpus": self.options["num_cpus"], "name": name, "max_restarts": 0, "max_task_retries": 0}

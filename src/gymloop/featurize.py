@@ -57,7 +57,6 @@ _FLOAT64_MAX = float(np.finfo(np.float64).max)
 # returns inf on overflow without a RuntimeWarning, and NaN propagates).
 _SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
 _FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
-_EMPTY_I64 = np.zeros(0, dtype=np.int64)
 #: ``[r]`` for each row ``r`` a single actor commonly has, read-only (:data:`OneObs`'s ``actor_rows``)
 _ONE_ROW = tuple(np.array([r], dtype=np.intp) for r in range(1024))
 for _a in _ONE_ROW:
@@ -476,70 +475,11 @@ class SpaceBinding(OneObsBuilder):
         return gs, None
 
     def batch(self, r: OneObs) -> Batch:
-        """The one-slot batch of :meth:`one`'s result (zero reward, no ends, no metrics)."""
-        sp = self.spaces
-        per, parts, g, _, rows, asked, omasks = r
-        entities: dict[str, np.ndarray] = {}
-        counts: dict[str, np.ndarray] = {}
-        it = iter(parts)
-        for t, sc in enumerate(sp.entity_schemas):
-            lst = per[t]
-            if lst is None:
-                entities[sc.name] = np.zeros((0, len(sc.features)), dtype=_F32)
-                counts[sc.name] = np.zeros(1, dtype=np.int64)
-            else:
-                entities[sc.name] = next(it)[1]
-                counts[sc.name] = np.array([len(lst)], dtype=np.int64)
-        pos = {ab.key: i for i, ab in enumerate(asked)}
-        n_act = len(rows)
-        actor_slot: dict[str, np.ndarray] = {}
-        actor_index: dict[str, np.ndarray] = {}
-        masks: dict[str, np.ndarray] = {}
-        ncand: dict[str, np.ndarray] = {}
-        cand_types: dict[str, tuple[str, ...]] = {}
-        for spec in sp.action_specs:
-            name, kind = spec.name, spec.kind
-            i = pos.get(spec.key)
-            m = None if i is None else omasks[i]
-            if kind.selects_entities:
-                ab = self.acts[spec.key]
-                cand_types[name] = tuple(self.names[t] for t in ab.among_t)
-            if i is None:
-                actor_slot[name] = _EMPTY_I64.copy()
-                actor_index[name] = _EMPTY_I64.copy()
-                masks[name] = kind.empty_masks(spec.n)
-                if kind.selects_entities:
-                    ncand[name] = _EMPTY_I64.copy()
-            elif not kind.actor_bound:
-                actor_slot[name] = np.zeros(1, dtype=np.int64)
-                actor_index[name] = np.full(1, -1, dtype=np.int64)
-                masks[name] = m if m is not None else kind.all_legal(1, spec.n)
-            else:
-                actor_slot[name] = np.zeros(n_act, dtype=np.int64)
-                actor_index[name] = rows.astype(np.int64)
-                if kind.selects_entities:
-                    nc = sum(len(per[t] or ()) for t in ab.among_t)
-                    ncand[name] = np.full(n_act, nc, dtype=np.int64)
-                    masks[name] = m.reshape(-1) if m is not None else kind.all_legal(n_act, spec.n, n_act * nc)
-                else:
-                    masks[name] = m if m is not None else kind.all_legal(n_act, spec.n)
-        gs = sp.globals_schema
-        return Batch(
-            num_slots=1,
-            entities=entities,
-            counts=counts,
-            globals=g.reshape(1, -1) if g is not None else np.zeros((1, 0 if gs is None else len(gs.features)), dtype=_F32),
-            actor_slot=actor_slot,
-            actor_index=actor_index,
-            masks=masks,
-            num_candidates=ncand,
-            reward=np.zeros(1, dtype=_F32),
-            terminated=np.zeros(1, dtype=bool),
-            truncated=np.zeros(1, dtype=bool),
-            active=np.ones(1, dtype=bool),
-            metrics={},
-            candidate_types=cand_types,
-        )
+        """The one-slot batch of :meth:`one`'s result (zero reward, no ends, no metrics), laid out
+        by :func:`~gymloop.runtime.builder.one_slot_batch` beside the many-slot builder."""
+        from .runtime.builder import one_slot_batch  # (the builder imports this module)
+
+        return one_slot_batch(self, r)
 
     def check_entities(self, obs: Obs) -> None:
         """Check the entities and globals of an observation without a decision (``game_over``'s):

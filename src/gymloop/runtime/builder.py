@@ -51,7 +51,7 @@ import numpy as np
 
 from ..batch import Batch
 from ..errors import EnvStateError, InvalidObservationError, SchemaError
-from ..featurize import checked_features, checked_score
+from ..featurize import OneObs, SpaceBinding, checked_features, checked_score
 from ..obs import FLOAT32_MAX, Obs, mask_vector, no_actor_message
 from ..schema import schema_of
 from ..spaces import Spaces
@@ -59,7 +59,7 @@ from .episodes import EpisodeState
 
 FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
 
-__all__ = ["BatchBuilder", "Plan"]
+__all__ = ["BatchBuilder", "Plan", "one_slot_batch"]
 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
@@ -496,6 +496,77 @@ class BatchBuilder:
                     f"slot {self.slot_lo + s}: the observation has masks for {unknown!r}, which act() was not asked for "
                     f"(asked: {list(ptypes[s])!r}); a mask must belong to a requested action type"
                 )
+
+
+def one_slot_batch(binding: SpaceBinding, r: OneObs) -> Batch:
+    """The one-slot batch of a single observation built by :class:`~gymloop.featurize.OneObsBuilder`
+    (:meth:`SpaceBinding.one <gymloop.featurize.OneObsBuilder.one>`), laid out as :meth:`BatchBuilder.build`
+    lays out a slot: zero reward, no ends, no metrics. Traces and ``gl.run``'s checks use it; a new
+    batch field is filled here and in :meth:`BatchBuilder.build`.
+    """
+    sp = binding.spaces
+    per, parts, g, _, rows, asked, omasks = r
+    entities: dict[str, np.ndarray] = {}
+    counts: dict[str, np.ndarray] = {}
+    it = iter(parts)
+    for t, sc in enumerate(sp.entity_schemas):
+        lst = per[t]
+        if lst is None:
+            entities[sc.name] = np.zeros((0, len(sc.features)), dtype=np.float32)
+            counts[sc.name] = np.zeros(1, dtype=np.int64)
+        else:
+            entities[sc.name] = next(it)[1]
+            counts[sc.name] = np.array([len(lst)], dtype=np.int64)
+    pos = {ab.key: i for i, ab in enumerate(asked)}
+    n_act = len(rows)
+    actor_slot: dict[str, np.ndarray] = {}
+    actor_index: dict[str, np.ndarray] = {}
+    masks: dict[str, np.ndarray] = {}
+    ncand: dict[str, np.ndarray] = {}
+    cand_types: dict[str, tuple[str, ...]] = {}
+    for spec in sp.action_specs:
+        name, kind = spec.name, spec.kind
+        i = pos.get(spec.key)
+        m = None if i is None else omasks[i]
+        if kind.selects_entities:
+            ab = binding.acts[spec.key]
+            cand_types[name] = tuple(binding.names[t] for t in ab.among_t)
+        if i is None:
+            actor_slot[name] = _EMPTY_I64.copy()
+            actor_index[name] = _EMPTY_I64.copy()
+            masks[name] = kind.empty_masks(spec.n)
+            if kind.selects_entities:
+                ncand[name] = _EMPTY_I64.copy()
+        elif not kind.actor_bound:
+            actor_slot[name] = np.zeros(1, dtype=np.int64)
+            actor_index[name] = np.full(1, -1, dtype=np.int64)
+            masks[name] = m if m is not None else kind.all_legal(1, spec.n)
+        else:
+            actor_slot[name] = np.zeros(n_act, dtype=np.int64)
+            actor_index[name] = rows.astype(np.int64)
+            if kind.selects_entities:
+                nc = sum(len(per[t] or ()) for t in ab.among_t)
+                ncand[name] = np.full(n_act, nc, dtype=np.int64)
+                masks[name] = m.reshape(-1) if m is not None else kind.all_legal(n_act, spec.n, n_act * nc)
+            else:
+                masks[name] = m if m is not None else kind.all_legal(n_act, spec.n)
+    gs = sp.globals_schema
+    return Batch(
+        num_slots=1,
+        entities=entities,
+        counts=counts,
+        globals=g.reshape(1, -1) if g is not None else np.zeros((1, 0 if gs is None else len(gs.features)), dtype=np.float32),
+        actor_slot=actor_slot,
+        actor_index=actor_index,
+        masks=masks,
+        num_candidates=ncand,
+        reward=np.zeros(1, dtype=np.float32),
+        terminated=np.zeros(1, dtype=bool),
+        truncated=np.zeros(1, dtype=bool),
+        active=np.ones(1, dtype=bool),
+        metrics={},
+        candidate_types=cand_types,
+    )
 
 
 class Gathered(NamedTuple):

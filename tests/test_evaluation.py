@@ -223,3 +223,57 @@ def test_evaluate_refuses_fewer_than_one_agent_per_game(agents):
 
     with pytest.raises(gl.ConfigError, match=r"agents_per_game \(--agents\) >= 1"):
         evaluate_episodes(snake, None, episodes=4, agents_per_game=agents)
+
+
+def test_a_checkpoint_whose_pointer_may_choose_any_entity_fits_a_game_with_fewer_candidate_types(tmp_path):
+    """An enn-trainer checkpoint (``among_any``: the head may point at any entity type it knows)
+    fits a game whose candidates are a subset of its entity types; a candidate type it does not
+    know does not fit."""
+    from gymloop.evaluation import check_fits
+    from gymloop.games.tactics import tactics
+
+    path = tmp_path / "t.safetensors"
+    random_checkpoint(path, tactics)
+    with gl.VecEnv(tactics, 2, seed=0) as env:
+        env.reset()
+        spaces = env.spaces
+    policy = gl.load(path).policy
+    name = next(n for n, a in policy.action_space.items() if a.kind.selects_entities)
+    desc = policy.action_space[name]
+    policy.action_space[name] = gl.ActionDesc(desc.name, desc.kind, desc.labels, tuple(policy.entity_names), among_any=True)
+    check_fits(policy, spaces)  # (the game's candidates are some of the checkpoint's entity types: fits)
+    assert evaluate_episodes(tactics, policy, episodes=2, seed=0)
+    policy.action_space[name] = gl.ActionDesc(desc.name, desc.kind, desc.labels, (), among_any=True)
+    check_fits(policy, spaces)  # (enn-trainer's checkpoints record no candidate types)
+    ents = dict(policy.entity_features)
+    ents.pop(desc.among[0])  # a candidate type the checkpoint does not know
+    policy.entity_features = ents
+    with pytest.raises(gl.CheckpointError, match=rf"evaluate it on the game it was trained on"):
+        check_fits(policy, spaces)
+
+
+def test_eval_without_an_agent_gives_random_and_scripted_levels_with_intervals(capsys):
+    assert main(["eval", "snake", "--episodes", "12", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["agents"]) == ["random", "scripted"] and doc["agent_path"] is None
+    rnd, scr = doc["agents"]["random"][RETURN], doc["agents"]["scripted"][RETURN]
+    assert rnd["n"] == scr["n"] == 12 and scr["ci95"] is not None
+    assert scr["mean"] - scr["ci95"] > rnd["mean"] + rnd["ci95"]  # the scripted snake eats, the random one hardly
+    assert doc["agents"]["scripted"][SCORE]["mean"] == pytest.approx(scr["mean"] + 1)  # (snake's score starts at 1)
+    assert main(["eval", "snake", "--episodes", "4"]) == 0
+    assert capsys.readouterr().out.startswith("snake: the random agent and the scripted agent, 4 episodes each")
+
+
+def test_eval_of_a_game_without_a_scripted_agent(capsys):
+    assert main(["eval", "support.train_games:bandit", "--episodes", "6", "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["agents"]) == ["random"]
+    assert main(["eval", "support.train_games:bandit", "--agent", "scripted", "--episodes", "6"]) == 2
+    assert "no scripted agent for game" in capsys.readouterr().err
+
+
+def test_agents_run_one_game_at_a_time_number_each_seats_games_for_the_clustered_interval():
+    from gymloop.evaluation import _run_episodes
+
+    values, games = _run_episodes(duel, lambda s: gl.RandomAgent(seed=s), 6, 0, 2)
+    assert len(values["won"]) == 6 and sorted(games["won"]) == [0, 0, 1, 1, 2, 2]  # the k-th episode of each seat: game k
+    assert len(values[RETURN]) == len(values[LENGTH]) == 6

@@ -408,8 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(fn=_cmd_train)
 
-    ev = sub.add_parser("eval", help="the random agent and an agent checkpoint side by side: mean ± 95%% interval of each metric",
-                        description="Plays the same games (the same seeds) with a random agent and with the agent checkpoint, and prints "
+    ev = sub.add_parser("eval", help="the random agent and an agent checkpoint (or the scripted agent) side by side: mean ± 95%% "
+                                     "interval of each metric",
+                        description="Plays the same games (the same seeds) with a random agent and with the agent checkpoint (without "
+                                    "--agent: with the game's scripted agent, where it has one), and prints "
                                     "per metric the mean over episodes ± the half-width of its 95% confidence interval, by the normal "
                                     "approximation: 1.96 × sample standard deviation / √n, n the episodes that reported it (with several seats per "
                                     "game, a seat's episodes are not independent of the others' in that game: the interval is then the "
@@ -417,8 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the return (sum of rewards), the game's final score (when it differs from the return), the episode "
                                     "length in decisions, and every metric the game reports itself.")
     ev.add_argument("game", help=game_help)
-    ev.add_argument("--agent", required=True, metavar="PATH",
-                    help="agent checkpoint: the agent.safetensors of gymloop train (or its --out folder), or an enn-trainer checkpoint")
+    ev.add_argument("--agent", default=None, metavar="PATH",
+                    help="agent checkpoint: the agent.safetensors of gymloop train (or its --out folder), or an enn-trainer checkpoint; "
+                         "'scripted': the game's scripted agent; 'random': the random agent alone (default: the random agent and "
+                         "the game's scripted agent, where it has one)")
     ev.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
     ev.add_argument("--seed", type=int, default=10_000, help="root seed of the games, the same for both agents (default 10000)")
     ev.add_argument("--agents", type=int, default=None, help=agents_help + "; the agent evaluated plays every seat")

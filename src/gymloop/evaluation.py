@@ -174,8 +174,9 @@ def check_fits(policy: NumpyPolicy, spaces: Spaces) -> None:
     """Raise :class:`CheckpointError` unless a batch of ``spaces`` is what ``policy`` was trained on.
 
     The batched forward pass needs the same entity types with the same features, the same global
-    features and the same action types (kind, labels, candidates). (:func:`gymloop.load`'s agents
-    match by name one observation at a time and accept more; a batch does not.)
+    features and the same action types (kind, labels, candidates; a select-entity head that may
+    point at any entity, as enn-trainer's, fits candidates among its entity types). (:func:`gymloop.load`'s
+    agents match by name one observation at a time and accept more; a batch does not.)
     """
     mine_obs, mine_act = spaces_to_json(spaces.obs, spaces.actions)
     theirs_obs, theirs_act = spaces_to_json(ObsSpace(dict(policy.entity_features), tuple(policy.global_features)), policy.action_space)
@@ -185,7 +186,7 @@ def check_fits(policy: NumpyPolicy, spaces: Spaces) -> None:
             if only:
                 diffs.append(f"{what}s only {who} has: {', '.join(only)}")
         for k in sorted(set(a) & set(b)):
-            if a[k] != b[k]:
+            if a[k] != b[k] and not (what == "action type" and _candidates_fit(a[k], b[k], theirs_obs["entities"])):
                 diffs.append(f"{what} {k!r}: the game has {a[k]!r}, the checkpoint {b[k]!r}")
     if mine_obs["globals"] != theirs_obs["globals"]:
         diffs.append(f"global features: the game has {mine_obs['globals']}, the checkpoint {theirs_obs['globals']}")
@@ -193,6 +194,17 @@ def check_fits(policy: NumpyPolicy, spaces: Spaces) -> None:
         trained_on = policy.info.get("game")
         fix = f"evaluate it on the game it was trained on ({trained_on!r})" if trained_on else "evaluate it on the game it was trained on"
         raise CheckpointError(f"{policy.path} does not fit this game ({'; '.join(diffs)}); {fix}")
+
+
+def _candidates_fit(game: Any, ckpt: Any, ckpt_entities: Any) -> bool:
+    """A select-entity action whose checkpoint head may point at any entity (``among_any``: an
+    enn-trainer checkpoint) fits a game whose candidate types are entity types of the checkpoint
+    (as :func:`gymloop.load`'s agents accept it); everything else about the action must be equal."""
+    if not (isinstance(game, dict) and isinstance(ckpt, dict) and ckpt.get("among_any")):
+        return False
+    rest = {k: v for k, v in ckpt.items() if k not in ("among", "among_any")}
+    mine = {k: v for k, v in game.items() if k not in ("among", "among_any")}
+    return rest == mine and set(game.get("among", ())) <= set(ckpt_entities)
 
 
 # ---------------------------------------------------------------------- final scores
@@ -294,27 +306,42 @@ class Estimate:
 _LABELS = {RETURN: "return", SCORE: "score", LENGTH: "episode length"}
 
 
+#: the columns a comparison may have, in display order, with their table headings
+_COLUMNS = {"random": "random agent", "scripted": "scripted agent", "agent": "agent"}
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """The random agent and a trained agent, evaluated on the same games (:func:`compare`).
+    """Agents evaluated on the same games (:func:`compare`): the random agent, and a trained agent
+    and/or the game's scripted agent.
 
     Attributes:
-        game: the game's name; ``agent_path``: the trained agent's checkpoint.
+        game: the game's name; ``agent_path``: the trained agent's checkpoint (``None``: none).
         episodes: episodes asked for per agent; ``seed``: the root seed of the games;
         agents_per_game: seats per game copy (all played by the agent evaluated).
         metrics: metric names in display order: return, score (when it differs from the return),
             episode length, then the game's own.
-        random, agent: per metric, its :class:`Estimate`.
+        levels: per agent (``"random"``, ``"scripted"``, ``"agent"``, in that order), per metric,
+            its :class:`Estimate`.
     """
 
     game: str
-    agent_path: str
+    agent_path: str | None
     episodes: int
     seed: int
     agents_per_game: int
     metrics: list[str]
-    random: dict[str, Estimate]
-    agent: dict[str, Estimate]
+    levels: dict[str, dict[str, Estimate]]
+
+    @property
+    def random(self) -> dict[str, Estimate]:
+        """The random agent's estimates."""
+        return self.levels["random"]
+
+    @property
+    def agent(self) -> dict[str, Estimate]:
+        """The trained agent's estimates (empty without one)."""
+        return self.levels.get("agent", {})
 
     def to_json(self) -> dict[str, Any]:
         """One JSON object: the run's parameters and, per agent, per metric ``mean``, ``ci95``, ``n``."""
@@ -327,29 +354,29 @@ class Comparison:
             "agents_per_game": self.agents_per_game,
             "interval": _interval_text(self.agents_per_game),
             "metrics": list(self.metrics),
-            "agents": {
-                who: {m: est.get(m, empty).to_json() for m in self.metrics} for who, est in (("random", self.random), ("agent", self.agent))
-            },
+            "agents": {who: {m: est.get(m, empty).to_json() for m in self.metrics} for who, est in self.levels.items()},
         }
 
     def table(self) -> str:
         """The comparison as a text table, with a line saying what each quantity is."""
         empty = Estimate(None, None, 0)
-        rows = [["", "random agent", "agent"]]  # (the JSON names them "random" and "agent" too)
+        who = list(self.levels)
+        rows = [[""] + [_COLUMNS[w] for w in who]]  # (the JSON names them "random", "scripted" and "agent")
         for m in self.metrics:
             cells = [_LABELS.get(m, m)]
-            for est in (self.random, self.agent):
-                e = est.get(m, empty)
+            for w in who:
+                e = self.levels[w].get(m, empty)
                 cells.append(str(e) + (f" (n={e.n})" if e.n != self.episodes else ""))
             rows.append(cells)
-        w = [max(len(r[i]) for r in rows) for i in range(3)]
+        w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         seats = f", {self.agents_per_game} seats per game" if self.agents_per_game > 1 else ""
+        names = [f"the checkpoint {self.agent_path}" if x == "agent" else f"the {_COLUMNS[x]}" for x in who]
+        named = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
         lines = [
-            f"{self.game}: the random agent and the checkpoint {self.agent_path}, {self.episodes} episodes each on the same games "
-            f"(seed {self.seed}{seats})",
+            f"{self.game}: {named}, {self.episodes} episodes each on the same games (seed {self.seed}{seats})",
             f"mean ± 95% interval ({_interval_text(self.agents_per_game, unicode=True)})",
         ]
-        lines += [f"  {r[0]:<{w[0]}}   {r[1]:>{w[1]}}   {r[2]:>{w[2]}}" for r in rows]
+        lines += ["  " + "   ".join([f"{r[0]:<{w[0]}}"] + [f"{c:>{w[i + 1]}}" for i, c in enumerate(r[1:])]) for r in rows]
         own = [m for m in self.metrics if m not in _LABELS]
         notes = "return: the sum of an episode's rewards"
         if SCORE in self.metrics:
@@ -373,58 +400,134 @@ def _interval_text(agents_per_game: int, unicode: bool = False) -> str:
 
 def compare(
     game: Callable[..., Any],
-    agent_path: str,
+    agent_path: str | None = None,
     game_name: str = "",
     episodes: int = 200,
     seed: int = 10_000,
     agents_per_game: int = 1,
     num_envs: int = 64,
 ) -> Comparison:
-    """Evaluate the random agent and the agent checkpoint at ``agent_path`` on the same games.
+    """Evaluate the random agent beside an agent checkpoint, or beside the game's scripted agent.
 
     Args:
         game: the game loop (or ``gl.Environment`` class).
         agent_path: an agent checkpoint (see :func:`gymloop.load`: ``agent.safetensors``, the
-            output folder of ``gymloop train``, or an enn-trainer checkpoint).
+            output folder of ``gymloop train``, or an enn-trainer checkpoint); ``"scripted"``: the
+            game's scripted agent; ``"random"``: the random agent alone; ``None``: the random agent
+            and, when the game has one, its scripted agent.
         game_name: the name shown (default: the function's name).
         episodes: episodes per agent (see :func:`evaluate_episodes`).
-        seed: root seed of the games, the same for both agents.
+        seed: root seed of the games, the same for every agent.
         agents_per_game: seats per game copy; the agent evaluated plays all of them.
         num_envs: game copies at most.
 
+    The random agent and a checkpoint play ``num_envs`` copies at once (:func:`evaluate_episodes`);
+    a scripted agent plays through :func:`gymloop.run`, one copy at a time, from the same root seed.
+
     Raises:
-        ConfigError: ``episodes`` below 1.
+        ConfigError: ``episodes`` below 1, or ``"scripted"`` for a game without a scripted agent.
         CheckpointError: ``agent_path`` does not exist, is not an agent checkpoint, or was trained
             on a game of other entity, global or action types.
     """
+    from .agent_specs import load_agent
     from .games import game_name as name_of_game
     from .neural import load
 
     if episodes < 1:
         raise ConfigError(f"episodes must be at least 1, got {episodes}; evaluate on e.g. 200 episodes")
-    if not os.path.exists(agent_path):
-        raise CheckpointError(
-            f"agent checkpoint {agent_path!r} does not exist; give the agent.safetensors that gymloop train wrote (or its --out folder)"
-        )
-    policy = load(agent_path).policy
     kw: dict[str, Any] = dict(episodes=episodes, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game, scores=True)
-    trained, trained_games = _episodes(game, policy, **kw)  # first: a checkpoint of another game fails before any random play
-    random, random_games = _episodes(game, None, **kw)
+    runs: dict[str, tuple[dict[str, list[float]], dict[str, list[int]]]] = {}
+    if agent_path is not None and agent_path not in ("random", "scripted"):
+        if not os.path.exists(agent_path):
+            raise CheckpointError(
+                f"agent checkpoint {agent_path!r} does not exist; give the agent.safetensors that gymloop train wrote (or its "
+                "--out folder), or 'scripted' / 'random'"
+            )
+        policy = load(agent_path).policy
+        runs["agent"] = _episodes(game, policy, **kw)  # first: a checkpoint of another game fails before any random play
+    runs["random"] = _episodes(game, None, **kw)
+    if agent_path in (None, "scripted"):
+        try:
+            load_agent("scripted", game, seed)
+        except ConfigError:
+            if agent_path == "scripted":
+                raise
+        else:
+            runs["scripted"] = _run_episodes(game, lambda s: load_agent("scripted", game, s), episodes, seed, agents_per_game)
     names: list[str] = []
-    for per in (random, trained):
+    for per, _ in runs.values():
         names += [k for k in per if k not in names]
     same_as_return = all(
-        len(per.get(SCORE, [])) == len(per.get(RETURN, [])) and np.allclose(per.get(SCORE, []), per.get(RETURN, [])) for per in (random, trained)
+        len(per.get(SCORE, [])) == len(per.get(RETURN, [])) and np.allclose(per.get(SCORE, []), per.get(RETURN, []))
+        for per, _ in runs.values()
     )
     order = [RETURN] + ([SCORE] if SCORE in names and not same_as_return else []) + [LENGTH]
     metrics = [m for m in order if m in names] + [m for m in names if m not in (RETURN, SCORE, LENGTH)]
+    levels = {
+        who: {k: Estimate.of(v, runs[who][1][k] if agents_per_game > 1 else None) for k, v in runs[who][0].items()}
+        for who in _COLUMNS if who in runs
+    }
     return Comparison(
         game=game_name or name_of_game(game),
-        agent_path=agent_path,
+        agent_path=agent_path if "agent" in runs else None,
         episodes=episodes,
         seed=seed,
         agents_per_game=agents_per_game,
         metrics=metrics,
-        random={k: Estimate.of(v, random_games[k] if agents_per_game > 1 else None) for k, v in random.items()},
-        agent={k: Estimate.of(v, trained_games[k] if agents_per_game > 1 else None) for k, v in trained.items()},
+        levels=levels,
     )
+
+
+class _ReturnTap:
+    """Passes everything to a seat's agent and keeps each episode's return: its final score minus
+    the score of its first observation (the rewards a ``VecEnv`` would give, summed)."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.first: float | None = None
+        self.returns: list[float] = []
+
+    def act(self, obs: Any, *types: Any) -> Any:
+        if self.first is None:
+            self.first = float(obs.score)
+        return self.agent.act(obs, *types)
+
+    def game_over(self, obs: Any, truncated: bool = False) -> None:
+        final = float(obs.score)
+        self.returns.append(final - (self.first if self.first is not None else final))
+        self.first = None
+        self.agent.game_over(obs, truncated)
+
+
+def _run_episodes(
+    game: Callable[..., Any], make_agent: Callable[[int], Any], episodes: int, seed: int, agents_per_game: int,
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """``episodes`` episodes of the agents ``make_agent(seed)`` (one per seat) through :func:`gymloop.run`:
+    per metric the values and, per value, its game (the k-th episode of every seat is game k)."""
+    from .agent import run
+
+    values: dict[str, list[float]] = {}
+    games: dict[str, list[int]] = {}
+    per_seat = [0] * agents_per_game
+    k = 0
+    while sum(per_seat) < episodes:
+        taps = [_ReturnTap(make_agent(seed + k * agents_per_game + i)) for i in range(agents_per_game)]
+        result = run(game, taps[0] if agents_per_game == 1 else taps, seed=seed + k, max_episodes=episodes - sum(per_seat))
+        k += 1
+        if not result.episodes:
+            log.warning("evaluation: the game returned without ending an episode (no game_over); %d of %d episodes",
+                        sum(per_seat), episodes)
+            break
+        seen = [0] * agents_per_game
+        for e in result.episodes:
+            i = e.agent
+            ret = taps[i].returns[seen[i]]
+            game_id = per_seat[i] + seen[i]
+            seen[i] += 1
+            row = {RETURN: ret, SCORE: float(e.score), LENGTH: float(e.length), **e.metrics}
+            for name, v in row.items():
+                values.setdefault(name, []).append(float(v))
+                games.setdefault(name, []).append(game_id)
+        for i in range(agents_per_game):
+            per_seat[i] += seen[i]
+    return values, games

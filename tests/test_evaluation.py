@@ -248,7 +248,7 @@ def test_a_checkpoint_whose_pointer_may_choose_any_entity_fits_a_game_with_fewer
     ents = dict(policy.entity_features)
     ents.pop(desc.among[0])  # a candidate type the checkpoint does not know
     policy.entity_features = ents
-    with pytest.raises(gl.CheckpointError, match=rf"evaluate it on the game it was trained on"):
+    with pytest.raises(gl.CheckpointError, match=r"evaluate it on the game it was trained on"):
         check_fits(policy, spaces)
 
 

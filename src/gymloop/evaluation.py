@@ -364,8 +364,8 @@ class Comparison:
         rows = [[""] + [_COLUMNS[w] for w in who]]  # (the JSON names them "random", "scripted" and "agent")
         for m in self.metrics:
             cells = [_LABELS.get(m, m)]
-            for w in who:
-                e = self.levels[w].get(m, empty)
+            for x in who:
+                e = self.levels[x].get(m, empty)
                 cells.append(str(e) + (f" (n={e.n})" if e.n != self.episodes else ""))
             rows.append(cells)
         w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -157,3 +157,24 @@ def test_a_batch_off_the_layout_is_named():
             _batch_consistent(b, env)
     finally:
         env.close()
+
+
+def test_a_time_limit_that_ends_without_the_last_state_is_warned():
+    from support.entities import Move, Unit
+
+    def game(agent, seed):
+        while True:
+            for _ in range(3):
+                agent.act(gl.Obs().actor(Unit(0, 0)), Move)
+            agent.game_over(gl.Obs(score=1), truncated=True)  # the last state's entities left out
+
+    report = gl.check(game, steps=20)
+    assert len(report.warnings) == 1 and "without entities" in report.warnings[0] and "truncated=True" in report.warnings[0]
+
+    def fine(agent, seed):
+        while True:
+            for _ in range(3):
+                agent.act(gl.Obs().actor(Unit(0, 0)), Move)
+            agent.game_over(gl.Obs(score=1).entities([Unit(0, 0)]), truncated=True)
+
+    assert gl.check(fine, steps=20).warnings == []

@@ -265,6 +265,10 @@ def test_masks_for_several_actors_need_one_entry_per_actor():
         gl.Obs().actors([Unit(0, 0), Unit(1, 1)], masks={Move: [[True, True, True]]})
     with pytest.raises(gl.InvalidObservationError, match=r"masks for action type 'Target' have 3 entries but there are 2 actors"):
         gl.Obs().actors([Unit(0, 0), Unit(1, 1)], masks={Target: [None, None, None]})
+    # one allowed-move list for three actors: the message says so and shows the form that works
+    with pytest.raises(gl.InvalidObservationError, match=r"have 2 entries \(they look like ONE mask, the choices of one actor\) but there are "
+                       r"3 actors; give one mask \(or None\) per actor, in the actors' order: masks=\{Move: \[allowed_0, allowed_1, allowed_2\]\}"):
+        gl.Obs().actors([Unit(0, 0), Unit(1, 1), Unit(2, 2)], masks={Move: [Move.LEFT, Move.STAY]})
 
 
 def test_mask_of_an_unknown_actor():

@@ -40,6 +40,8 @@ class CheckReport:
     entity_types: list[str] = field(default_factory=list)
     action_types: list[str] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
+    #: what the game may mean to do otherwise (it passes the check; ``gymloop check`` prints these)
+    warnings: list[str] = field(default_factory=list)
 
 
 class _Inspector:
@@ -50,6 +52,7 @@ class _Inspector:
         self.report = report
         self.entities: set[str] = set()
         self.actions: set[str] = set()
+        self.empty_truncation = False  # a truncated episode ended with an observation without entities (warned once)
 
     def _check_obs(self, obs: Obs, final: bool, action_types: tuple[Any, ...] = ()) -> None:
         if type(obs) is not Obs:
@@ -93,6 +96,13 @@ class _Inspector:
         self._check_obs(obs, final=True)
         if not isinstance(truncated, bool):
             raise CheckError(f"game_over(truncated=...) must be a bool, got {truncated!r}")
+        if truncated and self.entities and not obs.entity_list() and not self.empty_truncation:
+            self.empty_truncation = True
+            self.report.warnings.append(
+                "game_over(obs, truncated=True) was given an observation without entities: at a time limit the trainer "
+                "values the episode's last state from that observation, so give it the last state's entities (as the "
+                "observations before it), e.g. agent.game_over(gl.Obs(score=s).entities(units), truncated=True)"
+            )
         self.inner.game_over(obs, truncated)
 
 

@@ -53,6 +53,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     print(f"  action types: {', '.join(report.action_types)}")
     for c in report.checks:
         print(f"  - {c}")
+    for w in report.warnings:
+        print(f"  warning: {w}")
     return 0
 
 
@@ -436,12 +438,14 @@ def build_parser() -> argparse.ArgumentParser:
     lb.set_defaults(fn=_cmd_library)
 
     r = sub.add_parser("run", help="play a game with an agent (random by default), print the scores, record traces")
-    r.add_argument("game")
+    r.add_argument("game", help=game_help)
     r.add_argument("--episodes", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--agents", type=int, default=None, help=agents_help)
-    r.add_argument("--agent", default=None, metavar="random|scripted|PATH",
-                   help=f"who plays: a random agent (default), the game's scripted agent ({scripted}), or an agent checkpoint")
+    r.add_argument("--agent", default=None, metavar="random|scripted|module:Class|PATH",
+                   help=f"who plays: a random agent (default), the game's scripted agent ({scripted}), your own agent class, "
+                        "factory or object as module:Name (e.g. mybot:GreedyBot, constructed with seed= when it takes one), or "
+                        "an agent checkpoint")
     r.add_argument("--trace-dir", metavar="DIR",
                    help="record each episode (seeds SEED, SEED+1, ...) as a trace file in DIR, for replay and --demos")
     r.set_defaults(fn=_cmd_run)

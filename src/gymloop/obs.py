@@ -166,9 +166,14 @@ class Obs:
                         f"masks for action type {_type_name(k)!r} must have one mask (or None) per actor, got {v!r}"
                     ) from None
                 if len(v) != len(seq):
+                    name = _type_name(k)
+                    one = v and all(not isinstance(e, (list, tuple, set, frozenset, np.ndarray)) and e is not None for e in v)
+                    looks = (" (they look like ONE mask, the choices of one actor)" if one else "")
+                    form = ", ".join(f"allowed_{i}" for i in range(min(len(seq), 3))) + (", ..." if len(seq) > 3 else "")
                     raise InvalidObservationError(
-                        f"masks for action type {_type_name(k)!r} have "
-                        f"{len(v)} entries but there are {len(seq)} actors; give one mask (or None) per actor"
+                        f"masks for action type {name!r} have {len(v)} entries{looks} but there are {len(seq)} actors; "
+                        f"give one mask (or None) per actor, in the actors' order: masks={{{name}: [{form}]}}, each a list of "
+                        f"the allowed choices or of booleans, one per choice"
                     )
                 m[k] = v
             self._add_masks(m)

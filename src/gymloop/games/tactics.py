@@ -312,8 +312,12 @@ def tactics(agent: Any, seed: int) -> None:
         orders, targets = agent.act(game.observe(), Order, Target)
         game.step(orders, targets)
         if game.over or game.turn >= MAX_TURNS:
-            final = (
+            final = (  # the last state (its entities and globals: a trainer values a truncated episode's end from it)
                 Obs(score=game.score)
+                .entities(game.walls)
+                .entities(game.enemies)
+                .entities(game.units)
+                .globals(Status(game.turn, MAX_TURNS - game.turn, len(game.enemies), len(game.units)))
                 .metric("enemies_killed", game.killed)
                 .metric("units_alive", len(game.units))
                 .metric("won", 1.0 if not game.enemies else 0.0)

@@ -249,11 +249,16 @@ def test_sizes_are_measured_and_reported(caplog):
         return gl.Obs().entities([Item(i) for i in range(st.t % 4)]).actor(Unit(0, 0))
 
     game = gl.game(entities=[Item])(make_game(obs))
-    with caplog.at_level(logging.INFO, logger="gymloop.adapters.gymnasium"):
+    with caplog.at_level(logging.WARNING, logger="gymloop.adapters.gymnasium"):  # (seen by default: a warning)
         env = GymloopEnv(game, measure_steps=16)
     # entities: twice the most seen (3 items, 1 unit); actors: the most seen
     assert env.layout.max_n == {"Item": 6, "Unit": 2} and env.layout.max_actors == {"Move": 1}
     assert "max_entities={'Item': 6, 'Unit': 2}" in caplog.text and "pass max_entities" in caplog.text
+    assert [r.levelname for r in caplog.records if "padded sizes measured" in r.getMessage()] == ["WARNING"]  # said once
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gymloop.adapters.gymnasium"):
+        GymloopEnv(game, max_entities={"Item": 6, "Unit": 2}, max_actors=1)
+    assert "padded sizes measured" not in caplog.text  # sizes given: nothing measured, nothing said
     env = GymloopEnv(game, max_entities={"Item": 5}, max_actors=1, measure_steps=16)  # the rest measured
     assert env.layout.max_n == {"Item": 5, "Unit": 2} and env.layout.max_actors == {"Move": 1}
 

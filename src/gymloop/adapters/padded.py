@@ -434,8 +434,9 @@ def layout_for(game: Any, spaces: Spaces, max_entities: Sizes, max_actors: Sizes
         e = {t: max(1, 2 * seen_e.get(t, 0)) for t in types} | ents
         a = {x: max(1, seen_a.get(x, 0)) for x in bound} | acts
         layout = PaddedLayout(spaces, e, a, name, mask_in_obs, slot_name)
-        log.info("%s: Gymnasium sizes from %d random steps of %d copies (entities: twice the most seen): %s; a better agent may see "
-                 "more: pass max_entities / max_actors to fix them", name, measure_steps, MEASURE_ENVS, layout.describe())
+        log.warning("%s: padded sizes measured from %d random steps of %d copies (entities: twice the most seen): %s; a better agent "
+                    "may see more (an observation beyond them is an error): pass max_entities / max_actors to fix them",
+                    name, measure_steps, MEASURE_ENVS, layout.describe())
         return layout
     return PaddedLayout(spaces, ents, acts, name, mask_in_obs, slot_name)
 

@@ -19,10 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from ..evaluation import RETURN, Estimate, evaluate_episodes
 from ..nn.torch_policy import Policy
 from .bc import BCResult, train_bc
 from .config import BCConfig, TrainConfig
-from .ppo import Trainer, TrainResult, evaluate
+from .ppo import Trainer, TrainResult, policy_chooser
 from .run_dir import AGENT_FILE, BC_FILE, CURVE_FILE, METRICS_FILE, OPTIM_FILE, RANDOM_LEVEL_FILE, TB_DIR, RunDir
 
 __all__ = ["PipelineResult", "bc_config", "run"]
@@ -106,6 +109,9 @@ def run(game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None, *, game
     _say_frame(say, trainer.policy)
     if done.trained_level is not None:
         _say_scores(say, done.random_level, done.trained_level, "trained agent")
+        warn = scores.not_clearly_better()
+        if warn:
+            say(warn)
     done.files = [AGENT_FILE, *([f"{BC_FILE} (the cloned agent)"] if demos else []), OPTIM_FILE, METRICS_FILE, CURVE_FILE,
                   *([RANDOM_LEVEL_FILE] if folder and os.path.exists(folder.file(RANDOM_LEVEL_FILE)) else []), f"{TB_DIR}/"]
     say(f"files in {os.path.abspath(out_dir or '.')}: {', '.join(done.files)}")
@@ -121,8 +127,26 @@ class _Scores:
     agents_per_game: int
     seed: int
 
+    #: the returns of the last evaluation of each agent (``"random"``, ``"trained"``), per episode
+    returns: dict[str, list[float]] = field(default_factory=dict)
+
     def __call__(self, policy: Policy | None) -> dict[str, float]:
-        return evaluate(self.game, policy, episodes=self.episodes, agents_per_game=self.agents_per_game, seed=self.seed)
+        choose = None if policy is None else policy_chooser(policy, self.seed)
+        per = evaluate_episodes(self.game, choose, episodes=self.episodes, agents_per_game=self.agents_per_game, seed=self.seed)
+        self.returns["random" if policy is None else "trained"] = list(per.get(RETURN, []))
+        return {k: float(np.mean(v)) for k, v in per.items()}
+
+    def not_clearly_better(self) -> str | None:
+        """A line saying that the trained agent's return is not clearly above the random agent's (their
+        95% intervals overlap), or ``None`` (clearly better, or not both measured in this run)."""
+        if "random" not in self.returns or "trained" not in self.returns:
+            return None
+        r, t = Estimate.of(self.returns["random"]), Estimate.of(self.returns["trained"])
+        if r.mean is None or t.mean is None or r.ci95 is None or t.ci95 is None or t.mean - t.ci95 > r.mean + r.ci95:
+            return None
+        return (f"the trained agent is not clearly better than the random one: mean return {t} against {r} ({t.n} episodes "
+                f"each, 95% intervals overlap); see 'When a game does not learn' in docs/training.md for the diagnostics "
+                f"in metrics.csv and what to change")
 
 
 def _clone(demos: str, bc_cfg: BCConfig, folder: RunDir | None, name: str, game_name: str, say: Callable[[str], None]) -> BCResult:

@@ -413,13 +413,13 @@ def evaluate(game: Callable[..., Any], policy: Policy | None = None, episodes: i
     Raises:
         ConfigError: ``episodes`` or ``num_envs`` is below 1.
     """
-    choose = None if policy is None else _chooser(policy, seed, greedy)
+    choose = None if policy is None else policy_chooser(policy, seed, greedy)
     per_episode = evaluate_episodes(game, choose, episodes=episodes, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game,
                                     max_steps=max_steps)
     return {k: float(np.mean(v)) for k, v in per_episode.items()}
 
 
-def _chooser(policy: Policy, seed: int, greedy: bool) -> Callable[[Batch], dict[str, np.ndarray]]:
+def policy_chooser(policy: Policy, seed: int, greedy: bool = False) -> Callable[[Batch], dict[str, np.ndarray]]:
     """The actions ``policy`` chooses for a batch, sampled with its own generator seeded by ``seed``."""
     gen = torch.Generator().manual_seed(seed)
 

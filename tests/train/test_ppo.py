@@ -410,6 +410,29 @@ def test_progress_line_says_return_and_the_games_own_metrics(capsys):
     assert "return   2.50  ep.len   30.0  game: length=3.50" in line and "score" not in line and "reward" not in line
 
 
+def test_progress_line_keeps_the_latest_episodes_through_updates_where_none_ended(capsys):
+    """A fixed-length game whose copies all end together has no finished episode in most updates:
+    the line shows the latest ones (about the last 100 episodes), never nan once one has ended."""
+    from gymloop.train.run_dir import PROGRESS_EPISODES, Progress
+
+    p = Progress(10_000, enabled=True)
+    p.tty = True  # (every update rewrites the line, as on a terminal)
+    none = {"steps_per_second": 500.0, "episode_return_mean": float("nan"), "episode_return_count": 0.0}
+    p.update(100, none)
+    assert "return      -  ep.len      -" in capsys.readouterr().err
+    p.update(200, {"steps_per_second": 500.0, "episode_return_mean": 1.0, "episode_return_count": 60.0,
+                   "episode_length_mean": 50.0, "episode_length_count": 60.0})
+    for step in (300, 400, 500):
+        p.update(step, none)
+    line = capsys.readouterr().err.split("\r")[-1]
+    assert "nan" not in line and "return   1.00  ep.len   50.0" in line
+    p.update(600, {"steps_per_second": 500.0, "episode_return_mean": 3.0, "episode_return_count": 60.0})
+    assert p.mean("episode_return") == pytest.approx(2.0)  # 60 old at 1.0 and 60 new at 3.0: both needed for 100
+    p.update(700, {"steps_per_second": 500.0, "episode_return_mean": 5.0, "episode_return_count": PROGRESS_EPISODES})
+    assert p.mean("episode_return") == pytest.approx(5.0)  # the latest 100 alone
+    p.close()
+
+
 @pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute
 def test_cli_train_draws_the_random_agents_level(tmp_path, monkeypatch):
     from gymloop.cli import main

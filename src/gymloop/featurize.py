@@ -32,7 +32,6 @@ Example:
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn
 
@@ -41,7 +40,8 @@ import numpy as np
 from .batch import Batch
 from .errors import InvalidObservationError, SchemaError
 from .kinds import ActionKind
-from .obs import FLOAT32_MAX, Obs, check_score, mask_vector, no_actor_message, real_value
+from .obs import FLOAT32_MAX, Obs, check_score, checked_features, checked_score, mask_vector, no_actor_message
+from .runtime.builder import one_slot_batch
 from .schema import EntitySchema, name_clash_message
 from .spaces import DeclaredTypes, Spaces
 
@@ -52,93 +52,11 @@ __all__ = [
 
 _F32 = np.float32
 _FLOAT64_MAX = float(np.finfo(np.float64).max)
-# A float64 feature vector whose sum of squares is at most this has every value finite and within
-# the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
-# returns inf on overflow without a RuntimeWarning, and NaN propagates).
-_SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
-_FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
 #: ``[r]`` for each row ``r`` a single actor commonly has, read-only (:data:`OneObs`'s ``actor_rows``)
 _ONE_ROW = tuple(np.array([r], dtype=np.intp) for r in range(1024))
 for _a in _ONE_ROW:
     _a.flags.writeable = False
 del _a
-
-
-# ---------------------------------------------------------------------- checked values
-def checked_features(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
-    """The features of ``objs`` (objects of ``sc``'s class) as ``(len(objs), n_features)`` float32.
-
-    Every value must be a real number (Python or numpy; ``bool`` included; strings and ``None`` are
-    not numbers: nothing is coerced), finite and within float32's range. The fast path converts the
-    flat list once and proves finiteness and range with one dot product; only when that fails are
-    the objects read one by one, to name the first bad one. ``where(i)`` says where object ``i`` is
-    (``"env 3 (slot 5)"``); it is called only to word an error.
-
-    Raises:
-        InvalidObservationError: an object lacks a feature field, or a value is not a finite number
-            within float32 (the message names the entity type, the object, the feature and ``where``).
-    """
-    nf = len(sc.features)
-    n = len(objs)
-    if not n:
-        return np.zeros((0, nf), dtype=_F32)
-    try:
-        flat = sc.flat(objs)
-        raw = np.array(flat)
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-        return _checked_features_slow(sc, objs, where)
-    # numbers only (a string or an object makes another dtype), and for floats one dot product
-    # proving every value finite and within float32 (only then-not is checked value by value)
-    k = raw.dtype.kind
-    if raw.shape != (n * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
-        return _checked_features_slow(sc, objs, where)
-    out = raw.astype(_F32)
-    return out[None] if n == 1 else out.reshape(n, nf)
-
-
-def _checked_features_slow(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
-    """Slow path after the fast one refused: name the object, its field and where it is, or (all
-    values being numbers after all, e.g. ints beyond int64) return the features."""
-    nf = len(sc.features)
-    out = np.empty((len(objs), nf), dtype=_F32)
-    for i, o in enumerate(objs):
-        at = where(i)
-        for f in sc.fields:
-            if not hasattr(o, f):
-                raise InvalidObservationError(
-                    f"entity type {sc.name!r}: object {o!r} in {at} has no field {f!r}; every object of a type "
-                    "must have every feature field"
-                )
-        try:
-            vals = sc.flat([o])
-        except Exception as e2:
-            raise InvalidObservationError(
-                f"entity type {sc.name!r}: cannot featurize {o!r} in {at}: {type(e2).__name__}: {e2}; "
-                "every feature must be a number (an Enum field must hold one of its members)"
-            ) from None
-        for j, v in enumerate(vals):
-            if type(v) is float and not math.isfinite(v) or isinstance(v, np.floating) and not np.isfinite(v):
-                raise InvalidObservationError(
-                    f"entity type {sc.name!r}, feature {sc.features[j]!r} is {v} in {at}; features must be finite numbers"
-                )
-            if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
-                if not (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
-                    raise InvalidObservationError(
-                        f"entity type {sc.name!r}: cannot featurize {o!r} in {at}: feature {sc.features[j]!r} "
-                        f"must be a number, got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
-                    )
-            out[i, j] = real_value(
-                v, f"entity type {sc.name!r}, feature {sc.features[j]!r} of {o!r} in {at}", _FEATURE_FIX, FLOAT32_MAX
-            )
-    return out
-
-
-def checked_score(v: Any, prefix: str) -> float:
-    """A score as a float, checked as a batch checks it (a finite real number within float32's
-    range; ``prefix`` starts the error message, e.g. ``"slot 3: "``)."""
-    if isinstance(v, (float, np.floating)) and not math.isfinite(v):
-        raise InvalidObservationError(f"{prefix}the score is not finite ({v}); the score must be a finite number")
-    return check_score(v, prefix)
 
 
 # ---------------------------------------------------------------------- bindings
@@ -477,8 +395,6 @@ class SpaceBinding(OneObsBuilder):
     def batch(self, r: OneObs) -> Batch:
         """The one-slot batch of :meth:`one`'s result (zero reward, no ends, no metrics), laid out
         by :func:`~gymloop.runtime.builder.one_slot_batch` beside the many-slot builder."""
-        from .runtime.builder import one_slot_batch  # (the builder imports this module)
-
         return one_slot_batch(self, r)
 
     def check_entities(self, obs: Obs) -> None:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -39,7 +39,10 @@ from .errors import InvalidObservationError, SchemaError
 from .schema import _cache as _schema_cache
 from .schema import schema_of
 
-__all__ = ["Obs", "ObsView"]
+if TYPE_CHECKING:
+    from .schema import EntitySchema
+
+__all__ = ["Obs", "ObsView", "checked_features", "checked_score"]
 
 _SEQ = (list, tuple)
 
@@ -580,3 +583,87 @@ def check_score(score: Any, where: str = "") -> float:
         score, f"{where}the observation's score", "pass gl.Obs(score=...) a finite int or float (nothing is coerced)",
         limit=FLOAT32_MAX,
     )
+
+
+# ---------------------------------------------------------------------- checked features and scores
+# A float64 feature vector whose sum of squares is at most this has every value finite and within
+# the float32 range (|x| <= sqrt(q) < FLOAT32_MAX): one BLAS dot product checks both (np.vdot: it
+# returns inf on overflow without a RuntimeWarning, and NaN propagates).
+_SQ_LIMIT = FLOAT32_MAX * FLOAT32_MAX * 0.99
+_FEATURE_FIX = "set it to a finite int, float or bool (convert text with float(...); nothing is coerced)"
+
+
+def checked_features(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """The features of ``objs`` (objects of ``sc``'s class) as ``(len(objs), n_features)`` float32.
+
+    Every value must be a real number (Python or numpy; ``bool`` included; strings and ``None`` are
+    not numbers: nothing is coerced), finite and within float32's range. The fast path converts the
+    flat list once and proves finiteness and range with one dot product; only when that fails are
+    the objects read one by one, to name the first bad one. ``where(i)`` says where object ``i`` is
+    (``"env 3 (slot 5)"``); it is called only to word an error.
+
+    Raises:
+        InvalidObservationError: an object lacks a feature field, or a value is not a finite number
+            within float32 (the message names the entity type, the object, the feature and ``where``).
+    """
+    nf = len(sc.features)
+    n = len(objs)
+    if not n:
+        return np.zeros((0, nf), dtype=np.float32)
+    try:
+        flat = sc.flat(objs)
+        raw = np.array(flat)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        return _checked_features_slow(sc, objs, where)
+    # numbers only (a string or an object makes another dtype), and for floats one dot product
+    # proving every value finite and within float32 (only then-not is checked value by value)
+    k = raw.dtype.kind
+    if raw.shape != (n * nf,) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _SQ_LIMIT)):
+        return _checked_features_slow(sc, objs, where)
+    out = raw.astype(np.float32)
+    return out[None] if n == 1 else out.reshape(n, nf)
+
+
+def _checked_features_slow(sc: EntitySchema, objs: Sequence[Any], where: Callable[[int], str]) -> np.ndarray:
+    """Slow path after the fast one refused: name the object, its field and where it is, or (all
+    values being numbers after all, e.g. ints beyond int64) return the features."""
+    nf = len(sc.features)
+    out = np.empty((len(objs), nf), dtype=np.float32)
+    for i, o in enumerate(objs):
+        at = where(i)
+        for f in sc.fields:
+            if not hasattr(o, f):
+                raise InvalidObservationError(
+                    f"entity type {sc.name!r}: object {o!r} in {at} has no field {f!r}; every object of a type "
+                    "must have every feature field"
+                )
+        try:
+            vals = sc.flat([o])
+        except Exception as e2:
+            raise InvalidObservationError(
+                f"entity type {sc.name!r}: cannot featurize {o!r} in {at}: {type(e2).__name__}: {e2}; "
+                "every feature must be a number (an Enum field must hold one of its members)"
+            ) from None
+        for j, v in enumerate(vals):
+            if type(v) is float and not math.isfinite(v) or isinstance(v, np.floating) and not np.isfinite(v):
+                raise InvalidObservationError(
+                    f"entity type {sc.name!r}, feature {sc.features[j]!r} is {v} in {at}; features must be finite numbers"
+                )
+            if not isinstance(v, (int, float, np.integer, np.floating, np.bool_)):
+                if not (isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "biuf"):
+                    raise InvalidObservationError(
+                        f"entity type {sc.name!r}: cannot featurize {o!r} in {at}: feature {sc.features[j]!r} "
+                        f"must be a number, got {v!r} of type {type(v).__name__}; {_FEATURE_FIX}"
+                    )
+            out[i, j] = real_value(
+                v, f"entity type {sc.name!r}, feature {sc.features[j]!r} of {o!r} in {at}", _FEATURE_FIX, FLOAT32_MAX
+            )
+    return out
+
+
+def checked_score(v: Any, prefix: str) -> float:
+    """A score as a float, checked as a batch checks it (a finite real number within float32's
+    range; ``prefix`` starts the error message, e.g. ``"slot 3: "``)."""
+    if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+        raise InvalidObservationError(f"{prefix}the score is not finite ({v}); the score must be a finite number")
+    return check_score(v, prefix)

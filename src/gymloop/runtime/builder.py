@@ -14,7 +14,7 @@ metrics to report and the observations given to ``game_over`` on truncation. The
 :class:`~gymloop.runtime.executor.Executor` updates it when a game ends an episode or returns, and
 hands it to :meth:`BatchBuilder.build`, which folds the new scores in and empties it into the batch.
 Without one a batch has zero rewards and no ends. Features are featurized and checked by
-:func:`gymloop.featurize.checked_features`, the function the single-observation builder
+:func:`gymloop.obs.checked_features`, the function the single-observation builder
 (:mod:`gymloop.featurize`: the neural agent, traces, ``gl.run``'s checks) uses too.
 
 The low-level :class:`~gymloop.runtime.envexec.EnvExecutor` builds its batches from arrays an
@@ -45,17 +45,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, NamedTuple, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import numpy as np
 
 from ..batch import Batch
 from ..errors import EnvStateError, InvalidObservationError, SchemaError
-from ..featurize import OneObs, SpaceBinding, checked_features, checked_score
-from ..obs import FLOAT32_MAX, Obs, mask_vector, no_actor_message
+from ..obs import FLOAT32_MAX, Obs, checked_features, checked_score, mask_vector, no_actor_message
 from ..schema import schema_of
 from ..spaces import Spaces
 from .episodes import EpisodeState
+
+if TYPE_CHECKING:
+    from ..featurize import OneObs, SpaceBinding
 
 FLOAT32_MAX_SQUARED = FLOAT32_MAX * FLOAT32_MAX  # (finite in float64)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "free_cell", "take_food"]
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "take_food"]
 
 
 @dataclass(slots=True)
@@ -58,28 +58,26 @@ MOVES = list(Move)
 """The moves by value (``MOVES[rng.randrange(4)]`` draws one)."""
 
 
-def free_cell(rng: random.Random, size: int, occupied: bytearray, heads: Container[int]) -> int | None:
-    """A random cell that is free on ``occupied`` and under none of ``heads``; ``None`` when the board is full.
+def add_food(rng: random.Random, size: int, occupied: bytearray, food: list[Any], heads: Container[int],
+             make: Callable[[int, int], Any]) -> None:
+    """Put ``make(x, y)`` on a random cell free on ``occupied`` and under none of ``heads`` (marked 2
+    on ``occupied``) and append it to ``food``; nothing when the board is full.
 
     Draws up to 16 cells first (the board is rarely crowded), then one among every free cell.
     """
+    n = size * size
+    randrange = rng.randrange
     for _ in range(16):
-        c = rng.randrange(size * size)
+        c = randrange(n)
         if not occupied[c] and c not in heads:
-            return c
-    free = [c for c in range(size * size) if not occupied[c] and c not in heads]
-    if not free:
-        return None
-    return free[rng.randrange(len(free))]
-
-
-def add_food(rng: random.Random, size: int, occupied: bytearray, food: list[Any], heads: Container[int],
-             make: Callable[[int, int], Any]) -> None:
-    """Put ``make(x, y)`` on a :func:`free_cell` (marked 2 on ``occupied``) and append it to ``food``; nothing when the board is full."""
-    c = free_cell(rng, size, occupied, heads)
-    if c is not None:
-        occupied[c] = 2
-        food.append(make(c // size, c % size))
+            break
+    else:
+        free = [c for c in range(n) if not occupied[c] and c not in heads]
+        if not free:
+            return
+        c = free[randrange(len(free))]
+    occupied[c] = 2
+    food.append(make(c // size, c % size))
 
 
 def take_food(food: list[Any], occupied: bytearray, size: int, x: int, y: int) -> None:

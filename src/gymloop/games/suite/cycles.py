@@ -5,10 +5,13 @@ quarter heading right, rider 1 at a random row of the right quarter heading left
 
 **Observation.** Each rider sees the board from its own side. Entities:
 
-* ``Rider`` (the actor): ``x``, ``y``;
-* ``Trail``: the cells of its own wall, newest first;
-* ``OpponentRider``: ``x``, ``y``;
-* ``OpponentTrail``: the cells of the other rider's wall, newest first.
+* ``Head`` (the actor): its cycle, ``x``, ``y``;
+* ``Body``: the cells of its own wall, newest first;
+* ``OpponentHead``: the other rider's cycle;
+* ``OpponentBody``: the cells of the other rider's wall, newest first.
+
+(All with features ``x``, ``y``; the entity types of :mod:`gymloop.games.snake` and
+:mod:`gymloop.games.duel`: a light cycle is a snake that never stops growing.)
 
 Global features (``Race``): ``steps_left``.
 
@@ -42,34 +45,16 @@ from typing import Any
 from ...agent import act_all
 from ...obs import Obs
 from ...spaces import game as declare_game
-from ..grid import DELTA, MOVES, OPPOSITE, Cell, Move
+from ..duel import OpponentBody, OpponentHead
+from ..grid import DELTA, MOVES, OPPOSITE, Move
 from ..registry import register_game
+from ..snake import Body, Head
 
-__all__ = ["Rider", "Trail", "OpponentRider", "OpponentTrail", "Race", "Move", "CyclesGame", "cycles", "CyclesAgent", "SIZE",
+__all__ = ["Head", "Body", "OpponentHead", "OpponentBody", "Race", "Move", "CyclesGame", "cycles", "CyclesAgent", "SIZE",
            "MAX_STEPS"]
 
 SIZE = 12
 MAX_STEPS = 150
-
-
-@dataclass(slots=True)
-class Rider(Cell):
-    """The rider's own cycle (the actor)."""
-
-
-@dataclass(slots=True)
-class Trail(Cell):
-    """One cell of its own wall."""
-
-
-@dataclass(slots=True)
-class OpponentRider(Cell):
-    """The other rider."""
-
-
-@dataclass(slots=True)
-class OpponentTrail(Cell):
-    """One cell of the other rider's wall."""
 
 
 @dataclass(slots=True)
@@ -89,8 +74,8 @@ class CyclesGame:
     def reset(self) -> None:
         rng = self.rng
         q = SIZE // 4
-        self.riders = [Rider(rng.randrange(q), rng.randrange(SIZE)), Rider(SIZE - 1 - rng.randrange(q), rng.randrange(SIZE))]
-        self.trails: list[list[Trail]] = [[], []]
+        self.riders = [Head(rng.randrange(q), rng.randrange(SIZE)), Head(SIZE - 1 - rng.randrange(q), rng.randrange(SIZE))]
+        self.trails: list[list[Body]] = [[], []]
         self.headings = [Move.RIGHT, Move.LEFT]
         self.walls: set[tuple[int, int]] = set()
         self.steps = 0
@@ -105,8 +90,8 @@ class CyclesGame:
         return (
             Obs(score=0)
             .entities(self.trails[i])
-            .entities(OpponentRider(other.x, other.y))
-            .entities([OpponentTrail(t.x, t.y) for t in self.trails[1 - i]])
+            .entities(OpponentHead(other.x, other.y))
+            .entities([OpponentBody(t.x, t.y) for t in self.trails[1 - i]])
             .actor(me, masks={Move: allowed})
             .globals(Race(MAX_STEPS - self.steps))
         )
@@ -126,7 +111,7 @@ class CyclesGame:
         if new[0] == new[1]:
             crash = [True, True]
         for i in (0, 1):
-            self.trails[i].insert(0, Trail(*old[i]))
+            self.trails[i].insert(0, Body(*old[i]))
             self.riders[i].x, self.riders[i].y = new[i]
         if crash[0] or crash[1]:
             self.over = True
@@ -142,7 +127,7 @@ class CyclesGame:
         )
 
 
-@declare_game(entities=[Rider, Trail, OpponentRider, OpponentTrail], actions=[Move], globals=Race, agents=2)
+@declare_game(entities=[Head, Body, OpponentHead, OpponentBody], actions=[Move], globals=Race, agents=2)
 def cycles(agents: Any, seed: int) -> None:
     """The light-cycles game loop for a pair of agents; runs forever (episodes restart in place) until closed."""
     a, b = agents
@@ -174,11 +159,11 @@ class CyclesAgent:
 
     def act(self, obs: Obs, *action_types: Any) -> Move:
         me = obs.actor_list[0]
-        other = obs.entities_of(OpponentRider)[0]
-        walls = {(t.x, t.y) for t in obs.entities_of(Trail)} | {(t.x, t.y) for t in obs.entities_of(OpponentTrail)}
+        other = obs.entities_of(OpponentHead)[0]
+        walls = {(t.x, t.y) for t in obs.entities_of(Body)} | {(t.x, t.y) for t in obs.entities_of(OpponentBody)}
         walls.add((other.x, other.y))
         reach = {(other.x + dx, other.y + dy) for dx, dy in DELTA}
-        trail = obs.entities_of(Trail)
+        trail = obs.entities_of(Body)
         back = (trail[0].x, trail[0].y) if trail else None
         options = []
         fallback = Move.UP

@@ -32,7 +32,8 @@ alive, at a random column.
 **Reward.** +1 per alien destroyed (the score is the aliens destroyed).
 
 **Termination.** Losing the last life *terminates* the episode; 500 ticks *truncate* it. Each
-episode reports the metrics ``kills`` and ``lives``.
+episode reports the metrics ``kills``, ``lives`` and ``at_wall`` (the share of its ticks the ship
+spent in a side column: near 1 for a policy that parks at a wall).
 
 Standing at one wall and firing only reaches the aliens that appear near that wall, and every
 other alien lands: the scripted :class:`InvadersAgent` (dodge the bombs above, go under the lowest
@@ -130,7 +131,7 @@ _ANY = [True] * 6
 class InvadersGame:
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "ship", "aliens", "bombs", "shots", "lives", "kills", "tick", "over")
+    __slots__ = ("rng", "ship", "aliens", "bombs", "shots", "lives", "kills", "tick", "at_wall", "over")
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -144,6 +145,7 @@ class InvadersGame:
         self.lives = LIVES
         self.kills = 0
         self.tick = 0
+        self.at_wall = 0  # ticks ended in a side column
         self.over = False
         self.spawn()
 
@@ -168,6 +170,7 @@ class InvadersGame:
         v = control._value_
         ship = self.ship
         ship.x = min(max(ship.x + _MOVE[v], 0), WIDTH - 1)
+        self.at_wall += ship.x == 0 or ship.x == WIDTH - 1
         if _FIRES[v] and len(self.shots) < MAX_SHOTS:
             self.shots.append(Shot(ship.x, 0))
         self.tick += 1
@@ -227,7 +230,8 @@ class InvadersGame:
             self.spawn()
 
     def final(self) -> Obs:
-        return Obs(score=self.kills).metric("kills", self.kills).metric("lives", self.lives)
+        wall = self.at_wall / max(self.tick, 1)
+        return Obs(score=self.kills).metric("kills", self.kills).metric("lives", self.lives).metric("at_wall", wall)
 
 
 @declare_game(entities=[Ship, Alien, Bomb, Shot], actions=[Control], globals=Status)

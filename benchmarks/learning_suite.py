@@ -27,9 +27,12 @@ left out of it.
 **Level.** Each figure is a mean episode return with its 95% interval (1.96 sample std / sqrt(n)).
 **Time to 50% / 90%**: the training wall time (the run's own clock: ``time/total_s`` of gymloop's
 ``metrics.csv``, the time of enn-trainer's log line, SB3's rollout ends) at which the training
-curve (the mean return of the episodes that ended in an update, averaged over the last 3 updates
-that had some) first reaches ``random + f * (scripted - random)``: f of the way from the random
-level to the scripted one (``-`` when never). A self-play curve says nothing about the level
+curve first reaches ``random + f * (scripted - random)``: f of the way from the random level to the
+scripted one (``-`` when never). The curve is the mean return of the episodes that ended within
+a window of ``copies * longest`` steps (``longest``: the longest episode of the random and scripted
+agents; at least 3 updates), from the first step past that window: game copies that start
+together end their longest episodes together, and between those waves only short episodes end
+(in ``keydoor``, the successes). SB3's curve is its own (the last 100 episodes). A self-play curve says nothing about the level
 against the scripted agent, so ``cycles`` has no times.
 
 Over the seeds, the table shows minimum / median / maximum of each figure.
@@ -130,8 +133,9 @@ def seat_levels(game: str, make_agent: Any, episodes: int, seed: int) -> list[fl
     return out
 
 
-def reference_levels(game: str, episodes: int, seed: int) -> dict[str, dict[str, float]]:
-    """The random and scripted agents' levels (two-agent games: against the scripted agent)."""
+def reference_levels(game: str, episodes: int, seed: int) -> dict[str, Any]:
+    """The random and scripted agents' levels (two-agent games: against the scripted agent) and
+    ``longest``, the length of their longest episode (single-agent games)."""
     import gymloop as gl
     from gymloop.agent_specs import load_agent
     from gymloop.evaluation import evaluate_episodes
@@ -140,24 +144,40 @@ def reference_levels(game: str, episodes: int, seed: int) -> dict[str, dict[str,
     loop = get_game(game)
     if _agents_of(game) > 1:
         return {"random": _estimate(seat_levels(game, lambda s: gl.RandomAgent(seed=seed + s), episodes, seed)),
-                "scripted": _estimate(seat_levels(game, lambda s: load_agent("scripted", loop, seed + s), episodes, seed))}
-    rand = evaluate_episodes(loop, None, episodes=episodes, seed=seed)["episode_return"]
-    scripted = gl.run(loop, load_agent("scripted", loop, seed), seed=seed, max_episodes=episodes).scores
-    return {"random": _estimate(rand), "scripted": _estimate([float(s) for s in scripted])}
+                "scripted": _estimate(seat_levels(game, lambda s: load_agent("scripted", loop, seed + s), episodes, seed)),
+                "longest": 0}
+    rand = evaluate_episodes(loop, None, episodes=episodes, seed=seed)
+    scripted = gl.run(loop, load_agent("scripted", loop, seed), seed=seed, max_episodes=episodes)
+    longest = max(rand["episode_length"] + [e.length for e in scripted.episodes])
+    return {"random": _estimate(rand["episode_return"]), "scripted": _estimate([float(s) for s in scripted.scores]),
+            "longest": longest}
 
 
 # ---------------------------------------------------------------------- one run of each trainer
-def curve_times(points: list[tuple[float, float]], random_level: float, scripted_level: float) -> dict[str, float | None]:
-    """Wall seconds at which the smoothed curve ``[(seconds, mean return)]`` first reaches each fraction of the way."""
-    out: dict[str, float | None] = {}
-    for f in FRACTIONS:
-        goal = random_level + f * (scripted_level - random_level)
-        out[f"t{int(f * 100)}"] = None
-        for i in range(len(points)):
-            window = [m for _, m in points[max(0, i - SMOOTH + 1) : i + 1]]
-            if statistics.fmean(window) >= goal:
-                out[f"t{int(f * 100)}"] = points[i][0]
-                break
+def curve_times(points: list[tuple[float, float, float, float]], random_level: float, scripted_level: float,
+                window: float = 0) -> dict[str, float | None]:
+    """Wall seconds at which the training curve ``[(step, seconds, mean return, episodes)]`` first reaches each
+    fraction of the way from ``random_level`` to ``scripted_level`` (``None``: never).
+
+    The curve at a point is the mean return of the episodes that ended within the last ``window``
+    steps (at least :data:`SMOOTH` points), counted from the first point past ``window``. A window
+    of ``copies * longest episode`` steps holds whole waves of episodes: game copies that start
+    together also end their longest episodes together, and between those waves only short episodes
+    end (in ``keydoor``, the successes).
+    """
+    out: dict[str, float | None] = {f"t{int(f * 100)}": None for f in FRACTIONS}
+    for i, (step, t, _, _) in enumerate(points):
+        if step < window:
+            continue
+        span = [p for j, p in enumerate(points[: i + 1]) if p[0] > step - window or j > i - SMOOTH]
+        n = sum(p[3] for p in span)
+        if n <= 0:
+            continue
+        level = sum(p[2] * p[3] for p in span) / n
+        for f in FRACTIONS:
+            key = f"t{int(f * 100)}"
+            if out[key] is None and level >= random_level + f * (scripted_level - random_level):
+                out[key] = t
     return out
 
 
@@ -181,8 +201,9 @@ def run_gymloop(game: str, seed: int, steps: int, episodes: int, eval_seed: int,
         for row in csv.DictReader(f):
             last_step = float(row["step"])
             if row.get("episode_return_mean"):
-                points.append((float(row["time/total_s"]), float(row["episode_return_mean"])))
-    train_s = points[-1][0] if points else math.nan
+                points.append((last_step, float(row["time/total_s"]), float(row["episode_return_mean"]),
+                               float(row["episode_return_count"])))
+    train_s = points[-1][1] if points else math.nan
     if _agents_of(game) > 1:
         from gymloop.agent_specs import load_agent
         from gymloop.games import get_game
@@ -194,7 +215,14 @@ def run_gymloop(game: str, seed: int, steps: int, episodes: int, eval_seed: int,
         if p.returncode:
             return {"error": (p.stderr or p.stdout)[-2000:]}
         level = json.loads(p.stdout)["agents"]["agent"]["episode_return"]
-    return {"level": level, "points": points, "steps": int(last_step), "train_s": train_s, "wall": wall, "run_dir": out}
+    from gymloop.cli import _parse_overrides
+    from gymloop.train import TrainConfig
+
+    cfg = TrainConfig(steps=steps, seed=seed, agents_per_game=_agents_of(game))
+    _parse_overrides(cfg, sets)
+    copies = cfg.resolved().num_envs * _agents_of(game)
+    return {"level": level, "points": points, "steps": int(last_step), "train_s": train_s, "wall": wall, "run_dir": out,
+            "copies": copies}
 
 
 def run_enn(game: str, seed: int, steps: int, episodes: int, eval_seed: int) -> dict[str, Any]:
@@ -220,7 +248,7 @@ def run_enn(game: str, seed: int, steps: int, episodes: int, eval_seed: int) -> 
     sm._config = cfg
     ansi = re.compile(r"\x1b\[[0-9;]*m")
     line = re.compile(r"\s*(\d+)/\d+ .*episodic_reward (\S+) .*episodes (\d+)")
-    points: list[tuple[float, float]] = []
+    points: list[tuple[float, float, float, float]] = []
     t0 = time.perf_counter()
 
     class Log(io.TextIOBase):
@@ -231,7 +259,7 @@ def run_enn(game: str, seed: int, steps: int, episodes: int, eval_seed: int) -> 
             for ln in text.splitlines():
                 m = line.match(ansi.sub("", ln))
                 if m and int(m.group(3)) > 0:
-                    points.append((time.perf_counter() - t0, float(m.group(2))))
+                    points.append((float(m.group(1)), time.perf_counter() - t0, float(m.group(2)), float(m.group(3))))
             return len(s)
 
     with contextlib.redirect_stdout(Log()):
@@ -254,7 +282,8 @@ def run_enn(game: str, seed: int, steps: int, episodes: int, eval_seed: int) -> 
         if len(first) >= len(envs):
             break
     envs.close()
-    return {"level": _estimate(list(first.values())), "points": points, "steps": steps, "train_s": train_s}
+    return {"level": _estimate(list(first.values())), "points": points, "steps": steps, "train_s": train_s,
+            "copies": cfg.rollout.num_envs}
 
 
 def run_sb3(game: str, seed: int, steps: int, episodes: int, eval_seed: int, max_entities: Any) -> dict[str, Any]:
@@ -271,7 +300,7 @@ def run_sb3(game: str, seed: int, steps: int, episodes: int, eval_seed: int, max
     torch.set_num_threads(1)
     loop = get_game(game)
     env = GymloopSB3VecEnv(loop, SB3_ENVS, seed=seed, max_entities=max_entities)
-    points: list[tuple[float, float]] = []
+    points: list[tuple[float, float, float, float]] = []
     t0 = time.perf_counter()
 
     class Curve(BaseCallback):
@@ -281,7 +310,8 @@ def run_sb3(game: str, seed: int, steps: int, episodes: int, eval_seed: int, max
         def _on_rollout_end(self) -> None:
             buf = self.model.ep_info_buffer
             if buf:
-                points.append((time.perf_counter() - t0, float(np.mean([e["r"] for e in buf]))))
+                # the buffer holds the last 100 episodes: one point stands for them all, not added to the next
+                points.append((self.num_timesteps, time.perf_counter() - t0, float(np.mean([e["r"] for e in buf])), 1.0))
 
     model = MaskablePPO("MultiInputPolicy", env, seed=seed, device="cpu")
     model.learn(steps, callback=Curve())
@@ -289,7 +319,7 @@ def run_sb3(game: str, seed: int, steps: int, episodes: int, eval_seed: int, max
     layout = env.layout
     env.close()
     rets = evaluate_episodes(loop, sb3_chooser(model, layout), episodes=episodes, seed=eval_seed)["episode_return"]
-    return {"level": _estimate(rets), "points": points, "steps": int(model.num_timesteps), "train_s": train_s}
+    return {"level": _estimate(rets), "points": points, "steps": int(model.num_timesteps), "train_s": train_s, "copies": SB3_ENVS}
 
 
 def _one(args: argparse.Namespace) -> None:
@@ -340,7 +370,7 @@ def spread(xs: list[float | None], fmt: str) -> str:
     return f"{f(vals[0])} / {f(med)} / {f(vals[-1])}"
 
 
-def summarize(results: list[dict[str, Any]], refs: dict[str, dict[str, dict[str, float]]], games: list[str],
+def summarize(results: list[dict[str, Any]], refs: dict[str, dict[str, Any]], games: list[str],
               trainers: list[str]) -> tuple[str, list[dict[str, Any]]]:
     """The markdown table and, per game and trainer, the summary row."""
     head = "| game | random | scripted | " + " | ".join(f"{t} final | {t} s to 50% / 90%" for t in trainers) + " |"
@@ -362,7 +392,7 @@ def summarize(results: list[dict[str, Any]], refs: dict[str, dict[str, dict[str,
             finals = [r["level"]["mean"] for r in ok]
             for r in ok:
                 r["times"] = ({} if _agents_of(GAMES.get(g, (g,))[0]) > 1 else
-                              curve_times([tuple(p) for p in r["points"]], rnd["mean"], scr["mean"]))
+                              curve_times([tuple(p) for p in r["points"]], rnd["mean"], scr["mean"], r["copies"] * ref["longest"]))
             t50 = [r["times"].get("t50") for r in ok]
             t90 = [r["times"].get("t90") for r in ok]
             times = "n/a (self-play)" if not ok[0]["times"] else f"{spread(t50, '.0f')} · {spread(t90, '.0f')}"
@@ -409,7 +439,7 @@ def main() -> None:
             print(f"skipping {g}: {GAMES[g][0].partition(':')[0]} is not in this tree", file=sys.stderr)
     run = Run(__file__, "learning_suite", "the learning suite: gymloop's defaults, enn-trainer and SB3 MaskablePPO", "12")
     t0 = time.time()
-    refs: dict[str, dict[str, dict[str, float]]] = {}
+    refs: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
     jobs: list[tuple[str, str, int]] = [("reference", g, 0) for g in games]
     for g in games:
@@ -426,7 +456,7 @@ def main() -> None:
                 if "error" in r:
                     print(f"reference levels of {r['game']}: error: {r['error']}", file=sys.stderr)
                     continue
-                refs[r["game"]] = {k: r[k] for k in ("random", "scripted")}
+                refs[r["game"]] = {k: r[k] for k in ("random", "scripted", "longest")}
                 state = f"random {r['random']['mean']:.2f}, scripted {r['scripted']['mean']:.2f}"
             elif "error" in r:
                 state = "error: " + r["error"].strip().splitlines()[-1]

@@ -61,7 +61,7 @@ def test_a_suite_game_passes_the_checker(name):
     assert any("determinism" in c for c in report.checks)
 
 
-@pytest.mark.parametrize("name, episodes", [("invaders", 12), ("keydoor", 30), ("dispatch", 12), ("junction", 8)])
+@pytest.mark.parametrize("name, episodes", [("invaders", 8), ("keydoor", 20), ("dispatch", 8), ("junction", 6)])
 def test_the_scripted_agent_beats_random_by_an_interval(name, episodes):
     scripted = _scores(name, find_game(name).scripted(seed=0), episodes)
     rand = _scores(name, gl.RandomAgent(seed=0), episodes)
@@ -89,8 +89,8 @@ class ParkAndFire:
 
 
 def test_parking_at_the_wall_and_firing_scores_far_below_the_scripted_agent():
-    park = gl.run(inv.invaders, ParkAndFire(), seed=0, max_episodes=12)
-    scripted = gl.run(inv.invaders, inv.InvadersAgent(seed=0), seed=0, max_episodes=12)
+    park = gl.run(inv.invaders, ParkAndFire(), seed=0, max_episodes=8)
+    scripted = gl.run(inv.invaders, inv.InvadersAgent(seed=0), seed=0, max_episodes=8)
     assert _interval(park.scores)[1] < 0.25 * _interval(scripted.scores)[0], (statistics.mean(park.scores), statistics.mean(scripted.scores))
     assert statistics.mean(e.metrics["at_wall"] for e in park.episodes) > 0.8  # the metric that shows the local optimum
     assert statistics.mean(e.metrics["at_wall"] for e in scripted.episodes) < 0.3

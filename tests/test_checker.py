@@ -11,12 +11,12 @@ import pytest
 
 import gymloop as gl
 from gymloop.checker import CheckError
-from gymloop.games import GAMES, get_game
+from gymloop.games import GAMES, find_game, get_game
 
 
 @pytest.mark.parametrize("name", sorted(GAMES))
 def test_every_bundled_game_passes_the_checker(name):
-    report = gl.check(get_game(name), steps=300, agents_per_game=2 if name == "duel" else 1)
+    report = gl.check(get_game(name), steps=300, agents_per_game=find_game(name).agents)
     assert report.decisions >= 300
     assert report.entity_types and report.action_types
     assert any("determinism" in c for c in report.checks)

@@ -282,26 +282,25 @@ class _KeysValues:
         a0 = torch.einsum("hd,hdc->ch", q0, self.wk)
         return (self.h.reshape(S * L, C) @ a0).view(S, L, self.H) + (q0 * self.bk).sum(-1)
 
-    def shared_mix(self, att0: torch.Tensor, keep: torch.Tensor | None | bool) -> torch.Tensor:
+    def shared_mix(self, att0: torch.Tensor, mean: bool, keep: torch.Tensor | None) -> torch.Tensor:
         """The attention-weighted values of :meth:`shared_scores`' attention ``(S, L, H)``, plus with
-        ``keep`` the mean value over the entities (``None``: all of them; ``(S, L)``: those it marks 1);
-        ``keep=False``: no mean. ``(S, C)``."""
+        ``mean`` the mean value over the entities ``keep`` marks 1 (``(S, L)``; ``None``: all). ``(S, C)``."""
         S, L, C = self.h.shape
         if not self.absorb:
             v = self.v.reshape(S, L, C)
             y0 = (att0.unsqueeze(-1) * self.v).sum(1).reshape(S, C)
-            if keep is None:
+            if mean and keep is None:
                 y0 = y0 + v.mean(1)
-            elif keep is not False:
+            elif mean and keep is not None:
                 k = keep.view(S, L, 1)
                 y0 = y0 + (v * k).sum(1) / k.sum(1).clamp(min=1.0)
             return y0
         hb = att0.transpose(1, 2) @ self.h  # (S, H, C)
         bias = self.bv.unsqueeze(0)
-        if keep is None:
+        if mean and keep is None:
             hb = hb + self.h.mean(1, keepdim=True)
             bias = 2 * bias
-        elif keep is not False:  # (no entity: no mean, nor its bias)
+        elif mean and keep is not None:  # (no entity: no mean, nor its bias)
             k = keep.view(S, L, 1)
             n = k.sum(1)
             hb = hb + ((self.h * k).sum(1) / n.clamp(min=1.0)).unsqueeze(1)
@@ -367,7 +366,7 @@ class Readout(_BlockParams):
             att0 = att0.masked_fill(pad.unsqueeze(-1), -1e9)
         att0 = att0.softmax(1)
         keep = None if pad is None else (~pad).to(h.dtype)
-        y0 = kv.shared_mix(att0, keep if self.summary_mean else False)
+        y0 = kv.shared_mix(att0, self.summary_mean, keep)
         value_emb = self._finish(vq.expand(S, C), y0)
         if n == 0:
             return x.new_zeros((0, C)), value_emb

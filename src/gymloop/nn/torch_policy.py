@@ -247,7 +247,7 @@ def absorb_keys(queries: int, n_head: int, d: int) -> bool:
     Per entity, the keys and values cost two ``d x d`` projections; folded into the queries, each
     query costs ``n_head`` times its share of ``d`` instead: cheaper while ``(queries + 1) * (n_head - 1) < d``
     (one actor per observation with the default 2 heads of 16: a snake update of long snakes takes
-    1.27-1.35x less CPU time). :data:`ABSORB_KEYS` overrides the choice.
+    about 1.3x less CPU time). :data:`ABSORB_KEYS` overrides the choice.
     """
     if ABSORB_KEYS is not None:
         return ABSORB_KEYS

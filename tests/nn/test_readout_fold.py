@@ -68,3 +68,4 @@ def test_the_rule_folds_few_queries_per_observation():
     assert torch_policy.absorb_keys(0, 2, 32)  # the value query alone
     assert torch_policy.absorb_keys(100, 1, 32)  # one head: folding costs nothing more per query
     assert not torch_policy.absorb_keys(40, 2, 32)  # many actors per observation: project the entities once
+    assert not torch_policy.absorb_keys(1, 2, 32, rows=512 * 6)  # few entities: the projections cost little

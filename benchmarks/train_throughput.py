@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=2_000_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: the config's)")
+    ap.add_argument("--threads", type=int, default=None, help="PyTorch threads (default: the config's, measured while training)")
+    ap.add_argument("--workers", type=int, default=0, help="processes stepping the games (default 0: the trainer's process)")
     ap.add_argument("--shape-of", type=int, default=None, metavar="BUDGET",
                     help="copies, learning rate, epochs and minibatch as the defaults choose them for BUDGET steps "
                          "(e.g. 3000000, gymloop train's default) while training --steps (default: those of --steps)")
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = dataclasses.replace(cfg, num_envs=shape.num_envs, ppo=shape.ppo)
     if args.threads:
         cfg.threads = args.threads
+    cfg.workers = args.workers
     t = Trainer(snake, cfg)
     t0, cpu0 = time.time(), time.process_time()
     result = t.train()
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"snake, default config ({rc.num_envs} envs x {rc.rollout_steps} steps per rollout, "
           f"minibatch {rc.ppo.minibatch_size}, {rc.ppo.epochs} epoch(s), d_model {rc.net.d_model}, "
           f"{t.policy.num_params():,} parameters)")
-    print(f"{'phase':<8} {'steps':>10} {'steps/s':>9} {'rollout s':>10} {'update s':>9} {'rollout %':>9} {'length':>7}")
+    print(f"{'phase':<8} {'steps':>10} {'steps/s':>9} {'rollout s':>10} {'update s':>9} {'rollout %':>9} {'length':>7} {'threads':>7}")
     for name, part in zip(("early", "middle", "late"), thirds):
         if not part:
             continue
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         up = statistics.median(x["time/update_s"] for x in part)
         lengths = [x["length_mean"] for x in part if "length_mean" in x]
         ln = statistics.mean(lengths) if lengths else float("nan")
-        print(f"{name:<8} {int(part[-1]['step']):>10,} {sps:>9,.0f} {ro:>10.3f} {up:>9.3f} {100 * ro / (ro + up):>8.0f}% {ln:>7.1f}")
+        th = statistics.median(x.get("threads", 1) for x in part)
+        print(f"{name:<8} {int(part[-1]['step']):>10,} {sps:>9,.0f} {ro:>10.3f} {up:>9.3f} {100 * ro / (ro + up):>8.0f}% {ln:>7.1f} {th:>7g}")
     print(f"overall: {result.steps:,} steps in {wall:.1f} s = {result.steps / wall:,.0f} steps/s (including set-up); "
           f"{cpu:.1f} CPU-s of this process = {result.steps / cpu:,.0f} steps per CPU-second")
     cycle = sorted(x["time/rollout_s"] + x["time/update_s"] for x in h)

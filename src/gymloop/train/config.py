@@ -129,8 +129,11 @@ class TrainConfig:
         rollout_steps: steps per game copy between updates.
         workers: worker processes for the games (0: in the trainer's process).
         seed: root seed (environments, network init, sampling).
-        threads: PyTorch threads (1 by default: with 2 on a loaded 2-core machine, some updates
-            stalled for seconds while one thread waited for the other).
+        threads: PyTorch threads; ``None`` (the default): measured while the run trains, one
+            or every core the process may use (at most 4), whichever makes the update cycles
+            faster, tried again from time to time and back to one at once when a cycle stalls
+            (other processes taking the cores; :mod:`gymloop.train.threads`). The number of
+            threads changes the rounding of some operations: set it for a bit-reproducible run.
         ppo: PPO hyperparameters.
         net: network hyperparameters.
         agents_per_game: agents per game copy (2 for self-play).
@@ -178,7 +181,7 @@ class TrainConfig:
     rollout_steps: int = 16
     workers: int = 0
     seed: int = 0
-    threads: int = 1
+    threads: int | None = None
     ppo: PPOConfig = field(default_factory=PPOConfig)
     net: NetConfig = field(default_factory=NetConfig)
     agents_per_game: int = 1
@@ -413,7 +416,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "rollout_steps": Range("int", lo=1),
         "workers": Range("int", lo=0, note=", at most num_envs"),
         "seed": Range("int", lo=0, hi=MAX_SEED),
-        "threads": Range("int", lo=1, hi=MAX_THREADS),
+        "threads": Range("int", lo=1, hi=MAX_THREADS, none="measured while training"),
         "ppo": Range("any", text="the `ppo.` fields below"),
         "net": Range("any", text="the `net.` fields below"),
         "agents_per_game": Range("int", lo=1, note=", the game's number of agents; >= 2 with opponents"),

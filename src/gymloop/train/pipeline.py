@@ -61,7 +61,7 @@ class PipelineResult:
 def bc_config(cfg: TrainConfig) -> BCConfig:
     """The behaviour cloning configuration that hands over to PPO with ``cfg``: its seed, network and
     threads, and the value head fitted to returns discounted as PPO will discount them."""
-    return BCConfig(seed=cfg.seed, net=cfg.net, gamma=cfg.ppo.gamma, threads=cfg.threads)
+    return BCConfig(seed=cfg.seed, net=cfg.net, gamma=cfg.ppo.gamma, threads=cfg.threads or 1)
 
 
 def run(game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None, *, game_name: str = "", demos: str | None = None,

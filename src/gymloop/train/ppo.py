@@ -37,6 +37,7 @@ from .optim import make_adam
 from .rollout import Group, Players, Rollout, collect, gae, join, make_groups, overlap_seed
 from .run_dir import AGENT_FILE, MetricsFile, Progress, RunDir, check_same_game, episode_metric_names, plot_curve, recorded_shape
 from .tensorboard import EventWriter
+from .threads import ThreadChooser
 from .update import ppo_update
 
 __all__ = ["AdvantageNormalizer", "RewardScaler", "Rollout", "TrainResult", "Trainer", "episode_metric_names", "evaluate",
@@ -137,7 +138,8 @@ class Trainer:
     def _setup(self) -> None:
         """Start the games, build (or resume, or warm-start) the policy, the optimizer and the normalizers."""
         cfg = self.cfg
-        torch.set_num_threads(cfg.threads)
+        self.threads = ThreadChooser(cfg.threads)
+        torch.set_num_threads(self.threads.next())
         torch.manual_seed(cfg.seed)
         self.gen = torch.Generator().manual_seed(cfg.seed)
         self.rng = np.random.default_rng(cfg.seed)
@@ -235,11 +237,15 @@ class Trainer:
         for g in self.optim.param_groups:
             g["lr"] = loop.lr
         ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
+        threads = self.threads.next()
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
         t0 = time.time()
         rollout = self._collect()
         t1 = time.time()
         update_stats = self._update(rollout, ent)
         t2 = time.time()
+        self.threads.record(threads, (t2 - t0) / loop.per_update)
         self.update += 1
         self.step += loop.per_update
         loop.snapshot.take(self)  # the state a stop from now on saves
@@ -248,6 +254,7 @@ class Trainer:
         info["time/rollout_s"] = t1 - t0
         info["time/update_s"] = t2 - t1
         info["time/total_s"] = time.time() - loop.t_start
+        info["threads"] = threads
         info["reward_mean"] = float(rollout.rewards.mean())
         # faults survived since this run started (on_game_error="restart")
         info["game_errors"] = float(sum(env.num_game_errors for env in self.envs))

@@ -13,6 +13,7 @@ registry (:func:`find_game`, :func:`get_game`, :data:`GAMES`) knows every bundle
 from __future__ import annotations
 
 from . import duel, snake, tactics  # noqa: F401 (each registers itself)
+from .suite import fires  # noqa: F401 (registers itself)
 from .board import GameView
 from .registry import GAMES, BundledGame, bundled_games, find_game, game_name, get_game, register_game
 

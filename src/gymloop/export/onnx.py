@@ -361,14 +361,15 @@ class _Builder:
         y0 = g.op("Reshape", g.op("MatMul", g.op("Unsqueeze", att, g.i64(1)), vh), g.i64(1, C))
         if self.p.cfg.summary_mean:  # plus the mean of the values (net.summary_mean)
             y0 = g.op("Add", y0, self.mean_summary(v))
+        out = self.finish(blk, g.const(blk.vq, "value_query"), y0)
         if blk.count is not None:  # plus the entity count, normalized, times a learned vector (net.summary_count)
             mean, sd, vec = blk.count
             n = g.op("Cast", g.op("Slice", g.op("Shape", v), g.i64(0), g.i64(1)), to=g.onnx.TensorProto.FLOAT)  # (1,)
             z = g.op("Div", g.op("Sub", n, g.const(np.array([mean], _F32), "count_mean")), g.const(np.array([sd], _F32), "count_sd"))
             clip = float(self.p.cfg.norm_clip)
             z = g.op("Clip", z, g.const(np.array(-clip, _F32), "count_lo"), g.const(np.array(clip, _F32), "count_hi"))
-            y0 = g.op("Add", y0, g.op("Mul", g.op("Unsqueeze", z, g.i64(0)), g.const(vec, "count_embed")))
-        return self.finish(blk, g.const(blk.vq, "value_query"), y0)
+            out = g.op("Add", out, g.op("Mul", g.op("Unsqueeze", z, g.i64(0)), g.const(vec, "count_embed")))
+        return out
 
     def mean_summary(self, x: str) -> str:
         """Mean of the rows of ``x`` ``(L, C)`` as ``(1, C)`` (zeros without entities): the final embeddings'

@@ -99,12 +99,12 @@ class NetConfig:
             entity-gym's Xor then stayed at 0.875 (the summary could not tell two equal bits from
             two different ones); with the mean both seeds reached 1.0 (docs/training.md).
             Checkpoints written before this option load with ``False``.
-        summary_count: the observation summary also adds the observation's number of entities,
-            normalized by its running mean and deviation, times a learned vector. Attention and a
-            mean are blind to how many entities there are: in the fire-fighting suite game, where
-            the return depends on how many cells burn, the value's explained variance stayed at
-            0.80 without it and reached 0.94 with it (docs/training.md). Checkpoints written
-            before this option load with ``False``.
+        summary_count: the observation summary (after the readout block) also adds the
+            observation's number of entities, normalized by its running mean and deviation, times
+            a learned vector. Attention and a mean are blind to how many entities there are: in
+            the fire-fighting suite game, where the return depends on how many cells burn, the
+            value's explained variance ended at 0.85 without it and 0.94 with it
+            (docs/training.md). Checkpoints written before this option load with ``False``.
         frame: egocentric positions (:class:`FrameConfig`). ``"auto"`` enables it when exactly
             one entity type has a recognized position pair (:data:`POSITION_NAMES`) and a heading
             (:data:`HEADING_NAMES`, radians) and another type has the same position pair: an agent

@@ -408,11 +408,12 @@ class NumpyPolicy:
             else:
                 keep = (~pad).astype(_F32)[..., None]
                 y0 = y0 + (vals * keep).sum(1) / np.maximum(keep.sum(1), _F32(1))
+        out = blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
         if blk.count is not None:  # plus the entity count, normalized, times a learned vector (net.summary_count)
             mean, sd, vec = blk.count
             n = np.full((S, 1), _F32(L)) if pad is None else (~pad).sum(1, keepdims=True).astype(_F32)
-            y0 = y0 + np.clip((n - mean) / sd, -self.cfg.norm_clip, self.cfg.norm_clip) * vec
-        return blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
+            out = out + np.clip((n - mean) / sd, -self.cfg.norm_clip, self.cfg.norm_clip) * vec
+        return out
 
     def _categorical_logits(self, name: str, emb: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         w, b = self.heads[name]

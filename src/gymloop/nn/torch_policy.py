@@ -242,8 +242,8 @@ class Readout(_BlockParams):
         super().__init__(d, n_head, relpos, mlp_ratio)
         self.value_query = nn.Parameter(torch.zeros(d))
         self.summary_mean = summary_mean
-        # net.summary_count: the observation's entity count, normalized, times this vector joins the summary
-        # (attention and means cannot count)
+        # net.summary_count: the observation's entity count, normalized, times this vector is added to the summary
+        # after the block (attention and means cannot count; the block's weights, shared with the actors, stay out of it)
         self.count_embed = nn.Parameter(torch.zeros(d)) if summary_count else None
         self.count_norm = InputNorm(1, norm_clip) if summary_count else None
 
@@ -278,10 +278,10 @@ class Readout(_BlockParams):
             else:
                 keep = (~pad).to(v.dtype).view(S, L, 1)
                 y0 = y0 + (v.reshape(S, L, C) * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        value_emb = self._finish(vq.expand(S, C), y0)
         if self.count_norm is not None and self.count_embed is not None:
             entities = x.new_full((S, 1), float(L)) if pad is None else (~pad).sum(1, keepdim=True).to(x.dtype)
-            y0 = y0 + self.count_norm(entities) * self.count_embed
-        value_emb = self._finish(vq.expand(S, C), y0)
+            value_emb = value_emb + self.count_norm(entities) * self.count_embed
         n = rows.shape[0]
         if n == 0:
             return x.new_zeros((0, C)), value_emb
@@ -334,10 +334,10 @@ class Readout(_BlockParams):
         y0 = v
         if self.summary_mean:  # (the mean of one value, or of none: see forward)
             y0 = y0 + (v if pad is None else v * (~pad).to(v.dtype).view(S, 1))
+        value_emb = self._finish(self.value_query.view(1, C).expand(S, C), y0)
         if self.count_norm is not None and self.count_embed is not None:  # (one entity, or none)
             entities = x.new_ones((S, 1)) if pad is None else (~pad).to(x.dtype).view(S, 1)
-            y0 = y0 + self.count_norm(entities) * self.count_embed
-        value_emb = self._finish(self.value_query.view(1, C).expand(S, C), y0)
+            value_emb = value_emb + self.count_norm(entities) * self.count_embed
         if rows.shape[0] == 0:
             return x.new_zeros((0, C)), value_emb
         return self._finish(x.reshape(S, C)[rows], v[rows]), value_emb

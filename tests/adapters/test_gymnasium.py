@@ -37,6 +37,8 @@ from gymloop.games.duel import duel
 from gymloop.games.snake import snake
 
 SINGLE_AGENT = [g for g in bundled_games() if g.agents == 1]
+#: steps the vector tests play: past the end of an episode of every bundled game (200 decisions at most)
+STEPS = 240
 
 
 #: closes every adapter a test made (games are closed in this thread, not by a finalizer later)
@@ -114,15 +116,18 @@ def check_vector_env(envs: GymloopVectorEnv, steps: int, seed: int = 123) -> int
 
 @pytest.mark.parametrize("bundled", SINGLE_AGENT, ids=lambda g: g.name)
 def test_vector_env_passes_the_vector_checks(bundled):
-    ended = check_vector_env(GymloopVectorEnv(bundled.loop, 4, measure_steps=64), steps=210)  # the longest bundled episodes (junction) last 200 steps
+    probe = GymloopEnv(bundled.loop, measure_steps=STEPS)  # (episodes of up to 200 decisions: the fire games)
+    room = {t: 2 * n + 4 for t, n in probe.layout.max_n.items()}
+    probe.close()
+    ended = check_vector_env(GymloopVectorEnv(bundled.loop, 4, max_entities=room), steps=STEPS)
     assert ended > 0
 
 
 @pytest.mark.parametrize("bundled", SINGLE_AGENT, ids=lambda g: g.name)
 def test_vector_env_steps_exactly_like_sync_vector_env_over_the_single_env(bundled):
-    probe = GymloopEnv(bundled.loop, measure_steps=64)
+    probe = GymloopEnv(bundled.loop, measure_steps=STEPS)
     layout = probe.layout
-    kw = dict(max_entities={t: 2 * n + 4 for t, n in layout.max_n.items()},  # room for what 120 steps may show
+    kw = dict(max_entities={t: 2 * n + 4 for t, n in layout.max_n.items()},  # room for what STEPS steps may show
               max_actors={a: k for a, k in layout.max_actors.items() if probe.spaces.actions[a].kind.actor_bound})
     probe.close()
     ours = GymloopVectorEnv(bundled.loop, 1, **kw)
@@ -133,9 +138,7 @@ def test_vector_env_steps_exactly_like_sync_vector_env_over_the_single_env(bundl
     a_obs, _ = ours.reset(seed=7)
     b_obs, _ = sync.reset(seed=7)
     ends = 0
-    for t in range(400):
-        if ends and t >= 120:  # at least 120 steps, and on to the first episode's end (the suite's are longer)
-            break
+    for _ in range(STEPS):
         assert data_equivalence(a_obs, b_obs, exact=True)
         act = legal_actions(ours.action_masks(), ours.layout.nvec, rng)
         act = act[:, 0] if len(ours.components) == 1 else act

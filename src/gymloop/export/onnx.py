@@ -71,7 +71,8 @@ OPSET = 17
 _IR_VERSION = 8  # the IR version of opset 17: readable by older runtimes than onnx's default
 
 #: the ``net`` fields the exporter expresses; any other field must keep NetConfig's default
-_KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout", "summary_mean", "frame"})
+_KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout", "summary_mean",
+                        "summary_count", "frame"})
 _GATES = frozenset({"relu", "gelu", "sigmoid", "linear", None})
 _HEADS = frozenset({LINEAR, SUMMARY, POINTER})
 _LN_EPS = 1e-5
@@ -363,7 +364,15 @@ class _Builder:
         y0 = g.op("Reshape", g.op("MatMul", g.op("Unsqueeze", att, g.i64(1)), vh), g.i64(1, C))
         if self.p.cfg.summary_mean:  # plus the mean of the values (net.summary_mean)
             y0 = g.op("Add", y0, self.mean_summary(v))
-        return self.finish(blk, g.const(blk.vq, "value_query"), y0)
+        out = self.finish(blk, g.const(blk.vq, "value_query"), y0)
+        if blk.count is not None:  # plus the entity count, normalized, times a learned vector (net.summary_count)
+            mean, sd, vec = blk.count
+            n = g.op("Cast", g.op("Slice", g.op("Shape", v), g.i64(0), g.i64(1)), to=g.onnx.TensorProto.FLOAT)  # (1,)
+            z = g.op("Div", g.op("Sub", n, g.const(np.array([mean], _F32), "count_mean")), g.const(np.array([sd], _F32), "count_sd"))
+            clip = float(self.p.cfg.norm_clip)
+            z = g.op("Clip", z, g.const(np.array(-clip, _F32), "count_lo"), g.const(np.array(clip, _F32), "count_hi"))
+            out = g.op("Add", out, g.op("Mul", g.op("Unsqueeze", z, g.i64(0)), g.const(vec, "count_embed")))
+        return out
 
     def mean_summary(self, x: str) -> str:
         """Mean of the rows of ``x`` ``(L, C)`` as ``(1, C)`` (zeros without entities): the final embeddings'

@@ -16,6 +16,6 @@ from __future__ import annotations
 from . import duel, snake, tactics  # noqa: F401 (each registers itself)
 from .board import GameView
 from .registry import GAMES, BundledGame, bundled_games, find_game, game_name, get_game, register_game, same_game
-from .suite import cycles, dispatch, invaders, junction, keydoor  # noqa: F401 (the learning suite's games)
+from .suite import cycles, dispatch, fires, invaders, junction, keydoor  # noqa: F401 (the learning suite's games)
 
 __all__ = ["GAMES", "BundledGame", "GameView", "bundled_games", "find_game", "game_name", "get_game", "register_game", "same_game"]

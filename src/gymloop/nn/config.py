@@ -99,6 +99,12 @@ class NetConfig:
             entity-gym's Xor then stayed at 0.875 (the summary could not tell two equal bits from
             two different ones); with the mean both seeds reached 1.0 (docs/training.md).
             Checkpoints written before this option load with ``False``.
+        summary_count: the observation summary (after the readout block) also adds the
+            observation's number of entities, normalized by its running mean and deviation, times
+            a learned vector. Attention and a mean are blind to how many entities there are: in
+            the fire-fighting suite game, where the return depends on how many cells burn, the
+            value's explained variance ended at 0.85 without it and 0.94 with it
+            (docs/training.md). Checkpoints written before this option load with ``False``.
         frame: egocentric positions (:class:`FrameConfig`). ``"auto"`` enables it when exactly
             one entity type has a recognized position pair (:data:`POSITION_NAMES`) and a heading
             (:data:`HEADING_NAMES`, radians) and another type has the same position pair: an agent
@@ -116,6 +122,7 @@ class NetConfig:
     mlp_ratio: int = 2
     readout: bool = True
     summary_mean: bool = True
+    summary_count: bool = True
     frame: FrameConfig | str | None = "auto"
 
     def check(self) -> None:
@@ -184,7 +191,8 @@ class NetConfig:
         return self.relpos
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout", "summary_mean")}
+        d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout", "summary_mean",
+                                       "summary_count")}
         r = self.relpos
         d["relpos"] = r if isinstance(r, str) or r is None else {
             "position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate,
@@ -226,6 +234,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "mlp_ratio": Range("int", lo=1, hi=MAX_MLP_RATIO),
         "readout": Range("bool"),
         "summary_mean": Range("bool"),
+        "summary_count": Range("bool"),
         "frame": Range("any", text='"auto", None, or a FrameConfig (the `net.frame.` fields below)'),
     },
     "FrameConfig": {

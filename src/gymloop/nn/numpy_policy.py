@@ -109,6 +109,18 @@ class _Relpos:
         return g
 
 
+def _norm_stats(tensors: Mapping[str, np.ndarray], prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    """The float32 (mean, standard deviation) of the running statistics ``prefix.count/mean/squares_sum``
+    as ``InputNorm.stats`` computes them: sd 0 becomes 1, and identity before two samples."""
+    count = float(np.asarray(tensors[f"{prefix}.count"], dtype=np.float64))
+    nf = np.shape(tensors[f"{prefix}.mean"])[0]
+    if count <= 1:
+        return np.zeros(nf, dtype=_F32), np.ones(nf, dtype=_F32)
+    sd64 = np.sqrt(np.asarray(tensors[f"{prefix}.squares_sum"], dtype=np.float64) / (count - 1))
+    sd64[sd64 == 0] = 1.0
+    return np.asarray(tensors[f"{prefix}.mean"], dtype=np.float64).astype(_F32), sd64.astype(_F32)
+
+
 class _Block:
     """One transformer block's parameters, transposed (``x @ W``), fused and with the LayerNorms'
     affine parts folded into the products that follow them.
@@ -117,7 +129,7 @@ class _Block:
     with gated relative positions); ``w1`` is the MLP's first layer after ``ln2``.
     """
 
-    __slots__ = ("w_in", "b_in", "wp", "bp", "w1", "b1", "w2", "b2", "vq", "vq_q", "gated")
+    __slots__ = ("w_in", "b_in", "wp", "bp", "w1", "b1", "w2", "b2", "vq", "vq_q", "gated", "count")
 
     def __init__(self, g: Any, prefix: str, readout: bool, n_head: int, relpos: _Relpos | None) -> None:
         f = lambda k: g(f"{prefix}.{k}")  # noqa: E731
@@ -136,6 +148,7 @@ class _Block:
         # gelu(h) @ w2 == (h * (1 + erf(h / sqrt 2))) @ (w2 / 2): the exact halving is folded
         self.w2, self.b2 = np.ascontiguousarray(f("mlp.2.weight").T * _F32(0.5)), f("mlp.2.bias")
         self.vq = self.vq_q = None
+        self.count: tuple[np.float32, np.float32, np.ndarray] | None = None  # net.summary_count: (mean, sd, vector)
         if readout:
             vq = f("value_query").reshape(1, -1)
             d = vq.shape[1]
@@ -256,15 +269,7 @@ class NumpyPolicy:
             if not nf:
                 self.embeds.append(("featureless", g(f"featureless.{name}")))
                 continue
-            count = float(np.asarray(tensors[f"norms.{name}.count"], dtype=np.float64))
-            if count <= 1:  # InputNorm.stats: identity before two samples
-                mean = np.zeros(nf, dtype=_F32)
-                sd = np.ones(nf, dtype=_F32)
-            else:
-                sd64 = np.sqrt(np.asarray(tensors[f"norms.{name}.squares_sum"], dtype=np.float64) / (count - 1))
-                sd64[sd64 == 0] = 1.0
-                mean = np.asarray(tensors[f"norms.{name}.mean"], dtype=np.float64).astype(_F32)
-                sd = sd64.astype(_F32)
+            mean, sd = _norm_stats(tensors, f"norms.{name}")
             self.embeds.append((
                 "embed", mean, sd, clip, np.ascontiguousarray(g(f"embeds.{name}.0.weight").T), g(f"embeds.{name}.0.bias"),
                 g(f"embeds.{name}.2.weight"), g(f"embeds.{name}.2.bias"),
@@ -273,6 +278,9 @@ class NumpyPolicy:
         n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
         self.blocks = [_Block(g, f"blocks.{i}", False, self.H, self.relpos) for i in range(n_full)]
         self.readout = _Block(g, "readout", True, self.H, self.relpos) if cfg.readout else None
+        if self.readout is not None and cfg.summary_count:
+            mean, sd = _norm_stats(tensors, "readout.count_norm")
+            self.readout.count = (_F32(mean[0]), _F32(sd[0]), g("readout.count_embed").reshape(1, -1))
         self.heads: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.qk: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         for name, a in acts.items():
@@ -400,7 +408,12 @@ class NumpyPolicy:
             else:
                 keep = (~pad).astype(_F32)[..., None]
                 y0 = y0 + (vals * keep).sum(1) / np.maximum(keep.sum(1), _F32(1))
-        return blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
+        out = blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
+        if blk.count is not None:  # plus the entity count, normalized, times a learned vector (net.summary_count)
+            mean, sd, vec = blk.count
+            n = np.full((S, 1), _F32(L)) if pad is None else (~pad).sum(1, keepdims=True).astype(_F32)
+            out = out + np.clip((n - mean) / sd, -self.cfg.norm_clip, self.cfg.norm_clip) * vec
+        return out
 
     def _categorical_logits(self, name: str, emb: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         w, b = self.heads[name]

@@ -74,8 +74,9 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
     readout = net.get("readout", _DEFAULT.readout)
     if not isinstance(readout, bool):
         raise bad("readout", readout, "true or false")
-    if not isinstance(net.get("summary_mean", _DEFAULT.summary_mean), bool):
-        raise bad("summary_mean", net.get("summary_mean"), "true or false")
+    for k in ("summary_mean", "summary_count"):
+        if not isinstance(net.get(k, getattr(_DEFAULT, k)), bool):
+            raise bad(k, net.get(k), "true or false")
     rp = net.get("relpos", _DEFAULT.relpos)
     npos = None
     if isinstance(rp, Mapping):
@@ -311,6 +312,9 @@ def _shapes(ents: dict, glob: tuple, acts: dict, cfg: NetConfig, rp: RelposConfi
     if cfg.readout:
         out["readout.value_query"] = (d,)
         block("readout")
+        if cfg.summary_count:
+            out["readout.count_embed"] = (d,)
+            out.update({"readout.count_norm.count": (), "readout.count_norm.mean": (1,), "readout.count_norm.squares_sum": (1,)})
     for name, a in acts.items():
         if head_of(a) != POINTER:
             out[f"heads.{name}.weight"] = (a.n, d)

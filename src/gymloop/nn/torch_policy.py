@@ -340,10 +340,15 @@ class Readout(_BlockParams):
     position, so no relative-position terms).
     """
 
-    def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4, summary_mean: bool = True) -> None:
+    def __init__(self, d: int, n_head: int, relpos: Relpos | None, mlp_ratio: int = 4, summary_mean: bool = True,
+                 summary_count: bool = False, norm_clip: float = 5.0) -> None:
         super().__init__(d, n_head, relpos, mlp_ratio)
         self.value_query = nn.Parameter(torch.zeros(d))
         self.summary_mean = summary_mean
+        # net.summary_count: the observation's entity count, normalized, times this vector is added to the summary
+        # after the block (attention and means cannot count; the block's weights, shared with the actors, stay out of it)
+        self.count_embed = nn.Parameter(torch.zeros(d)) if summary_count else None
+        self.count_norm = InputNorm(1, norm_clip) if summary_count else None
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor | None, rows: torch.Tensor, positions: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Final embeddings of the given flat ``rows`` and of each observation's value query.
@@ -375,6 +380,9 @@ class Readout(_BlockParams):
         keep = None if pad is None else (~pad).to(h.dtype)
         y0 = kv.shared_mix(att0, self.summary_mean, keep)
         value_emb = self._finish(vq.expand(S, C), y0)
+        if self.count_norm is not None and self.count_embed is not None:
+            entities = x.new_full((S, 1), float(L)) if pad is None else (~pad).sum(1, keepdim=True).to(x.dtype)
+            value_emb = value_emb + self.count_norm(entities) * self.count_embed
         if n == 0:
             return x.new_zeros((0, C)), value_emb
         first = torch.cumsum(counts, 0) - counts
@@ -423,6 +431,9 @@ class Readout(_BlockParams):
         if self.summary_mean:  # (the mean of one value, or of none: see forward)
             y0 = y0 + (v if pad is None else v * (~pad).to(v.dtype).view(S, 1))
         value_emb = self._finish(self.value_query.view(1, C).expand(S, C), y0)
+        if self.count_norm is not None and self.count_embed is not None:  # (one entity, or none)
+            entities = x.new_ones((S, 1)) if pad is None else (~pad).to(x.dtype).view(S, 1)
+            value_emb = value_emb + self.count_norm(entities) * self.count_embed
         if rows.shape[0] == 0:
             return x.new_zeros((0, C)), value_emb
         return self._finish(x.reshape(S, C)[rows], v[rows]), value_emb
@@ -479,7 +490,8 @@ class Policy(nn.Module):
         )
         n_full = cfg.n_layer - 1 if cfg.readout else cfg.n_layer
         self.blocks = nn.ModuleList([Block(d, cfg.n_head, self.relpos, cfg.mlp_ratio) for _ in range(n_full)])
-        self.readout = Readout(d, cfg.n_head, self.relpos, cfg.mlp_ratio, cfg.summary_mean) if cfg.readout else None
+        self.readout = Readout(d, cfg.n_head, self.relpos, cfg.mlp_ratio, cfg.summary_mean, cfg.summary_count,
+                               cfg.norm_clip) if cfg.readout else None
         self.heads = nn.ModuleDict()
         self.qproj = nn.ModuleDict()
         self.kproj = nn.ModuleDict()
@@ -523,6 +535,8 @@ class Policy(nn.Module):
         for name, x in p.feats.items():
             if name in self.norms:
                 cast(InputNorm, self.norms[name]).update(x)  # a ModuleDict's items are typed nn.Module
+        if self.readout is not None and self.readout.count_norm is not None:
+            self.readout.count_norm.update(p.lengths.reshape(-1, 1))
 
     # ------------------------------------------------------------------ forward
     def encode(self, p: Packed) -> torch.Tensor:

@@ -48,6 +48,8 @@ _log = logging.getLogger(__name__)
 ARCH = "gymloop-entity-transformer"
 #: the architectures an agent file may name: gymloop's own, and rogue-net's (enn-trainer checkpoints converted)
 ARCHS = (ARCH, "rogue-net")
+#: the last name part of a normalizer's statistics (``norms.Food.mean``), which may be float64
+_NORM_STATS = ("count", "mean", "squares_sum")
 
 #: the ``__metadata__`` entry that holds the checksum of everything else in the file
 CHECKSUM_KEY = "gymloop_checksum"
@@ -458,7 +460,7 @@ def parse_agent_document(text: str, where: str, who: str = "the gymloop metadata
 
 def check_arch_and_dtypes(where: str, info: Mapping[str, Any], dtypes: Mapping[str, np.dtype]) -> None:
     """Refuse an agent of an architecture not in :data:`ARCHS`, or whose tensors are not float32
-    (float32 or float64 for the normalization statistics ``norms.*``).
+    (float32 or float64 for the normalization statistics: ``*.count``, ``*.mean``, ``*.squares_sum``).
 
     Raises:
         CheckpointError: naming ``where``, the architecture or the first tensor of a wrong dtype.
@@ -470,8 +472,9 @@ def check_arch_and_dtypes(where: str, info: Mapping[str, Any], dtypes: Mapping[s
             "tool that wrote it"
         )
     for k, dt in dtypes.items():
-        if dt != np.float32 and not (k.startswith("norms.") and dt == np.float64):
-            want = "float32 or float64" if k.startswith("norms.") else "float32"
+        stats = k.rpartition(".")[2] in _NORM_STATS
+        if dt != np.float32 and not (stats and dt == np.float64):
+            want = "float32 or float64" if stats else "float32"
             raise CheckpointError(f"{where}: tensor {k!r} is {dt}, expected {want}; the file is corrupt or was not written by gymloop")
 
 

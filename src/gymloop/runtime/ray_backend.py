@@ -744,8 +744,10 @@ def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     if env is not None:
         if not isinstance(env, Mapping):
             raise ConfigError(f"backend_options runtime_env must be a dict (Ray's runtime_env), got {env!r}")
-        from ray.runtime_env import RuntimeEnv
-
+        try:
+            from ray.runtime_env import RuntimeEnv
+        except ImportError:  # (a configuration checked without Ray: starting the backend says Ray is missing)
+            return out
         try:
             RuntimeEnv(**{str(k): v for k, v in env.items()})  # Ray's own check of each field
         except Exception as e:  # (Ray raises TypeError or ValueError, and others for plugins' fields)

@@ -76,7 +76,7 @@ class SnakeGame(Board):
     def reset(self) -> None:
         size = self.size
         rng = self.rng
-        self.head = Head(rng.randrange(size), rng.randrange(size))
+        self.head = h = Head(rng.randrange(size), rng.randrange(size))
         self.body: list[Body] = []
         self.food: list[Food] = []
         self.heading = MOVES[rng.randrange(4)]
@@ -84,15 +84,11 @@ class SnakeGame(Board):
         self.tick = 0
         self.steps = 0
         self.over = False
-        self.spawn_food()
+        add_food(rng, size, self.occupied, self.food, (h.x * size + h.y,), Food)
 
     @property
     def length(self) -> int:
         return 1 + len(self.body)
-
-    def spawn_food(self) -> None:
-        h = self.head
-        add_food(self.rng, self.size, self.occupied, self.food, (h.x * self.size + h.y,), Food)
 
     def step(self, move: Move) -> None:
         """Advance one tick; sets ``over`` when the snake dies."""
@@ -127,7 +123,7 @@ class SnakeGame(Board):
         h.y = ny
         self.tick += 1
         if self.tick % FOOD_EVERY == 0:
-            self.spawn_food()
+            add_food(self.rng, size, occ, self.food, (c,), Food)  # (c: the head's cell)
 
 
 @declare_game(entities=[Head, Body, Food], actions=[Move])

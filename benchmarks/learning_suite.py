@@ -75,8 +75,8 @@ GAMES: dict[str, tuple[str, Any]] = {
     "dispatch": ("dispatch", {"Courier": 1, "Order": 60}),
     "junction": ("junction", {"Car": 48}),
     "cycles": ("cycles", None),
-    "fires": ("gymloop.games.suite.fires:fires", None),
-    "fires3": ("gymloop.games.suite.fires:fires3", None),
+    "fires": ("fires", None),
+    "fires3": ("fires3", None),
 }
 TRAINERS = ["gymloop", "enn", "sb3"]
 FRACTIONS = (0.5, 0.9)
@@ -186,8 +186,9 @@ def run_gymloop(game: str, seed: int, steps: int, episodes: int, eval_seed: int,
     import csv
 
     out = tempfile.mkdtemp(prefix=f"suite-{game.replace(':', '_')}-")
+    # one torch thread, as enn-trainer and SB3 get here (the default chooses threads while training)
     cmd = [sys.executable, "-m", "gymloop", "train", game, "--steps", str(steps), "--seed", str(seed), "--out", out, "--quiet",
-           "--eval-episodes", "0"]
+           "--eval-episodes", "0", "--set", "threads=1"]
     for s in sets:
         cmd += ["--set", s]
     t0 = time.time()

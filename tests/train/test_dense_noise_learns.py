@@ -4,7 +4,7 @@ A small fire grid (:class:`gymloop.games.suite.fires.FiresGame` on 6 × 6 cells,
 episode): fires break out and spread whatever the fighter does, and the reward is minus the cells
 burning each step, so most of its variance is noise to the agent. The value has to count the fires
 to see a fighter's effect (``net.summary_count``, docs/training.md). Each test trains with the
-defaults and ``steps`` only, on several seeds, and asserts that the trained fighters leave clearly
+defaults and ``steps`` only (one torch thread), on two seeds, and asserts that the trained fighters leave clearly
 fewer cells burning than random ones.
 """
 
@@ -36,7 +36,7 @@ def _small_fires(fighters: int):
 
 
 def trained_and_random(game, steps: int, seed: int, **net) -> tuple[float, float]:
-    cfg = TrainConfig(steps=steps, seed=seed)
+    cfg = TrainConfig(steps=steps, seed=seed, threads=1)  # (one thread: the same run whatever else the machine runs)
     for k, v in net.items():
         setattr(cfg.net, k, v)
     trainer = Trainer(game, cfg)
@@ -46,7 +46,7 @@ def trained_and_random(game, steps: int, seed: int, **net) -> tuple[float, float
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])  # (seed 2 passes too; two keep the slow tier within its time)
 @pytest.mark.parametrize(
     "fighters, steps, at_most",
     # random: -472 (one fighter), -342 (two); scripted: -48, -35

@@ -112,8 +112,6 @@ from .padded import (
     Sizes,
     check_illegal,
     measure_sizes,
-    reset_options,
-    seed_arg,
     slot_metrics,
 )
 
@@ -199,16 +197,9 @@ class GymloopEnv(PaddedAdapter, gymnasium.Env):
             ConfigError: a seed that is not a non-negative int (numpy integers are ints), or options
                 (a game's options are arguments of the game function).
         """
-        seed = None if seed is None else seed_arg(seed, self.name)
-        reset_options(self.name, options)
+        seed = self._reset_args(seed, options)
         super().reset(seed=seed)
-        if self._vec.closed:
-            raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopEnv")
-        self._cv = None
-        b = self._first_batch(1, seed)
-        cv = self.layout.convert(b)
-        self._cv = cv
-        return cv.slot_obs(0), {}
+        return self._restart(1, seed).slot_obs(0), {}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         """Apply one action (an int for ``Discrete``, an int array of shape ``(n_components,)`` for ``MultiDiscrete``)."""
@@ -309,16 +300,9 @@ class GymloopVectorEnv(PaddedAdapter, _GymVectorEnv):
                               "each copy itself (AutoresetMode.SAME_STEP): call reset() without it")
         if isinstance(seed, (list, tuple)):
             raise ConfigError(f"{self.name}: reset(seed=...) takes one int (the copies' seeds derive from it), got {seed!r}")
-        seed = None if seed is None else seed_arg(seed, self.name)
-        reset_options(self.name, options)
+        seed = self._reset_args(seed, options)
         super().reset(seed=seed)
-        if self._vec.closed:
-            raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopVectorEnv")
-        self._cv = None
-        b = self._first_batch(self.num_envs, seed)
-        cv = self.layout.convert(b)
-        self._cv = cv
-        return cv.obs, {}
+        return self._restart(self.num_envs, seed).obs, {}
 
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per copy (``(num_envs,)`` or ``(num_envs, n_components)`` ints); autoreset in the same step."""

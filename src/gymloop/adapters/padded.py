@@ -27,7 +27,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ConfigError(f"gymloop.adapters.padded needs gymnasium: pip install 'gymloop[gym]' ({e})") from e
 
 from ..batch import Batch
-from ..errors import ConfigError, InvalidActionError, InvalidObservationError
+from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
 from ..games.registry import game_name
 from ..obs import FLOAT32_MAX
 from ..spaces import Spaces
@@ -483,8 +483,8 @@ def slot_metrics(b: Batch, s: int) -> dict[str, Any]:
 class PaddedAdapter:
     """A game's copies in one :class:`gymloop.VecEnv` in the padded layout: what every adapter of this package holds.
 
-    A subclass sets ``name`` and ``illegal_actions``, then calls :meth:`_open`; its ``reset`` starts
-    from :meth:`_first_batch`.
+    A subclass sets ``name`` and ``illegal_actions``, then calls :meth:`_open`; its ``reset`` checks
+    its arguments with :meth:`_reset_args` and starts from :meth:`_restart`.
 
     Attributes:
         game: the game loop or :class:`gymloop.Environment` class.
@@ -523,6 +523,27 @@ class PaddedAdapter:
         self.components = self.layout.components
         self._cv = None
         self._warned = False
+
+    def _reset_args(self, seed: Any, options: Mapping[str, Any] | None, refuse_options: bool = True) -> int | None:
+        """Check ``reset``'s arguments and that the adapter is open; returns the seed as an int (or ``None``).
+
+        Raises:
+            ConfigError: a seed that is not a non-negative int; options, when ``refuse_options``
+                (otherwise they are logged as a warning).
+            EnvStateError: the adapter was closed.
+        """
+        seed = None if seed is None else seed_arg(seed, self.name)
+        reset_options(self.name, options, refuse=refuse_options)
+        if self._vec.closed:
+            raise EnvStateError(f"{self.name}: reset() after close(); make a new {type(self).__name__}")
+        return seed
+
+    def _restart(self, num_envs: int, seed: int | None) -> Converted:
+        """The first observations of a reset (see :meth:`_first_batch`), converted and kept for ``step``."""
+        self._cv = None
+        cv = self.layout.convert(self._first_batch(num_envs, seed))
+        self._cv = cv
+        return cv
 
     def _first_batch(self, num_envs: int, seed: int | None) -> Batch:
         """The batch ``reset`` starts from.

@@ -103,7 +103,7 @@ from gymnasium import spaces as gspaces
 from ..errors import ConfigError, EnvStateError, InvalidActionError, InvalidObservationError
 from ..games.registry import game_name
 from ..spaces import declared_agents
-from .padded import Converted, PaddedAdapter, Sizes, check_illegal, reset_options, seed_arg, slot_metrics
+from .padded import Converted, PaddedAdapter, Sizes, check_illegal, slot_metrics
 
 __all__ = ["GymloopParallelEnv"]
 
@@ -197,16 +197,10 @@ class GymloopParallelEnv(PaddedAdapter, ParallelEnv):
         Raises:
             ConfigError: a seed that is not a non-negative int (numpy integers are ints).
         """
-        seed = None if seed is None else seed_arg(seed, self.name)
-        reset_options(self.name, options, refuse=False)
-        if self._vec.closed:
-            raise EnvStateError(f"{self.name}: reset() after close(); make a new GymloopParallelEnv")
-        self._cv = None
-        b = self._first_batch(1, seed)
+        seed = self._reset_args(seed, options, refuse_options=False)
+        cv = self._restart(1, seed)
         if seed is not None:
             self._rng = np.random.default_rng(seed)
-        cv = self.layout.convert(b)
-        self._cv = cv
         self._live[:] = True
         self.agents = list(self.possible_agents)
         return {a: self._obs(cv, i) for i, a in enumerate(self.possible_agents)}, {a: {} for a in self.agents}

@@ -48,11 +48,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..agent import act_all
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, OPPONENT_BODY, OPPONENT_HEAD, GameView
-from .grid import DELTA, MOVES, OPPOSITE, Board, Cell, Move, add_food, take_food
+from .grid import DELTA, MOVES, OPPOSITE, Board, Cell, Move, add_food, play_pair, take_food
 from .registry import register_game
 from .snake import Body, Food, Head
 
@@ -216,16 +215,7 @@ class DuelGame(Board):
 @declare_game(entities=[Head, Body, Food, OpponentHead, OpponentBody], actions=[Move], globals=DuelStatus, agents=2)
 def duel(agents: Any, seed: int) -> None:
     """The duel game loop for a pair of agents; runs forever (episodes restart in place) until closed."""
-    a, b = agents
-    game = DuelGame(seed)
-    while True:
-        moves = act_all([(a, game.observe(0), Move), (b, game.observe(1), Move)])
-        game.step(moves)
-        if game.over or game.steps >= MAX_STEPS:
-            truncated = not game.over
-            a.game_over(game.final(0), truncated=truncated)
-            b.game_over(game.final(1), truncated=truncated)
-            game.reset()
+    play_pair(agents, DuelGame(seed), Move, MAX_STEPS)
 
 
 # ---------------------------------------------------------------------- view and registration

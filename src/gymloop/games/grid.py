@@ -1,5 +1,5 @@
-"""Moves on a square board of cells, as the snake games (:mod:`~gymloop.games.snake`,
-:mod:`~gymloop.games.duel`) play them.
+"""Cells and moves on a square board, as the grid games play them (:mod:`~gymloop.games.snake`,
+:mod:`~gymloop.games.duel`, :mod:`~gymloop.games.suite.cycles`), and the loop of a two-player game.
 
 A board of ``size`` × ``size`` cells numbers cell ``(x, y)`` as ``x * size + y``; an occupancy
 board is a ``bytearray`` of those cells (0 free, 1 a body segment, 2 food). ``y`` grows upward.
@@ -16,9 +16,12 @@ import random
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "take_food"]
+from ..agent import act_all
+from ..obs import Obs
+
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "play_pair", "take_food"]
 
 
 @dataclass(slots=True)
@@ -108,3 +111,37 @@ class Board:
     def reset(self) -> None:
         """Start an episode (the rules' own; the constructor calls it once)."""
         raise NotImplementedError
+
+
+class PairRules(Protocol):
+    """What :func:`play_pair` needs of a two-player game's rules (both seats move at once)."""
+
+    over: bool
+    steps: int
+
+    def observe(self, seat: int) -> Obs: ...
+
+    def step(self, moves: list[Any]) -> None: ...
+
+    def final(self, seat: int) -> Obs: ...
+
+    def reset(self) -> None: ...
+
+
+def play_pair(agents: Any, rules: PairRules, action_type: Any, max_steps: int) -> None:
+    """The loop of a two-player game whose seats move at the same time; runs forever (episodes
+    restart in place) until the game is closed.
+
+    Each step asks both agents together (:func:`~gymloop.act_all`), then plays both moves. An
+    episode ends when ``rules.over`` (terminated) or after ``max_steps`` steps (truncated); each
+    seat then gets its ``rules.final(seat)`` observation.
+    """
+    a, b = agents
+    while True:
+        moves = act_all([(a, rules.observe(0), action_type), (b, rules.observe(1), action_type)])
+        rules.step(moves)
+        if rules.over or rules.steps >= max_steps:
+            truncated = not rules.over
+            a.game_over(rules.final(0), truncated=truncated)
+            b.game_over(rules.final(1), truncated=truncated)
+            rules.reset()

@@ -42,11 +42,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ...agent import act_all
 from ...obs import Obs
 from ...spaces import game as declare_game
 from ..duel import OpponentBody, OpponentHead
-from ..grid import DELTA, MOVES, OPPOSITE, Move
+from ..grid import DELTA, MOVES, OPPOSITE, Move, play_pair
 from ..registry import register_game
 from ..snake import Body, Head
 
@@ -130,16 +129,7 @@ class CyclesGame:
 @declare_game(entities=[Head, Body, OpponentHead, OpponentBody], actions=[Move], globals=Race, agents=2)
 def cycles(agents: Any, seed: int) -> None:
     """The light-cycles game loop for a pair of agents; runs forever (episodes restart in place) until closed."""
-    a, b = agents
-    game = CyclesGame(seed)
-    while True:
-        moves = act_all([(a, game.observe(0), Move), (b, game.observe(1), Move)])
-        game.step(moves)
-        if game.over or game.steps >= MAX_STEPS:
-            truncated = not game.over
-            a.game_over(game.final(0), truncated=truncated)
-            b.game_over(game.final(1), truncated=truncated)
-            game.reset()
+    play_pair(agents, CyclesGame(seed), Move, MAX_STEPS)
 
 
 class CyclesAgent:

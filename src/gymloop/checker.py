@@ -20,8 +20,10 @@ import numpy as np
 from .actions import action_spec
 from .agent import RandomAgent, check_action, run
 from .batch import Batch
+from .copies import compare_copies
 from .errors import GymloopError, InvalidObservationError
 from .obs import Obs
+from .runtime.seeding import derive_seed
 from .schema import schema_of
 
 __all__ = ["check", "CheckReport", "CheckError"]
@@ -128,10 +130,12 @@ def _same(a: Batch, b: Batch) -> bool:
 
 
 def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_game: int = 1, num_envs: int = 4) -> CheckReport:
-    """Check a game loop: schemas, finite features, legal choices, determinism, clean close.
+    """Check a game loop: schemas, finite features, legal choices, independent copies, determinism, clean close.
 
-    Runs the game with a random agent (every observation inspected), then as a small
-    :class:`~gymloop.VecEnv` twice with the same seed, comparing the batches bit for bit.
+    Runs the game with a random agent (every observation inspected); then ``num_envs`` copies
+    alone and among one another (:func:`~gymloop.copies.compare_copies`: a copy must observe the
+    same whatever runs beside it); then a small :class:`~gymloop.VecEnv` twice with the same seed,
+    comparing the batches bit for bit.
 
     Args:
         game: the game loop function.
@@ -169,7 +173,13 @@ def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_
         raise CheckError("the game never asked its agent for a decision")
     report.checks.append("observations: schemas, finite features and scores, legal choices, legal random actions")
 
-    # 2. vectorized, twice with the same seed: bit-identical batches
+    # 2. copies alone and among others: the same observations (no state shared between copies)
+    diff = compare_copies(game, seed, num_envs, max(1, steps // max(1, num_envs)), agents_per_game)
+    if diff is not None:
+        raise CheckError(diff.message(derive_seed(seed, diff.copy, 0)))
+    report.checks.append("copies independent: the same observations alone and among others, in any order")
+
+    # 3. vectorized, twice with the same seed: bit-identical batches
     def trajectory() -> list[Batch]:
         env = VecEnv(game, num_envs=num_envs, seed=seed, agents_per_game=agents_per_game)
         try:
@@ -193,7 +203,8 @@ def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_
         if not _same(a, b):
             raise CheckError(
                 f"batch {i} differs between two runs with seed {seed}: the game is not deterministic given its seed "
-                "(use the seed passed to the game for every random draw)"
+                "(use the seed passed to the game for every random draw, and keep no state in module globals or "
+                "class attributes from one run to the next)"
             )
     report.checks.append("vectorized batches consistent (dtypes, counts, actor indices)")
     report.checks.append("seeded determinism: identical batches from identical seeds")

@@ -13,10 +13,12 @@ from .agent import Agent, EpisodeResult, RandomAgent, RunResult, act_all, run
 from .agent_library import AgentLibrary, library, pack_library
 from .batch import Batch
 from .checker import CheckError, check
+from .display import HEADLESS, Display
 from .env import Environment, EnvObservation
 from .errors import (
     CheckpointError,
     ConfigError,
+    DisplayClosed,
     EnvStateError,
     ExportError,
     GameError,
@@ -46,6 +48,8 @@ __all__ = [
     "CheckError",
     "CheckpointError",
     "ConfigError",
+    "Display",
+    "DisplayClosed",
     "EntitySchema",
     "EnvObservation",
     "EnvStateError",
@@ -55,6 +59,7 @@ __all__ = [
     "GameError",
     "GameTimeoutError",
     "GymloopError",
+    "HEADLESS",
     "InputPathError",
     "InvalidActionError",
     "InvalidObservationError",

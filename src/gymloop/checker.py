@@ -21,6 +21,7 @@ from .actions import action_spec
 from .agent import RandomAgent, check_action, run
 from .batch import Batch
 from .copies import compare_copies
+from .display import watch_windows
 from .errors import GymloopError, InvalidObservationError
 from .obs import Obs
 from .runtime.seeding import derive_seed
@@ -163,10 +164,18 @@ def check(game: Callable[..., Any], seed: int = 0, steps: int = 500, agents_per_
     report = CheckReport()
     # 1. single game, every observation inspected
     agents = [_Inspector(RandomAgent(seed + i), report) for i in range(agents_per_game)]
+    windows: list[str] = []
     try:
-        r = run(game, agents[0] if agents_per_game == 1 else agents, seed=seed, max_steps=steps)
+        with watch_windows(windows):
+            r = run(game, agents[0] if agents_per_game == 1 else agents, seed=seed, max_steps=steps)
     except InvalidObservationError as e:
         raise CheckError(f"the game built an invalid observation: {e}") from e
+    if windows:
+        report.warnings.append(
+            f"the game opened a window while headless (pygame.display.set_mode at {windows[0]}): training runs "
+            "hundreds of copies headless, so draw only when given a display: def game(agent, seed, display=gl.HEADLESS), "
+            "screen = display.screen(size), which is None headless (see 'A game that draws itself' in docs/games.md)"
+        )
     report.decisions = r.steps
     report.episodes = len(r.episodes)
     if r.steps == 0:

@@ -27,14 +27,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def _game_loop(name: str) -> Callable[..., Any]:
-    """The game loop named ``name``; a ``gl.Environment`` (e.g. an entity-gym class) is refused with the fix."""
-    from .errors import ConfigError
+def _game(args: argparse.Namespace) -> Callable[..., Any]:
+    """The game ``args.game`` names, with its ``--game-arg`` options bound."""
+    from .game_args import bind_game_args
     from .games import get_game
+
+    return bind_game_args(get_game(args.game), getattr(args, "game_arg", None))
+
+
+def _game_loop(args: argparse.Namespace) -> Callable[..., Any]:
+    """:func:`_game`, refusing a ``gl.Environment`` (e.g. an entity-gym class) with the fix."""
+    from .errors import ConfigError
     from .vector import _is_environment
 
-    game = get_game(name)
+    game = _game(args)
     if _is_environment(game):
+        name = args.game
         raise ConfigError(f"{name!r} is an environment class, not a game loop: gymloop check, run, play and record take "
                           f"game loops; train and eval take either (e.g. gymloop train {name} --steps 400000)")
     return game
@@ -43,7 +51,7 @@ def _game_loop(name: str) -> Callable[..., Any]:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .checker import check
 
-    game = _game_loop(args.game)
+    game = _game_loop(args)
     report = check(game, seed=args.seed, steps=args.steps, agents_per_game=args.agents)
     print(f"{args.game}: OK ({report.decisions} decisions, {report.episodes} episodes)")
     if report.episodes == 0:
@@ -62,7 +70,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .agent import run
     from .agent_specs import load_agent
 
-    game = _game_loop(args.game)
+    game = _game_loop(args)
     who = f"a {args.agent or 'random'} agent" if args.agent in (None, "random", "scripted") else args.agent
 
     def agents(seed: int) -> object:
@@ -217,10 +225,9 @@ def _backend_options(items: list[str]) -> dict[str, Any]:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from .errors import ConfigError
-    from .games import get_game
     from .train import TrainConfig, pipeline
 
-    game = get_game(args.game)
+    game = _game(args)
     steps = args.steps if args.steps is not None else (0 if args.demos else 3_000_000)
     cfg = TrainConfig(steps=steps, seed=args.seed, workers=args.workers, agents_per_game=args.agents,
                       opponents=list(args.opponent or []), init_from=args.init_from, backend=args.backend, address=args.address,
@@ -266,11 +273,10 @@ def _number(flag: str, raw: str) -> float:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .evaluation import compare
-    from .games import get_game
 
     if args.episodes < 1:
         raise ConfigError(f"--episodes must be at least 1, got {args.episodes}; e.g. --episodes 200")
-    game = get_game(args.game)
+    game = _game(args)
     result = compare(game, args.agent, game_name=args.game, episodes=args.episodes, seed=args.seed, agents_per_game=args.agents)
     print(result.json_text() if args.json else result.table())
     return 0
@@ -346,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .games import bundled_games
 
     games = bundled_games()
+    game_arg_help = "an option of the game function (repeatable), typed from its signature, e.g. --game-arg size=12"
     game_help = f"bundled game name ({', '.join(g.name for g in games)}) or module:function"
     two = [g.name for g in games if g.agents == 2]
     many = ", ".join(f"{g.agents} for {g.name}" for g in games if g.agents > 1)
@@ -364,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="check a game: schemas, masks, determinism, clean close")
     c.add_argument("game", help=game_help)
+    c.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--steps", type=int, default=500)
     c.add_argument("--agents", type=int, default=None, help=agents_help)
@@ -371,6 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
     t.add_argument("game", help=game_help)
+    t.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     t.add_argument("--steps", type=int, default=None,
                    help="environment steps of PPO, rounded up to whole rollouts (default 3,000,000, about 4 minutes for snake on 2 cores; "
                         "with --demos 0)")
@@ -421,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the return (sum of rewards), the game's final score (when it differs from the return), the episode "
                                     "length in decisions, and every metric the game reports itself.")
     ev.add_argument("game", help=game_help)
+    ev.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     ev.add_argument("--agent", default=None, metavar="PATH",
                     help="agent checkpoint: the agent.safetensors of gymloop train (or its --out folder), or an enn-trainer checkpoint; "
                          "'scripted': the game's scripted agent; 'random': the random agent alone (default: the random agent and "
@@ -439,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="play a game with an agent (random by default), print the scores, record traces")
     r.add_argument("game", help=game_help)
+    r.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     r.add_argument("--episodes", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--agents", type=int, default=None, help=agents_help)

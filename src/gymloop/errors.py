@@ -34,6 +34,7 @@ __all__ = [
     "WorkerError",
     "EnvStateError",
     "ConfigError",
+    "DisplayClosed",
     "CheckpointError",
     "TraceError",
     "TrainingError",
@@ -61,6 +62,10 @@ class InvalidActionError(GymloopError, ValueError):
 
 class EnvStateError(GymloopError, RuntimeError):
     """A method was called when the environment was not in a state to accept it."""
+
+
+class DisplayClosed(GymloopError):
+    """The player closed a game's window (:meth:`gymloop.Display.tick` raises it; ``gymloop play`` stops there)."""
 
 
 class ConfigError(GymloopError, ValueError):

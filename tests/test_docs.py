@@ -48,6 +48,7 @@ REQUIRES = {
     "docs/onnx.md": ["torch", "onnx", "onnxruntime"],
     "docs/formats/checkpoint.md": ["torch"],
     "docs/play.md": ["pygame", "PIL", "imageio_ffmpeg"],
+    "docs/pygame.md": ["pygame"],
     "docs/adapters/gymnasium.md": ["gymnasium"],
     "docs/adapters/pettingzoo.md": ["pettingzoo", "pettingzoo.test"],
     "docs/adapters/entity-gym.md": ["entity_gym"],

@@ -7,6 +7,10 @@ Two measurements, each for numpy and for torch on exactly the same inputs:
   observation packed as a one-slot batch, in numpy and in torch. Target: ``act`` <= 100 us.
 * **batched**: one forward pass (and sampling) over a 256-slot batch of snake observations taken from
   a ``VecEnv``; decisions per second = slots / median time. Target: numpy >= 50,000 decisions/s.
+  Also with numpy's BLAS left at its default thread count (``numpy, BLAS threads free``; gymloop
+  holds it to one thread during a pass: :mod:`gymloop.nn.blas`).
+* **busy core**: the batched rows and ``act`` again while a second process keeps one core busy
+  (the benchmark starts it), as a game running beside the agent does.
 
 The network is ``NetConfig()`` (the defaults) with random weights and normalization statistics
 gathered from play: speed does not depend on training. Torch runs on the CPU (``--torch-threads``,
@@ -23,13 +27,16 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -64,6 +71,18 @@ def _timings(variants: dict[str, Callable[[], Any]], calls: int, rounds: int = 5
                     fn()
                 out.append((clock() - t0) / per)
     return {k: statistics.median(v) / 1e3 for k, v in times.items()}
+
+
+@contextlib.contextmanager
+def _busy_core() -> Iterator[None]:
+    """A second process spinning on one core meanwhile (what a game beside the agent looks like)."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 class _Recorder:
@@ -192,9 +211,19 @@ def main(argv: list[str] | None = None) -> int:
                 tpol(pb, generator=gen)
 
         variants["torch"] = torch_batch
+    # numpy's BLAS at its default thread count (not held to one thread, as gymloop.nn.blas does)
+    free = copy.copy(policy)
+    free.logits = types.MethodType(type(policy).logits.__wrapped__, free)  # type: ignore[method-assign]
+    variants["numpy, BLAS threads free"] = lambda: free.sample(pb, rng)
     t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
     for backend, us in t.items():
         rows.append((backend, f"forward+sample, {S}-slot batch", us, S))
+    with _busy_core():  # the same, beside a process that keeps one core busy (as a game does)
+        t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
+        tb = _timings({"act": act_one}, args.calls // 4)
+    for backend, us in t.items():
+        rows.append((backend, f"forward+sample, {S}-slot batch, busy core", us, S))
+    rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities, busy core", tb["act"], 1))
 
     cfg = policy.cfg
     print(
@@ -208,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{backend:8} {what:36} {us:9.1f} us {us / n:11.2f} us {n / us * 1e6:13,.0f}")
     verdict = []
     verdict.append(f"act latency {t_act:.0f} us (target <= 100 us): {'ok' if t_act <= 100 else 'MISSED'}")
-    thr = [r for r in rows if r[0] == "numpy" and r[3] == S][0]
+    thr = [r for r in rows if r[0] == "numpy" and r[1] == f"forward+sample, {S}-slot batch"][0]
     tput = thr[3] / thr[2] * 1e6
     verdict.append(f"batched throughput {tput:,.0f} decisions/s (target >= 50,000): {'ok' if tput >= 50_000 else 'MISSED'}")
     print("; ".join(verdict))

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import CheckpointError, ConfigError
 from ..spaces import ActionDesc
+from .blas import single_blas_thread
 from .config import RelposConfig
 from .heads import POINTER, SUMMARY, head_of
 from .inputs import FrameIndex, Packed, pack
@@ -445,9 +446,10 @@ class NumpyPolicy:
                 x = self._block(blk, x, pad, idx)
         return x, pad
 
+    @single_blas_thread
     def logits(self, p: Packed, value: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """Masked logits of every action type (layout as :attr:`NumpyOutput.logits`) and, with
-        ``value``, the value of every slot."""
+        ``value``, the value of every slot (numpy's BLAS on one thread meanwhile: :mod:`gymloop.nn.blas`)."""
         x, pad = self.encode(p)
         S, L, d = x.shape
         flat = x.reshape(S * L, d)

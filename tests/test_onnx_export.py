@@ -203,7 +203,6 @@ def _reference_batch(policy: NumpyPolicy, ob: dict) -> tuple[dict[str, np.ndarra
     counts = np.array([ob["counts"]], dtype=np.int64)
     rows = {n: ob["feats"][n] for n in policy.entity_names}
     p = pack_entities(rows, counts, ob["globals"][None, :], policy.entity_names, policy.position_idx, policy.frame)
-    n_act = ob["actors"].size
     rows_of = {}
     for name, a in policy.action_space.items():
         actors = ob["actors"] if a.kind.actor_bound else np.zeros(1, np.int64)  # a global kind's row is the slot

@@ -298,7 +298,7 @@ class ObsEncoder(OneObsBuilder):
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
         per, parts, g, starts, rows, asked, masks = self.one(obs, action_types)
-        requests: list[tuple[str, np.ndarray | None, str | np.ndarray | None]] = []
+        requests: list[tuple[str, np.ndarray | None, str | np.ndarray | SummaryCandidates | None]] = []
         decode = []
         for ab, m in zip(asked, masks):
             # a kind not tied to an actor is one decision for the observation, from its summary
@@ -326,8 +326,8 @@ class ObsEncoder(OneObsBuilder):
             asked = {}
             d = []
             for (name, mask, cr), vals in zip(requests, dec):
-                if cr is OBS_SUMMARY or type(cr) is SummaryCandidates:  # one decision, from the observation summary
-                    asked[name] = (None, mask, None if cr is OBS_SUMMARY else cr.rows)
+                if cr is OBS_SUMMARY or isinstance(cr, SummaryCandidates):  # one decision, from the observation summary
+                    asked[name] = (None, mask, cr.rows if isinstance(cr, SummaryCandidates) else None)
                     n_rows = 1
                 else:
                     asked[name] = (rows, mask, cr)

@@ -119,6 +119,46 @@ def test_random_agent_run_and_check():
         gl.check(no_patient, steps=10)
 
 
+def test_gymloop_check_on_the_command_line(capsys):
+    from gymloop.cli import main
+
+    assert main(["check", "support.train_games:triage_masked", "--steps", "50"]) == 0
+    assert "Treat" in capsys.readouterr().out
+
+
+def test_low_level_environment_with_a_global_select_entity():
+    class Ward(gl.Environment):
+        def obs_space(self):
+            return gl.ObsSpace(entities={"Patient": ("pain",)})
+
+        def action_space(self):
+            return {"Treat": gl.ActionDesc("Treat", "global_select_entity", (), ("Patient",))}
+
+        def reset(self, seed):
+            self.t = 0
+            return self._obs()
+
+        def act(self, actions):
+            assert actions["Treat"].shape == (1,)
+            self.t += 1
+            return self._obs(reward=float(actions["Treat"][0] == 2))
+
+        def _obs(self, reward=0.0):
+            return gl.EnvObservation(entities={"Patient": [[0.1], [0.5], [0.9]]}, actors={"Treat": ()},
+                                     masks={"Treat": [[False, True, True]]}, reward=reward, terminated=self.t == 3)
+
+    with gl.VecEnv(Ward, num_envs=2, seed=0) as env:
+        b = env.reset()
+        assert b.actor_index["Treat"].tolist() == [-1, -1] and b.num_candidates["Treat"].tolist() == [3, 3]
+        assert b.masks["Treat"].tolist() == [False, True, True] * 2
+        b = env.step({"Treat": np.array([2, 1])})
+        assert b.reward.tolist() == [1.0, 0.0]
+        for _ in range(5):
+            acts = env.sample_actions()
+            assert (acts["Treat"] >= 1).all()
+            env.step(acts)
+
+
 def test_masks_and_errors_say_what_works():
     p = [Patient(0.1, True), Patient(0.2, True)]
     assert gl.Obs().entities(p).mask(Treat, [p[1]]).legal(None, Treat) == [p[1]]

@@ -205,6 +205,19 @@ def test_neural_agent_one_by_one_and_batched_agree(tmp_path, readout):
     np.testing.assert_allclose(lg["Treat"][3:], one[0], atol=1e-5)
 
 
+def test_gymloop_eval_plays_a_checkpoint(tmp_path, capsys):
+    pytest.importorskip("torch")
+    import json
+
+    from gymloop.cli import main
+
+    path = tmp_path / "triage.safetensors"
+    gl.neural.random_checkpoint(path, tg.triage_masked, seed=0)
+    assert main(["eval", "support.train_games:triage_masked", "--agent", str(path), "--episodes", "6", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["agents"]["agent"]["episode_return"]["n"] == 6
+
+
 def test_a_checkpoint_of_the_other_select_kind_is_refused(tmp_path):
     pytest.importorskip("torch")
     path = tmp_path / "triage.safetensors"

@@ -134,18 +134,17 @@ def test_low_level_environment_with_a_global_select_entity():
         def action_space(self):
             return {"Treat": gl.ActionDesc("Treat", "global_select_entity", (), ("Patient",))}
 
+        def _ward(self, treated=None):  # the most painful patient (candidate 2) pays 1; three treatments a day
+            self.day = 0 if treated is None else self.day + 1
+            return gl.EnvObservation(entities={"Patient": [[0.1], [0.5], [0.9]]}, actors={"Treat": ()},
+                                     masks={"Treat": [[False, True, True]]}, reward=float(treated == 2), terminated=self.day == 3)
+
         def reset(self, seed):
-            self.t = 0
-            return self._obs()
+            return self._ward()
 
         def act(self, actions):
-            assert actions["Treat"].shape == (1,)
-            self.t += 1
-            return self._obs(reward=float(actions["Treat"][0] == 2))
-
-        def _obs(self, reward=0.0):
-            return gl.EnvObservation(entities={"Patient": [[0.1], [0.5], [0.9]]}, actors={"Treat": ()},
-                                     masks={"Treat": [[False, True, True]]}, reward=reward, terminated=self.t == 3)
+            assert actions["Treat"].shape == (1,)  # one choice for the observation
+            return self._ward(int(actions["Treat"][0]))
 
     with gl.VecEnv(Ward, num_envs=2, seed=0) as env:
         b = env.reset()

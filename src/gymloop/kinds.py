@@ -7,14 +7,14 @@ its JSON tag reads. The runtime, the trainer and the numpy runtime dispatch on t
 on a bare string, so an unknown kind is an error (:func:`kind_named`) and never takes another kind's
 path.
 
-=====================  ====================  ============================================================
-kind                   tag                   one choice per
-=====================  ====================  ============================================================
-:data:`CATEGORICAL`    ``categorical``       actor entity, among fixed labels (an Enum, a composite)
-:data:`SELECT_ENTITY`  ``select_entity``     actor entity, among the observed entities of some types
-:data:`GLOBAL`         ``global_categorical`` observation (no actor entity), among fixed labels
-:data:`GLOBAL_SELECT`  ``global_select_entity`` observation (no actor entity), among the observed entities
-=====================  ====================  ============================================================
+=====================  ==========================  ======================================================
+kind                   tag                         one choice per
+=====================  ==========================  ======================================================
+:data:`CATEGORICAL`    ``categorical``             actor entity, among fixed labels (an Enum, a composite)
+:data:`SELECT_ENTITY`  ``select_entity``           actor entity, among the observed entities of some types
+:data:`GLOBAL`         ``global_categorical``      observation (no actor entity), among fixed labels
+:data:`GLOBAL_SELECT`  ``global_select_entity``    observation (no actor entity), among observed entities
+=====================  ==========================  ======================================================
 
 A kind compares equal to its tag (``kind == "categorical"``) and hashes like it, so the spaces read
 the same as before kinds were types, and ``repr`` shows the tag.

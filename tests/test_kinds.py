@@ -77,7 +77,7 @@ def lone_general(agent, seed):
 
 # ---------------------------------------------------------------------- kinds as types
 def test_kinds_are_types_equal_to_their_tags():
-    assert set(KINDS) == {"categorical", "select_entity", "global_categorical"}
+    assert set(KINDS) == {"categorical", "select_entity", "global_categorical", "global_select_entity"}
     assert kind_named("categorical") is CATEGORICAL and CATEGORICAL == "categorical"
     assert GLOBAL.actor_bound is False and SELECT_ENTITY.selects_entities is True
     assert repr(gl.ActionDesc("Mode", "global_categorical", ("A",))) == "ActionDesc(name='Mode', kind='global_categorical', labels=('A',), among=())"
@@ -102,9 +102,9 @@ def test_spaces_json_round_trip_keeps_kinds():
                             gl.CheckpointError, "f.bin: ")
 
 
-def test_global_decision_marks_only_enums_and_composites():
+def test_global_decision_marks_only_enums_composites_and_select_entities():
     assert gl.action_spec(Stance).kind is GLOBAL and gl.action_spec(Move).kind is CATEGORICAL
-    with pytest.raises(gl.SchemaError, match="applies to an Enum or a dataclass of Enums"):
+    with pytest.raises(gl.SchemaError, match="applies to an Enum, a dataclass of Enums or a gl.SelectEntity"):
         gl.global_decision(Unit(0, 1.0))
 
     class Late(Enum):

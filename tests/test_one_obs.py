@@ -52,9 +52,11 @@ class Phase(Enum):
 
 Target = gl.SelectEntity("Target", among=Enemy)
 Pick = gl.SelectEntity("Pick", among=(Ally, Enemy))  # candidate order is not the type order
+Heal = gl.global_decision(gl.SelectEntity("Heal", among=(Ally, Enemy)))  # a global select-entity: no actor entity
 
 BAD_VALUES = [float("nan"), float("inf"), "3", None, 1e300, 10**400]
-ACTION_TYPES = [Move, Order, Target, Pick, Phase]
+ACTION_TYPES = [Move, Order, Target, Pick, Phase, Heal]
+GLOBAL_TYPES = (Phase, Heal)
 
 
 def _n_choices(key, obs: gl.Obs) -> int:
@@ -90,7 +92,7 @@ def observations(draw):
             chunks.append([victim])
     asked = draw(st.lists(st.sampled_from(ACTION_TYPES), min_size=1, max_size=3, unique=True))
     if not actors:  # (a no-actor observation asking actor-bound types: refused by both)
-        asked = [Phase] if draw(st.booleans()) else asked
+        asked = draw(st.sampled_from([[Phase], [Heal], [Heal, Phase]])) if draw(st.booleans()) else asked
     single = len(actors) == 1 and draw(st.booleans())
     obs = gl.Obs(score=draw(st.integers(-3, 3)))
     for ch in chunks:
@@ -104,7 +106,7 @@ def observations(draw):
         probe.entities(ch)
     probe.actors(actors)
     for key in asked:
-        if key is Phase or not actors or not draw(st.booleans()):
+        if key in GLOBAL_TYPES or not actors or not draw(st.booleans()):
             continue
         n = _n_choices(key, probe)
         per_actor = []
@@ -120,7 +122,7 @@ def observations(draw):
                 per_actor.append(m)
         masks[key] = per_actor
     if bad == "mask-unknown-key" and actors:
-        masks[next(k for k in ACTION_TYPES if k not in asked and k is not Phase)] = [None] * len(actors)
+        masks[next(k for k in ACTION_TYPES if k not in asked and k not in GLOBAL_TYPES)] = [None] * len(actors)
     if single:
         obs.actor(actors[0], masks={k: v[0] for k, v in masks.items()})
     elif actors:
@@ -128,6 +130,12 @@ def observations(draw):
     if Phase in asked and draw(st.booleans()):
         m = draw(st.lists(st.booleans(), min_size=3, max_size=3))
         obs.mask(Phase, m if any(m) or bad == "mask-none-legal" else [True, False, True])
+    if Heal in asked and draw(st.booleans()):
+        n = _n_choices(Heal, probe)
+        m = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+        if n and not any(m) and bad != "mask-none-legal":
+            m[draw(st.integers(0, n - 1))] = True
+        obs.mask(Heal, m)
     return obs, tuple(asked)
 
 

@@ -29,6 +29,7 @@ from gymloop.nn.config import NetConfig, RelposConfig
 from gymloop.nn.heads import POINTER, SUMMARY, head_of
 from gymloop.nn.inputs import add_choices, add_select, pack_entities
 from gymloop.nn.numpy_policy import OBS_SUMMARY, NumpyPolicy
+from gymloop.nn.single import SummaryCandidates
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -44,7 +45,7 @@ TOL = 1e-5
 
 # ---------------------------------------------------------------------- checkpoints
 def _games() -> dict:
-    from support.train_games import global_and_actor, rovers
+    from support.train_games import global_and_actor, rovers, triage, triage_masked
 
     from gymloop.games.duel import duel
     from gymloop.games.snake import snake
@@ -67,6 +68,11 @@ def _games() -> dict:
         # net.frame="auto": the rocks in the rover's heading frame (readout, and full blocks)
         "rovers": (rovers, {}, 1),
         "rovers_full": (rovers, {"n_layer": 2, "readout": False}, 1),
+        # a global select-entity: the summary's query against the candidates' keys (no actors input; beside an
+        # actor-bound type; the mean summary of full blocks)
+        "triage": (triage, {"n_layer": 2}, 1),
+        "triage_masked": (triage_masked, {}, 1),
+        "triage_masked_full": (triage_masked, {"n_layer": 2, "readout": False}, 1),
     }
 
 
@@ -147,9 +153,9 @@ def _observation(policy: NumpyPolicy, counts: list[int], seed: int) -> dict:
             among = [t for t in names if a.among_any or not a.among or t in a.among]
             rows = [r for t in among for r in range(starts[names.index(t)], starts[names.index(t)] + counts[names.index(t)])]
             cands[name] = np.array(rows, dtype=np.int64)
-            m = rng.random((n_act, len(rows))) < 0.6
+            m = rng.random((n_act if a.kind.actor_bound else 1, len(rows))) < 0.6
         else:
-            m = rng.random((1 if head_of(a) == SUMMARY else n_act, a.n)) < 0.6
+            m = rng.random((n_act if a.kind.actor_bound else 1, a.n)) < 0.6
         if m.shape[1]:
             m[np.arange(m.shape[0]), rng.integers(0, m.shape[1], size=m.shape[0])] = True  # at least one legal choice
         masks[name] = m
@@ -185,6 +191,8 @@ def _reference_one(policy: NumpyPolicy, ob: dict) -> dict[str, np.ndarray]:
     reqs = []
     for name, a in policy.action_space.items():
         cand = OBS_SUMMARY if head_of(a) == SUMMARY else ob["cands"].get(name)
+        if cand is not None and not a.kind.actor_bound and a.kind.selects_entities:
+            cand = SummaryCandidates(cand)
         reqs.append((name, ob["masks"][name], cand))
     g = ob["globals"] if policy.global_features else None
     return dict(zip(policy.action_space, policy.logits_one(parts, g, ob["actors"], reqs)))
@@ -195,17 +203,18 @@ def _reference_batch(policy: NumpyPolicy, ob: dict) -> tuple[dict[str, np.ndarra
     counts = np.array([ob["counts"]], dtype=np.int64)
     rows = {n: ob["feats"][n] for n in policy.entity_names}
     p = pack_entities(rows, counts, ob["globals"][None, :], policy.entity_names, policy.position_idx, policy.frame)
-    n_act = ob["actors"].size
+    rows_of = {}
     for name, a in policy.action_space.items():
+        actors = ob["actors"] if a.kind.actor_bound else np.zeros(1, np.int64)  # a global kind's row is the slot
+        rows_of[name] = actors.size
         if head_of(a) == POINTER:
             c = ob["cands"][name]
-            add_select(p, name, ob["actors"], np.tile(c, n_act), np.full(n_act, c.size, np.int64), ob["masks"][name].ravel())
-        elif head_of(a) == SUMMARY:
-            add_choices(p, name, np.zeros(1, np.int64), ob["masks"][name])
+            k = actors.size
+            add_select(p, name, actors, np.tile(c, k), np.full(k, c.size, np.int64), ob["masks"][name].ravel())
         else:
-            add_choices(p, name, ob["actors"], ob["masks"][name])
+            add_choices(p, name, actors, ob["masks"][name])
     out = policy.forward(p)
-    logp = {n: (v.reshape(n_act, -1) if policy.action_space[n].kind.selects_entities else v) for n, v in out.logp.items()}
+    logp = {n: (v.reshape(rows_of[n], -1) if policy.action_space[n].kind.selects_entities else v) for n, v in out.logp.items()}
     assert out.value is not None
     return logp, float(out.value[0])
 
@@ -250,7 +259,7 @@ def test_parity_with_numpy_runtime(name: str, workdir: Path, counts: list[int], 
     _check(name, workdir, counts[: len(policy.entity_names)], seed)
 
 
-@pytest.mark.parametrize("name", ["snake", "tactics", "multisnake", "cherrypick", "xor", "global_and_actor", "rovers"])
+@pytest.mark.parametrize("name", ["snake", "tactics", "multisnake", "cherrypick", "xor", "global_and_actor", "rovers", "triage_masked"])
 def test_parity_one_entity_and_empty_types(name: str, workdir: Path) -> None:
     """Exactly one entity in all (the rest of the types empty), for each type in turn."""
     policy = _case(name, workdir)[0]
@@ -312,6 +321,29 @@ def test_global_decision_has_one_mask_row(workdir: Path) -> None:
     assert guess["kind"] == "global_categorical" and guess["mask_rows"] == 1
     shapes = {i.name: i.shape for i in sess.get_inputs()}
     assert shapes["mask.Guess"] == [1, 3]
+
+
+def test_global_select_entity_has_one_mask_row_and_candidates(workdir: Path) -> None:
+    """A global select-entity (issue 34 item 6): one mask row, a candidates input, no actors input when
+    no action type is actor-bound; a played observation gives gl.load's probabilities."""
+    from support.train_games import Patient, Treat
+
+    policy, sess, src = _case("triage", workdir)
+    io = json.loads(sess.get_modelmeta().custom_metadata_map["gymloop.io"])
+    (treat,) = io["actions"]
+    assert (treat["kind"], treat["mask_rows"], treat["candidates"]) == ("global_select_entity", 1, "candidates.Treat")
+    assert io["actors"] is None and "actors" not in io["inputs"]
+    shapes = {i.name: i.shape for i in sess.get_inputs()}
+    assert shapes["mask.Treat"] == [1, "n_candidates_Treat"] and shapes["candidates.Treat"] == ["n_candidates_Treat"]
+    agent = gl.load(src)
+    ps = [Patient(0.2, True), Patient(0.9, True), Patient(0.5, False)]
+    obs = gl.Obs().entities(ps).mask(Treat, ps[:2])
+    (lg,) = agent.logits(obs, Treat)
+    feeds = {"entities.Patient": np.array([[0.2, 1], [0.9, 1], [0.5, 0]], np.float32), "mask.Treat": np.array([[True, True, False]]),
+             "candidates.Treat": np.arange(3)}
+    (probs,) = sess.run(["probs.Treat"], feeds)
+    assert lg.shape == probs.shape == (1, 3) and probs[0, 2] == 0.0
+    np.testing.assert_allclose(probs, _softmax(lg), atol=TOL)
 
 
 @pytest.mark.slow  # 2-5 s: out of the fast tier, which must stay under a minute

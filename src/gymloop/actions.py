@@ -6,7 +6,10 @@
 * ``gl.SelectEntity("Target", among=Enemy)`` asks the agent to pick one of the observed entities
   of the given type(s); ``act`` returns the chosen game object itself;
 * an Enum (or composite) decorated with ``@gl.global_decision`` is one choice for the whole
-  observation, tied to no actor entity: ``agent.act(obs, Mode)`` returns one ``Mode``.
+  observation, tied to no actor entity: ``agent.act(obs, Mode)`` returns one ``Mode``;
+* ``gl.global_decision(gl.SelectEntity("Treat", among=Patient))`` picks one observed entity for the
+  whole observation, with no actor entity (a doctor who is not an entity choosing a patient):
+  ``agent.act(obs, Treat)`` returns one patient.
 
 Each action type has a kind (:mod:`gymloop.kinds`) that owns what differs between kinds.
 
@@ -36,23 +39,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SchemaError
-from .kinds import CATEGORICAL, GLOBAL, SELECT_ENTITY, ActionKind, kind_named
+from .kinds import CATEGORICAL, GLOBAL, GLOBAL_SELECT, SELECT_ENTITY, ActionKind, kind_named
 from .schema import schema_of
 
-__all__ = ["SelectEntity", "ActionDesc", "ActionSpec", "action_spec", "global_decision", "CATEGORICAL", "SELECT_ENTITY", "GLOBAL"]
+__all__ = ["SelectEntity", "ActionDesc", "ActionSpec", "action_spec", "global_decision", "CATEGORICAL", "SELECT_ENTITY", "GLOBAL",
+           "GLOBAL_SELECT"]
 
 _GLOBAL_ATTR = "__gymloop_global_decision__"
 
 
 def global_decision(cls: Any) -> Any:
-    """Mark an Enum (or a composite dataclass of Enums) as a global decision: one choice per observation.
+    """Mark an action type as a global decision: one choice per observation, tied to no actor entity.
 
-    A global decision is tied to no actor entity: ``agent.act(obs, Mode)`` returns one ``Mode``
-    whether the observation has actors or not, and may be asked together with actor-bound action
-    types (``mode, move = agent.act(obs, Mode, Move)``). Its mask is given with
-    ``obs.mask(Mode, allowed)``. The network answers it from a summary of the whole observation.
+    It applies to an Enum or a composite dataclass of Enums (as a class decorator), or to a
+    :class:`SelectEntity` (``Treat = gl.global_decision(gl.SelectEntity("Treat", among=Patient))``,
+    the same as ``gl.SelectEntity("Treat", among=Patient, global_decision=True)``): one of the
+    observed entities of the ``among`` types, chosen for the whole observation.
+
+    ``agent.act(obs, Mode)`` returns one ``Mode`` (one patient for ``Treat``) whether the observation
+    has actors or not, and may be asked together with actor-bound action types
+    (``mode, move = agent.act(obs, Mode, Move)``). Its mask is given with ``obs.mask(Mode, allowed)``
+    (the allowed members, or for a select-entity the allowed candidates). The network answers it
+    from a summary of the whole observation.
 
     Example:
+        >>> from dataclasses import dataclass
         >>> from enum import Enum
         >>> import gymloop as gl
         >>> @gl.global_decision
@@ -63,9 +74,28 @@ def global_decision(cls: Any) -> Any:
         'global_categorical'
         >>> gl.RandomAgent(seed=0).act(gl.Obs().mask(Mode, [Mode.DEFEND]), Mode)
         <Mode.DEFEND: 1>
+        >>> @dataclass
+        ... class Patient:
+        ...     pain: float
+        >>> Treat = gl.global_decision(gl.SelectEntity("Treat", among=Patient))
+        >>> gl.action_spec(Treat).kind
+        'global_select_entity'
+        >>> a, b = Patient(1.0), Patient(9.0)
+        >>> gl.RandomAgent(seed=0).act(gl.Obs().entities([a, b]).mask(Treat, [b]), Treat) is b
+        True
     """
+    if isinstance(cls, SelectEntity):
+        if any(k is cls for k in _cache):
+            raise SchemaError(
+                f"gl.global_decision on {cls!r}: apply it where the SelectEntity is made, before any use "
+                f"({cls.name} = gl.global_decision(gl.SelectEntity({cls.name!r}, among=...)))"
+            )
+        cls.is_global = True
+        return cls
     if not (isinstance(cls, type) and (issubclass(cls, enum.Enum) or dataclasses.is_dataclass(cls))):
-        raise SchemaError(f"@gl.global_decision applies to an Enum or a dataclass of Enums, got {cls!r}")
+        raise SchemaError(
+            f"@gl.global_decision applies to an Enum, a dataclass of Enums or a gl.SelectEntity, got {cls!r}"
+        )
     if cls in _cache:
         raise SchemaError(f"@gl.global_decision on {cls.__qualname__}: apply it where the class is defined, before any use")
     setattr(cls, _GLOBAL_ATTR, True)
@@ -81,6 +111,9 @@ class SelectEntity:
         among: the entity class, or a tuple of classes, the choice is made from. The candidates of
             an actor are all entities of those types in its observation, in type order then in the
             order they were observed.
+        global_decision: one choice per observation, tied to no actor entity (the same as
+            :func:`global_decision` applied to it): ``agent.act(obs, Treat)`` returns one entity
+            whether the observation has actors or not, and its mask is ``obs.mask(Treat, allowed)``.
 
     Example:
         >>> from dataclasses import dataclass
@@ -93,9 +126,9 @@ class SelectEntity:
         ('Target', (<class 'gymloop.actions.Enemy'>,))
     """
 
-    __slots__ = ("name", "among")
+    __slots__ = ("name", "among", "is_global")
 
-    def __init__(self, name: str, among: type | tuple[type, ...]) -> None:
+    def __init__(self, name: str, among: type | tuple[type, ...], global_decision: bool = False) -> None:
         if not isinstance(name, str) or not name:
             raise SchemaError(f"SelectEntity name must be a non-empty string, got {name!r}")
         among_t = among if isinstance(among, tuple) else (among,)
@@ -105,19 +138,23 @@ class SelectEntity:
             schema_of(c)  # raises SchemaError for classes that cannot be entities
         self.name = name
         self.among: tuple[type, ...] = among_t
+        #: one choice per observation (no actor entity): see :func:`global_decision`
+        self.is_global = bool(global_decision)
 
     def __repr__(self) -> str:
-        return f"SelectEntity({self.name!r}, among={tuple(c.__name__ for c in self.among)})"
+        g = ", global_decision=True" if self.is_global else ""
+        return f"SelectEntity({self.name!r}, among={tuple(c.__name__ for c in self.among)}{g})"
 
     # Equal by value, so a copy that crossed a process boundary is the same action type.
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SelectEntity) and other.name == self.name and other.among == self.among
+        return (isinstance(other, SelectEntity) and other.name == self.name and other.among == self.among
+                and other.is_global == self.is_global)
 
     def __hash__(self) -> int:
-        return hash(("SelectEntity", self.name, self.among))
+        return hash(("SelectEntity", self.name, self.among, self.is_global))
 
     def __reduce__(self):
-        return (SelectEntity, (self.name, self.among))
+        return (SelectEntity, (self.name, self.among, self.is_global))
 
 
 @dataclass(frozen=True)
@@ -176,10 +213,10 @@ class ActionDesc:
     Attributes:
         name: action type name.
         kind: its :class:`~gymloop.kinds.ActionKind` (a tag string is accepted and converted:
-            ``"categorical"``, ``"select_entity"`` or ``"global_categorical"``); it compares equal to
-            its tag.
+            ``"categorical"``, ``"select_entity"``, ``"global_categorical"`` or
+            ``"global_select_entity"``); it compares equal to its tag.
         labels: choice labels (categorical and global kinds).
-        among: entity type names a select-entity action chooses from.
+        among: entity type names a select-entity action (actor-bound or global) chooses from.
         among_any: the candidate types are not recorded (an imported enn-trainer agent); they come
             from the game when the agent is bound to one.
 
@@ -265,7 +302,7 @@ def action_spec(key: Any) -> ActionSpec:
     if s is not None:
         return s
     if isinstance(key, SelectEntity):
-        s = ActionSpec(key=key, name=key.name, kind=SELECT_ENTITY, among=key.among)
+        s = ActionSpec(key=key, name=key.name, kind=GLOBAL_SELECT if key.is_global else SELECT_ENTITY, among=key.among)
     elif isinstance(key, type) and issubclass(key, enum.Enum):
         members = list(key)
         if not members:

@@ -20,7 +20,10 @@ For each action type ``name`` the actors are listed in slot order:
   asked for it, ``actor_index`` ``-1`` (no actor entity), ``masks[name]`` ``(n_rows, n_choices)``;
 * select-entity: ``num_candidates[name]`` ``(n_actors,)`` int64 and ``masks[name]``
   ``(num_candidates.sum(),)`` bool, actor after actor; ``candidate_index(name)`` gives each
-  candidate's entity index within the actor's slot.
+  candidate's entity index within the actor's slot;
+* global select-entity (``global_select_entity``, one entity chosen per observation): the rows of
+  a global decision (one per slot that asked for it, ``actor_index`` ``-1``) with the candidates
+  and masks of a select-entity action, row after row.
 
 Per slot: ``reward`` float32, ``terminated`` / ``truncated`` bool (the episode that ended since the
 last batch; the slot's entities already belong to the next episode), ``active`` bool (False when a
@@ -64,14 +67,14 @@ __all__ = [
 # What indexes the first axis of a field's arrays.
 SLOT = "slot"  # one row per slot
 ROW = "row"  # one row per entity (rows of ``entities[type]``, slot after slot)
-ACTOR = "actor"  # one row per actor of an action type (the rows of ``actor_slot[name]``)
+ACTOR = "actor"  # one row per actor of an action type (the rows of ``actor_slot[name]``; a global kind: per deciding slot)
 CANDIDATE = "candidate"  # one row per candidate of a select-entity action type, actor after actor
 CHOICE = "choice"  # ACTOR rows, or CANDIDATE rows when the action type selects entities (the masks)
 
 # What keys a field's dict (``None``: the field is one array).
 ENTITY_TYPE = "entity type"
 ACTION_TYPE = "action type"
-SELECT_TYPE = "select-entity action type"
+SELECT_TYPE = "select-entity action type"  # actor-bound or global
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,8 @@ class _Inspector:
             self.actions.add(spec.name)
             if not spec.kind.actor_bound:
                 if not obs.legal(None, t):
-                    raise CheckError(f"global decision {spec.name!r}: its mask allows no choice")
+                    why = "no candidate is observed or its mask allows none" if spec.kind.selects_entities else "its mask allows no choice"
+                    raise CheckError(f"global decision {spec.name!r}: {why}")
                 continue
             for i in range(len(obs.actor_list)):
                 if not obs.legal(i, t):

@@ -7,13 +7,14 @@ its JSON tag reads. The runtime, the trainer and the numpy runtime dispatch on t
 on a bare string, so an unknown kind is an error (:func:`kind_named`) and never takes another kind's
 path.
 
-=====================  ====================  ============================================================
-kind                   tag                   one choice per
-=====================  ====================  ============================================================
-:data:`CATEGORICAL`    ``categorical``       actor entity, among fixed labels (an Enum, a composite)
-:data:`SELECT_ENTITY`  ``select_entity``     actor entity, among the observed entities of some types
-:data:`GLOBAL`         ``global_categorical`` observation (no actor entity), among fixed labels
-=====================  ====================  ============================================================
+=====================  ==========================  ======================================================
+kind                   tag                         one choice per
+=====================  ==========================  ======================================================
+:data:`CATEGORICAL`    ``categorical``             actor entity, among fixed labels (an Enum, a composite)
+:data:`SELECT_ENTITY`  ``select_entity``           actor entity, among the observed entities of some types
+:data:`GLOBAL`         ``global_categorical``      observation (no actor entity), among fixed labels
+:data:`GLOBAL_SELECT`  ``global_select_entity``    observation (no actor entity), among observed entities
+=====================  ==========================  ======================================================
 
 A kind compares equal to its tag (``kind == "categorical"``) and hashes like it, so the spaces read
 the same as before kinds were types, and ``repr`` shows the tag.
@@ -38,8 +39,8 @@ from .errors import SchemaError
 if TYPE_CHECKING:  # pragma: no cover
     from .batch import Batch
 
-__all__ = ["ActionKind", "CategoricalKind", "SelectEntityKind", "GlobalKind", "CATEGORICAL", "SELECT_ENTITY", "GLOBAL",
-           "KINDS", "kind_named"]
+__all__ = ["ActionKind", "CategoricalKind", "SelectEntityKind", "GlobalKind", "GlobalSelectKind", "CATEGORICAL",
+           "SELECT_ENTITY", "GLOBAL", "GLOBAL_SELECT", "KINDS", "kind_named"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -97,7 +98,7 @@ class ActionKind:
     def describe(self, labels: Sequence[str], among: Sequence[str]) -> str:
         """A short human description (for error messages)."""
         if self.selects_entities:
-            return f"select-entity among {list(among)}"
+            return f"{'' if self.actor_bound else 'global '}select-entity among {list(among)}"
         return f"{self.tag} with labels {list(labels)}"
 
     # ------------------------------------------------------------------ masks in a batch
@@ -202,14 +203,29 @@ class GlobalKind(ActionKind):
     actor_bound = False
 
 
+class GlobalSelectKind(ActionKind):
+    """One of the observed entities of some types per observation, tied to no actor entity
+    (``gl.global_decision(gl.SelectEntity(...))``: a doctor, who is not an entity, choosing a patient).
+
+    In a batch it has one row per observation that asked for it, as a global decision has
+    (``actor_slot`` its slot, ``actor_index`` ``-1``), and candidates as a select-entity action has
+    (``num_candidates`` one per row, masks one per candidate). The network's query is the summary
+    of the whole observation.
+    """
+
+    tag = "global_select_entity"
+    actor_bound = False
+    selects_entities = True
+    choice_word = "candidate"
 
 
 CATEGORICAL: ActionKind = CategoricalKind()
 SELECT_ENTITY: ActionKind = SelectEntityKind()
 GLOBAL: ActionKind = GlobalKind()
+GLOBAL_SELECT: ActionKind = GlobalSelectKind()
 
 #: every kind by tag; a new kind is one subclass of :class:`ActionKind` added here
-KINDS: dict[str, ActionKind] = {k.tag: k for k in (CATEGORICAL, SELECT_ENTITY, GLOBAL)}
+KINDS: dict[str, ActionKind] = {k.tag: k for k in (CATEGORICAL, SELECT_ENTITY, GLOBAL, GLOBAL_SELECT)}
 
 
 def kind_named(tag: Any, what: str = "an action type") -> ActionKind:
@@ -221,10 +237,10 @@ def kind_named(tag: Any, what: str = "an action type") -> ActionKind:
     Example:
         >>> kind_named("select_entity").selects_entities
         True
-        >>> kind_named("continuous")
+        >>> kind_named("continuous")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        gymloop.errors.SchemaError: an action type has unknown kind 'continuous'; known kinds: ['categorical', 'select_entity', 'global_categorical']
+        gymloop.errors.SchemaError: an action type has unknown kind 'continuous'; known kinds: ['categorical', 'select_entity', ...]
     """
     if isinstance(tag, ActionKind):
         return tag

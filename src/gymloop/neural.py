@@ -50,7 +50,7 @@ from .featurize import MISSING, ActionBinding, EntityBinding, OneObsBuilder
 from .formats import format_of
 from .nn.inputs import ObsInputs, Packed, pack_observations
 from .nn.numpy_policy import NumpyPolicy
-from .nn.single import OBS_SUMMARY
+from .nn.single import OBS_SUMMARY, SummaryCandidates
 from .obs import Obs
 from .schema import EntitySchema, schema_of
 from .spaces import DeclaredTypes, declared_types
@@ -298,19 +298,17 @@ class ObsEncoder(OneObsBuilder):
         if not action_types:
             raise ConfigError("act needs at least one action type, e.g. agent.act(obs, Move)")
         per, parts, g, starts, rows, asked, masks = self.one(obs, action_types)
-        requests: list[tuple[str, np.ndarray | None, str | np.ndarray | None]] = []
+        requests: list[tuple[str, np.ndarray | None, str | np.ndarray | SummaryCandidates | None]] = []
         decode = []
         for ab, m in zip(asked, masks):
-            if not ab.kind.actor_bound:  # one decision for the observation, from its summary
-                requests.append((ab.name, m, OBS_SUMMARY))
-                decode.append(ab.values)
-            elif not ab.kind.selects_entities:
-                requests.append((ab.name, m, None))
-                decode.append(ab.values)
-            else:
+            # a kind not tied to an actor is one decision for the observation, from its summary
+            if ab.kind.selects_entities:
                 cand, objs = self.candidates(ab, per, starts)
-                requests.append((ab.name, m, cand))
+                requests.append((ab.name, m, cand if ab.kind.actor_bound else SummaryCandidates(cand)))
                 decode.append(objs)
+            else:
+                requests.append((ab.name, m, None if ab.kind.actor_bound else OBS_SUMMARY))
+                decode.append(ab.values)
         return parts, g, rows, requests, decode
 
     def packed(self, reqs: Sequence[tuple]) -> tuple[Packed, list[list[tuple]]]:
@@ -328,14 +326,14 @@ class ObsEncoder(OneObsBuilder):
             asked = {}
             d = []
             for (name, mask, cr), vals in zip(requests, dec):
-                if cr is OBS_SUMMARY:  # one decision, from the observation summary
-                    asked[name] = (None, mask, None)
-                    d.append((name, pos[name], 1, vals))
-                    pos[name] += 1
-                    continue
-                asked[name] = (rows, mask, cr)
-                d.append((name, pos[name], n_act, vals))
-                pos[name] += n_act if cr is None else n_act * len(vals)
+                if cr is OBS_SUMMARY or isinstance(cr, SummaryCandidates):  # one decision, from the observation summary
+                    asked[name] = (None, mask, cr.rows if isinstance(cr, SummaryCandidates) else None)
+                    n_rows = 1
+                else:
+                    asked[name] = (rows, mask, cr)
+                    n_rows = n_act
+                d.append((name, pos[name], n_rows, vals))
+                pos[name] += n_rows if cr is None or cr is OBS_SUMMARY else n_rows * len(vals)
             inputs.append((parts, g, asked))
             decode.append(d)
         widths = [len(policy.entity_features[name]) for name in self.names]

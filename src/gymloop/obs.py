@@ -187,7 +187,8 @@ class Obs:
 
         Args:
             action_type: the global decision's type.
-            allowed: a sequence of booleans (one per choice) or a collection of the allowed values.
+            allowed: a sequence of booleans (one per choice) or a collection of the allowed values
+                (for a global select-entity: one boolean per candidate, or the allowed candidates).
 
         Example:
             >>> from enum import Enum
@@ -206,8 +207,9 @@ class Obs:
                 f"actor); give its masks with obs.actor(x, masks={{{spec.name}: ...}}) or obs.actors(xs, masks=...)"
             )
         if isinstance(allowed, np.ndarray) and allowed.ndim != 1 and allowed.dtype != object:
+            per = "one per candidate" if spec.kind.selects_entities else f"{spec.n} booleans, one per choice"
             raise InvalidObservationError(
-                f"the mask of global decision {spec.name!r} must be one-dimensional ({spec.n} booleans, one per choice), "
+                f"the mask of global decision {spec.name!r} must be one-dimensional ({per}), "
                 f"got an array of shape {allowed.shape}; a global decision has one mask per observation, not one per actor"
             )
         if self._masks is None:
@@ -386,9 +388,9 @@ class Obs:
         spec = action_spec(action_type)
         if not spec.kind.actor_bound:
             raw = None if self._masks is None else self._masks.get(action_type, [None])[0]
-            return mask_vector(raw, spec, spec.n, None)
-        i = self._actor_pos(actor)
-        raw = None if self._masks is None else self._masks.get(action_type, [None] * len(self._actors))[i]
+        else:
+            i = self._actor_pos(actor)
+            raw = None if self._masks is None else self._masks.get(action_type, [None] * len(self._actors))[i]
         if spec.kind.selects_entities:
             cands = self.entities_of(spec.among)
             return mask_vector(raw, spec, len(cands), cands)
@@ -415,12 +417,22 @@ del _field
 
 def no_actor_message(specs: Sequence[ActionSpec]) -> str:
     """Why an observation without actors cannot answer the actor-bound types among ``specs``."""
-    bound = [s.name for s in specs if s.kind.actor_bound]
-    return (
-        f"the observation has no actor, but action type(s) {bound} take one choice per actor; add actors with "
-        "obs.actor(x) or obs.actors(xs), or make the type a global decision (one choice per observation) with "
-        "@gl.global_decision"
+    bound = [s for s in specs if s.kind.actor_bound]
+    how = "; ".join(
+        f"{s.name} = gl.global_decision(gl.SelectEntity({s.name!r}, among={_among_text(s)}))" if s.kind.selects_entities
+        else f"@gl.global_decision on class {s.name}"
+        for s in bound
     )
+    return (
+        f"the observation has no actor, but action type(s) {[s.name for s in bound]} take one choice per actor; add "
+        "actors with obs.actor(x) or obs.actors(xs), or make the type a global decision (one choice per observation, "
+        f"no actor entity): {how}"
+    )
+
+
+def _among_text(spec: ActionSpec) -> str:
+    names = [c.__name__ for c in spec.among]
+    return names[0] if len(names) == 1 else f"({', '.join(names)})"
 
 
 def _type_name(k: Any) -> str:

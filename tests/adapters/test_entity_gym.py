@@ -930,6 +930,15 @@ def test_bad_actions_are_invalid_action_errors():
     env.close()
 
 
+def test_a_global_select_entity_is_refused_with_the_fix():
+    """entity-gym cannot express a select-entity without an actor entity (issue 34 item 6): the error says what works."""
+    from support.train_games import triage
+
+    with pytest.raises(gl.ConfigError, match=r"action type 'Treat' is a global select-entity .* entity-gym cannot express.*"
+                       r"obs.actor\(\.\.\.\), and Treat = gl.SelectEntity\('Treat', among=Patient\) without gl.global_decision"):
+        GymloopVecEnv(triage, 2)
+
+
 def test_multi_agent_games_are_one_environment_per_agent():
     from gymloop.games.duel import duel
 

@@ -36,6 +36,8 @@ ACTS = {
     "Steer": ActionDesc("Steer", "categorical", tuple(f"dir={d},thrust={t}" for d in ("L", "R") for t in ("OFF", "HALF", "FULL"))),
     "Target": ActionDesc("Target", "select_entity", (), ("Ally", "Enemy")),
     "Mode": ActionDesc("Mode", "global_categorical", ("CALM", "ALERT", "FLEE")),  # from the observation summary
+    # the summary's query against the candidates' keys (a global select-entity: no actor entity)
+    "Treat": ActionDesc("Treat", "global_select_entity", (), ("Enemy",)),
 }
 # entity types with position features x/y (relpos possible), one with extra features, globals
 POSITIONAL = ObsSpace(

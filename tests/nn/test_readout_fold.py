@@ -20,6 +20,7 @@ ACTS = {
     "Move": ActionDesc("Move", "categorical", ("UP", "DOWN", "LEFT")),
     "Target": ActionDesc("Target", "select_entity", (), ("Ally", "Enemy")),
     "Mode": ActionDesc("Mode", "global_categorical", ("CALM", "ALERT", "FLEE")),
+    "Treat": ActionDesc("Treat", "global_select_entity", (), ("Enemy",)),
 }
 OBS = ObsSpace(entities={"Ally": ("x", "y", "hp"), "Enemy": ("y", "x", "kind"), "Wall": ("x", "y")}, globals=("turn",))
 CONFIGS = [

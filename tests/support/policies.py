@@ -96,7 +96,7 @@ def synthetic_batch(
             else:
                 k = int(rng.integers(0, 4))
                 chosen = sorted(rng.choice(int(total[s]), size=min(k, int(total[s])), replace=False).tolist()) if total[s] else []
-            if a.kind == "select_entity" and sum(int(cnt[t][s]) for t in a.among) == 0:
+            if a.kind.selects_entities and sum(int(cnt[t][s]) for t in a.among) == 0:
                 chosen = []
             sl += [s] * len(chosen)
             ix += chosen

@@ -186,3 +186,42 @@ def rovers(agent, seed):
         rover = Rover(rng.uniform(-50, 50), rng.uniform(-50, 50), rng.uniform(0, 6.28))
         rocks = [Rock(rng.uniform(-50, 50), rng.uniform(-50, 50)) for _ in range(rng.randint(0, 4))]
         agent.act(gl.Obs().entities(rocks).actors([rover]), Drive)
+
+
+# ---------------------------------------------------------------------- a global select-entity
+@dataclass
+class Patient:
+    pain: float
+    awake: bool
+
+
+#: the doctor, who is not an entity, chooses one patient per observation
+Treat = gl.global_decision(gl.SelectEntity("Treat", among=Patient))
+
+
+@gl.game(entities=[Patient], actions=[Treat])
+def triage(agent, seed):
+    """A doctor (no actor entity) treats one of 3 to 6 patients: the one in most pain pays 1."""
+    rng = random.Random(seed)
+    while True:
+        patients = [Patient(rng.random(), True) for _ in range(rng.randrange(3, 7))]
+        chosen = agent.act(gl.Obs(score=0).entities(patients), Treat)
+        best = max(patients, key=lambda p: p.pain)
+        agent.game_over(gl.Obs(score=1.0 if chosen is best else 0.0))
+
+
+@gl.game(entities=[Patient, Player], actions=[Treat, Arm])
+def triage_masked(agent, seed):
+    """:func:`triage` where only the awake patients may be treated (a mask), together with an
+    actor-bound decision of a nurse (arm C pays 1 more)."""
+    rng = random.Random(seed)
+    while True:
+        patients = [Patient(rng.random(), rng.random() < 0.6) for _ in range(rng.randrange(3, 7))]
+        patients[rng.randrange(len(patients))].awake = True
+        awake = [p for p in patients if p.awake]
+        obs = gl.Obs(score=0).entities(patients).actor(Player(1.0)).mask(Treat, awake)
+        chosen, arm = agent.act(obs, Treat, Arm)
+        if not chosen.awake:
+            raise AssertionError("the trainer chose a masked patient")
+        best = max(awake, key=lambda p: p.pain)
+        agent.game_over(gl.Obs(score=(1.0 if chosen is best else 0.0) + (1.0 if arm is Arm.C else 0.0)))

@@ -20,6 +20,9 @@ global decision                ``GlobalCategoricalActionSpace(labels)``; its act
 select-entity                  ``SelectEntityActionSpace()``; the actees are the entity indices of
                                the legal candidates, and the chosen actee index is mapped back to
                                the candidate (see below)
+global select-entity           not expressible (entity-gym's select-entity needs an actor entity):
+                               a :class:`~gymloop.errors.ConfigError` names the fix (a field-less
+                               actor entity and a plain ``gl.SelectEntity``)
 reward                         ``VecObs.reward``
 terminated or truncated        ``VecObs.done`` (entity-gym has no truncation: the last
                                observation of a truncated episode is not passed on)
@@ -90,6 +93,15 @@ def entity_gym_spaces(spaces: Spaces) -> tuple[eg.ObsSpace, dict[str, Any]]:
 
 
 def _action_space(d: ActionDesc) -> Any:
+    if d.kind.selects_entities and not d.kind.actor_bound:
+        among = d.among[0] if len(d.among) == 1 else "(" + ", ".join(d.among) + ")"
+        raise ConfigError(
+            f"action type {d.name!r} is a global select-entity (one entity chosen per observation, no actor entity), which "
+            "entity-gym cannot express: its select-entity actions are chosen by an actor entity (enn-trainer's network "
+            "embeds the '__global__' entity only for global categorical actions); for entity-gym, make the chooser an "
+            f"entity: a class without fields given with obs.actor(...), and {d.name} = gl.SelectEntity({d.name!r}, "
+            f"among={among}) without gl.global_decision; or train it with gymloop (gymloop train)"
+        )
     if d.kind.selects_entities:
         return eg.SelectEntityActionSpace()
     if not d.kind.actor_bound:
@@ -159,11 +171,11 @@ class GymloopVecEnv(eg.VecEnv):
         try:
             self._pending: Batch | None = self.env.reset()
             self.spaces = self.env.spaces
+            self._obs_space, self._action_space = entity_gym_spaces(self.spaces)
         except BaseException:
             self.env.close()
             raise
         self.name = game_name(game)
-        self._obs_space, self._action_space = entity_gym_spaces(self.spaces)
         acts = self.spaces.actions.values()
         self._global_entity = bool(self.spaces.obs.globals) or any(not d.kind.actor_bound for d in acts)
         self._batch: Batch | None = None

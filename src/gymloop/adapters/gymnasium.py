@@ -49,6 +49,7 @@ composite (a dataclass of Enums) one component over the product labels (``move=U
 global decision                  ``n_labels`` choices, one component
 select-entity                    the padded candidates: ``sum(max_entities[t] for t in among)``
                                  choices, in the padded entity order; a padding row is never legal
+global select-entity             the padded candidates, one component (no ``actors`` column)
 several actors                   ``max_actors[type]`` components; an absent actor's component
                                  allows only choice 0 and its value is ignored
 ===============================  ==================================================================

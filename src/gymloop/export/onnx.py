@@ -16,9 +16,10 @@ Inputs (``docs/onnx.md`` has the full contract; the model's metadata ``gymloop.i
 * ``actors``: int64 ``(n_actors,)``, only when an action type is actor-bound: each actor's row in
   the concatenation of the entity inputs in the network's type order.
 * ``mask.<A>``: bool, per action type: ``(n_actors, n_labels)`` (categorical), ``(1, n_labels)``
-  (global decision), ``(n_actors, n_candidates)`` (select-entity); ``True`` = legal.
-* ``candidates.<A>``: int64 ``(n_candidates,)``, per select-entity action type: the candidates'
-  rows in the same concatenation.
+  (global decision), ``(n_actors, n_candidates)`` (select-entity), ``(1, n_candidates)`` (global
+  select-entity); ``True`` = legal.
+* ``candidates.<A>``: int64 ``(n_candidates,)``, per select-entity action type (actor-bound or
+  global): the candidates' rows in the same concatenation.
 
 Outputs: per action type ``logits.<A>`` (masked choices ``-inf``) and ``probs.<A>`` of the mask's
 shape, and ``value`` float32 ``(1,)``.
@@ -448,24 +449,23 @@ def policy_to_onnx(policy: NumpyPolicy, where: str | None = None, source: str | 
         name = ad["name"]
         desc = p.action_space[name]
         head = head_of(desc, where, ExportError)
-        n_rows: str | int
+        # an actor-bound kind reads the actors' embeddings, a global one the observation summary (one row)
+        n_rows: str | int = "n_actors" if desc.kind.actor_bound else 1
         n_cols: str | int
+        src = emb if desc.kind.actor_bound else summary
+        assert src is not None  # (emb is built whenever an action type is actor-bound)
         if head == POINTER:
-            n_rows, n_cols = "n_actors", f"n_candidates_{name}"
+            n_cols = f"n_candidates_{name}"
             inputs.append(h.make_tensor_value_info(ad["mask"], TP.BOOL, [n_rows, n_cols]))
             inputs.append(h.make_tensor_value_info(ad["candidates"], TP.INT64, [n_cols]))
-            assert emb is not None  # a select-entity action is actor-bound
             wq, bq, wk, bk = p.qk[name]
-            q = g.lin(emb, wq, bq, f"qproj_{name}")
+            q = g.lin(src, wq, bq, f"qproj_{name}")
             k = g.lin(g.op("Gather", x, ad["candidates"], axis=0), wk, bk, f"kproj_{name}")
             lg = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=[1, 0])), g.const(np.array(p.qk_scale, _F32)))
         else:
-            n_rows = "n_actors" if head == LINEAR else 1
             n_cols = len(desc.labels)
             inputs.append(h.make_tensor_value_info(ad["mask"], TP.BOOL, [n_rows, n_cols]))
             w, bias = p.heads[name]
-            src = emb if head == LINEAR else summary
-            assert src is not None
             lg = g.lin(src, w, bias, f"head_{name}")
         g.op("Where", ad["mask"], lg, neg_inf, out=ad["logits"])
         g.op("Softmax", ad["logits"], axis=-1, out=ad["probs"])

@@ -247,11 +247,11 @@ def pack_observations(
                 continue
             act_rows, mask, cand_rows = req
             if act_rows is None:  # answered from the observation summary: the slot, one row
+                n_act = 1
                 actors.append(np.array([s], dtype=np.int64))
-                masks.append(np.ones((1, a.n), dtype=bool) if mask is None else mask)
-                continue
-            n_act = act_rows.shape[0]
-            actors.append(act_rows + s * L)
+            else:
+                n_act = act_rows.shape[0]
+                actors.append(act_rows + s * L)
             if cand_rows is None:
                 masks.append(np.ones((n_act, a.n), dtype=bool) if mask is None else mask)
             else:

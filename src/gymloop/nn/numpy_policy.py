@@ -32,7 +32,7 @@ from ..errors import CheckpointError, ConfigError
 from ..spaces import ActionDesc
 from .blas import single_blas_thread
 from .config import RelposConfig
-from .heads import POINTER, SUMMARY, head_of
+from .heads import POINTER, head_of, summary_actions
 from .inputs import FrameIndex, Packed, pack
 from .numpy_ops import erf, fold, gelu, gelu2, lin, ln, norm, softmax_last
 from .shapes import NetSpec, check_weights, expected_shapes, resolve
@@ -248,7 +248,7 @@ class NumpyPolicy:
         self.global_features = glob
         self.action_space: dict[str, ActionDesc] = acts
         # action types answered from the observation summary (no actor entity), and the rest
-        self.summary_actions = frozenset(n for n, a in acts.items() if head_of(a) == SUMMARY)
+        self.summary_actions = summary_actions(acts)
         self.relpos_cfg = rp
         self.position_idx = {n: [list(f).index(p) for p in rp.position_features] for n, f in ents.items()} if rp else None
         self.frame = FrameIndex.of(net.frame, ents)

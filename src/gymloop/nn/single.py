@@ -12,7 +12,7 @@ from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation build
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -22,12 +22,20 @@ from .numpy_ops import lin, norm, softmax_last
 if TYPE_CHECKING:
     from .numpy_policy import NumpyPolicy
 
-__all__ = ["OBS_SUMMARY", "OneObsTables", "logits_one"]
+__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneObsTables", "logits_one"]
 
 _F32 = np.float32
 _NEG_INF = np.float32(-np.inf)
 #: marks a request of :func:`logits_one` answered from the observation summary
 OBS_SUMMARY = "summary"
+
+
+class SummaryCandidates(NamedTuple):
+    """The candidates of a request of :func:`logits_one` whose query is the observation summary (a
+    global select-entity: one row, no actor entity)."""
+
+    #: the candidates' rows in the observation's sequence
+    rows: np.ndarray
 
 
 class OneObsTables:
@@ -226,8 +234,9 @@ def logits_one(
         actor_rows: ``(n_actors,)`` row of each actor in the sequence.
         requests: per asked action type ``(name, mask, candidate_rows)``: ``mask`` ``(n_actors,
             n)`` bool or ``None``; ``candidate_rows`` the rows of the candidates (select-entity),
-            ``None`` (categorical) or :data:`OBS_SUMMARY` (a global decision: one row, from the
-            observation summary).
+            ``None`` (categorical), :data:`OBS_SUMMARY` (a global decision: one row, from the
+            observation summary) or :class:`SummaryCandidates` (a global select-entity: one row,
+            the summary's query against the candidates' keys).
 
     Returns:
         Per request, ``(n_actors, n_choices)`` logits (``(n_actors, n_candidates)`` for
@@ -263,8 +272,13 @@ def logits_one(
         elif cand is None:
             out.append(p._categorical_logits(name, emb, mask))
         else:
+            src = emb
+            if type(cand) is SummaryCandidates:
+                if summary is None:
+                    summary = _summary(p, x)
+                src, cand = summary, cand.rows
             wq, bq, wk, bk = p.qk[name]
-            q = emb @ wq + bq
+            q = src @ wq + bq
             k = x.take(cand, axis=0) @ wk + bk
             lg = (q @ k.T) * p.qk_scale
             if mask is not None:

@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from ..checkpoint import agent_document
 from ..spaces import ActionDesc, ObsSpace, Spaces
 from .config import NetConfig, RelposConfig
-from .heads import POINTER, SUMMARY, head_of
+from .heads import POINTER, head_of, summary_actions
 from .inputs import FrameIndex, Packed, pack
 
 __all__ = ["Policy", "InputNorm", "PolicyOutput"]
@@ -468,7 +468,7 @@ class Policy(nn.Module):
         self.action_space = dict(action_space)
         self.entity_names = list(obs_space.entities)
         # action types answered from the observation summary (no actor entity)
-        self.summary_actions = frozenset(n for n, a in self.action_space.items() if head_of(a) == SUMMARY)
+        self.summary_actions = summary_actions(self.action_space)
         d = cfg.d_model
         ng = len(obs_space.globals)
         self.norms = nn.ModuleDict()

@@ -539,19 +539,17 @@ def one_slot_batch(binding: SpaceBinding, r: OneObs) -> Batch:
             masks[name] = kind.empty_masks(spec.n)
             if kind.selects_entities:
                 ncand[name] = _EMPTY_I64.copy()
-        elif not kind.actor_bound:
-            actor_slot[name] = np.zeros(1, dtype=np.int64)
-            actor_index[name] = np.full(1, -1, dtype=np.int64)
-            masks[name] = m if m is not None else kind.all_legal(1, spec.n)
         else:
-            actor_slot[name] = np.zeros(n_act, dtype=np.int64)
-            actor_index[name] = rows.astype(np.int64)
+            # one row per actor, or one for the observation (a global decision, actor index -1)
+            n_rows = n_act if kind.actor_bound else 1
+            actor_slot[name] = np.zeros(n_rows, dtype=np.int64)
+            actor_index[name] = rows.astype(np.int64) if kind.actor_bound else np.full(1, -1, dtype=np.int64)
             if kind.selects_entities:
                 nc = sum(len(per[t] or ()) for t in ab.among_t)
-                ncand[name] = np.full(n_act, nc, dtype=np.int64)
-                masks[name] = m.reshape(-1) if m is not None else kind.all_legal(n_act, spec.n, n_act * nc)
+                ncand[name] = np.full(n_rows, nc, dtype=np.int64)
+                masks[name] = m.reshape(-1) if m is not None else kind.all_legal(n_rows, spec.n, n_rows * nc)
             else:
-                masks[name] = m if m is not None else kind.all_legal(n_act, spec.n)
+                masks[name] = m if m is not None else kind.all_legal(n_rows, spec.n)
     gs = sp.globals_schema
     return Batch(
         num_slots=1,

@@ -183,6 +183,22 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities", t_act, 1))
     rows.append(("numpy", f"NeuralAgent.act, {n_long} entities", t["long"], 1))
     rows.append(("numpy", "forward+sample, 1-slot batch", t["fwd"], 1))
+    try:  # the same agent through onnxruntime (gl.load(path, runtime="onnx")), when installed
+        ox = load(path, seed=0, runtime="onnx")
+    except gl.ConfigError:
+        ox = None
+    if ox is not None:
+        m = 0
+
+        def act_onnx() -> None:
+            nonlocal m
+            obs, types = seen[m % len(seen)]
+            m += 1
+            ox.act(obs, *types)
+
+        t = _timings({"act": act_onnx, "long": lambda: ox.act(long_obs, Move)}, args.calls)
+        rows.append(("onnx", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities", t["act"], 1))
+        rows.append(("onnx", f"NeuralAgent.act, {n_long} entities", t["long"], 1))
     if use_torch:
         k = 0
 

@@ -39,39 +39,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from inference import _Recorder, _timings  # noqa: E402
 
 
-def feeds_of(io: dict, policy: Any, prepared: tuple) -> dict[str, np.ndarray]:
-    """The model's inputs for one observation prepared by ``gl.load``'s runtime (``prepare_one``)."""
-    parts, g, rows, requests, _ = prepared
-    have = dict(parts)
-    feeds: dict[str, np.ndarray] = {}
-    for t, e in enumerate(io["entities"]):
-        x = have.get(t)
-        if isinstance(x, int):  # a featureless type: only its row count
-            x = np.zeros((x, 0), np.float32)
-        feeds[e["input"]] = x if x is not None else np.zeros((0, len(e["features"])), np.float32)
-    if io["globals"]["input"]:
-        feeds["globals"] = g
-    if io["actors"]:
-        feeds["actors"] = rows.astype(np.int64)
-    asked = {name: (mask, cand) for name, mask, cand in requests}
-    for a in io["actions"]:
-        mask, cand = asked[a["name"]]
-        n_rows = rows.size if a["mask_rows"] == "actors" else 1
-        if a["candidates"]:
-            feeds[a["candidates"]] = cand.astype(np.int64)
-            n = cand.size
-        else:
-            n = len(a["labels"])
-        feeds[a["mask"]] = np.ones((n_rows, n), bool) if mask is None else mask
-    return feeds
-
-
 def _measure(name: str, game: Any, tmp: str, calls: int, quick: bool) -> tuple:
     """``(name, .onnx bytes, .safetensors bytes, median entities, {variant: µs})`` of one game."""
     import onnxruntime as ort
 
     import gymloop as gl
     from gymloop.export import to_onnx
+    from gymloop.export.runtime import model_inputs
     from gymloop.neural import load, random_checkpoint
 
     ckpt = os.path.join(tmp, f"{name}.safetensors")
@@ -89,7 +63,7 @@ def _measure(name: str, game: Any, tmp: str, calls: int, quick: bool) -> tuple:
     gl.run(game, rec, seed=1, max_steps=50 if quick else 2000)
     seen = rec.seen[:: max(1, len(rec.seen) // 200)]
     preps = [agent.encoder.prepare_one(obs, types) for obs, types in seen]
-    feeds = [feeds_of(io, policy, pr) for pr in preps]
+    feeds = [model_inputs(io, *pr[:4]) for pr in preps]
     probs = [a["probs"] for a in io["actions"]]
     for pr, f in zip(preps, feeds):  # the same answers before timing them
         ref = policy.logits_one(*pr[:4])

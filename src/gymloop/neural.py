@@ -60,9 +60,13 @@ __all__ = ["NeuralAgent", "load"]
 _F32 = np.float32
 _loaded: weakref.WeakValueDictionary[tuple, NumpyPolicy] = weakref.WeakValueDictionary()
 _encoders: weakref.WeakKeyDictionary[NumpyPolicy, ObsEncoder] = weakref.WeakKeyDictionary()
+_runners: weakref.WeakKeyDictionary[NumpyPolicy, Any] = weakref.WeakKeyDictionary()
+#: what :func:`load` accepts as ``runtime`` (see :mod:`gymloop.export.runtime`)
+RUNTIMES = ("numpy", "onnx")
 
 
-def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None) -> NeuralAgent:
+def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None,
+         runtime: str = "numpy") -> NeuralAgent:
     """Load a trained agent from a checkpoint (numpy only; torch is never imported).
 
     Loading the same unchanged file twice shares one policy, so ``gl.act_all`` batches the agents.
@@ -77,6 +81,10 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
         greedy: always take the most probable choice instead of sampling.
         game: optionally, a game loop declared with ``@gl.game(...)``: its declared types are
             checked against the checkpoint now (see :meth:`NeuralAgent.check`).
+        runtime: what computes the decisions: ``"numpy"`` (the default; needs nothing else) or
+            ``"onnx"`` (the same network as an ONNX model in onnxruntime, one thread: the same
+            choices, logits equal within float32 rounding; needs ``pip install 'gymloop[onnx]'``;
+            see :mod:`gymloop.export.runtime`).
 
     Raises:
         CheckpointError: the file is missing, truncated, corrupt (its checksum does not match:
@@ -84,6 +92,7 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             an unknown format version, its metadata is forged (sizes beyond sane limits or
             disagreeing with its weights), or (with ``game``) the game lacks something the
             checkpoint needs.
+        ConfigError: an unknown ``runtime``, or ``"onnx"`` without onnx and onnxruntime installed.
 
     Example:
         >>> import tempfile
@@ -99,6 +108,8 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
         >>> a.policy is b.policy                           # one network for agents of one file
         True
     """
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"load runtime must be one of {list(RUNTIMES)}, got {runtime!r}")
     p = os.fspath(path)
     trained = os.path.join(p, "agent.safetensors")
     if os.path.isdir(p) and os.path.isfile(trained) and not os.path.exists(os.path.join(p, "config.ron")):
@@ -117,7 +128,7 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
             cached = NumpyPolicy.from_file(p)
             _loaded[key] = cached
         policy = cached
-    agent = NeuralAgent(policy, seed=seed, greedy=greedy)
+    agent = NeuralAgent(policy, seed=seed, greedy=greedy, runtime=runtime)
     if game is not None:
         agent.check(game)
     return agent
@@ -376,6 +387,16 @@ def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[
     return (logits + rng.gumbel(size=logits.shape)).argmax(-1).tolist()
 
 
+def _onnx_runner_of(policy: NumpyPolicy) -> Any:
+    """The policy's shared :class:`~gymloop.export.runtime.OnnxRunner` (made on first use)."""
+    runner = _runners.get(policy)
+    if runner is None:
+        from .export.runtime import OnnxRunner
+
+        runner = _runners[policy] = OnnxRunner(policy)
+    return runner
+
+
 def _encoder_of(policy: NumpyPolicy) -> ObsEncoder:
     enc = _encoders.get(policy)
     if enc is None:
@@ -410,11 +431,15 @@ class NeuralAgent:
         encoder: the policy's shared :class:`ObsEncoder` (observations to network inputs).
     """
 
-    def __init__(self, policy: NumpyPolicy, seed: int | None = None, greedy: bool = False) -> None:
+    def __init__(self, policy: NumpyPolicy, seed: int | None = None, greedy: bool = False, runtime: str = "numpy") -> None:
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"NeuralAgent runtime must be one of {list(RUNTIMES)}, got {runtime!r}")
         self.policy = policy
         self.greedy = bool(greedy)
         self.rng = np.random.default_rng(seed)
         self.encoder = _encoder_of(policy)
+        self.runtime = runtime
+        self._logits_one = policy.logits_one if runtime == "numpy" else _onnx_runner_of(policy).logits_one
 
     @property
     def info(self) -> dict[str, Any]:
@@ -422,7 +447,7 @@ class NeuralAgent:
 
     def fork(self, seed: int | None = None, greedy: bool | None = None) -> NeuralAgent:
         """Another agent sharing this one's policy (its own generator), e.g. for self-play."""
-        return NeuralAgent(self.policy, seed=seed, greedy=self.greedy if greedy is None else greedy)
+        return NeuralAgent(self.policy, seed=seed, greedy=self.greedy if greedy is None else greedy, runtime=self.runtime)
 
     def check(self, game: Any, agents_per_game: int | None = None) -> None:
         """Check a game against the checkpoint before playing: its entity types, features, global
@@ -498,7 +523,9 @@ class NeuralAgent:
     def act(self, obs: Obs, *action_types: Any) -> Any:
         """Choose for every actor of ``obs`` and every action type (see :class:`gymloop.Agent`)."""
         parts, g, rows, requests, decode = self.encoder.prepare_one(obs, action_types)
-        logits = self.policy.logits_one(parts, g, rows, requests)
+        if not parts:  # nothing observed (globals at most): a one-slot batch, which pads a row to attend to
+            return self.act_batch([(self, obs, *action_types)])[0]
+        logits = self._logits_one(parts, g, rows, requests)
         rng = self.rng
         greedy = self.greedy
         per_type = []
@@ -513,7 +540,9 @@ class NeuralAgent:
         """The masked logits the agent chooses from: per action type ``(n_actors, n)``, in the
         checkpoint's label order (categorical) or ``obs.entities_of(among)`` order (select-entity)."""
         parts, g, rows, requests, _ = self.encoder.prepare_one(obs, action_types)
-        return self.policy.logits_one(parts, g, rows, requests)
+        if not parts:  # (as in act)
+            return [lg for _, lg in self._batched_logits([(self, obs, *action_types)])[0]]
+        return self._logits_one(parts, g, rows, requests)
 
     # ------------------------------------------------------------------ several agents at once
     @property
@@ -522,6 +551,8 @@ class NeuralAgent:
         return self.policy
 
     def _act_all(self, requests: Sequence[tuple]) -> list[Any]:
+        if self.runtime != "numpy":  # the ONNX model takes one observation a call
+            return [r[0].act(r[1], *r[2:]) for r in requests]
         return self.act_batch(requests)
 
     def act_batch(self, requests: Sequence[tuple]) -> list[Any]:
@@ -536,11 +567,20 @@ class NeuralAgent:
         for r in reqs:
             if not isinstance(r[0], NeuralAgent) or r[0].policy is not self.policy:
                 raise ConfigError("act_batch needs (agent, gl.Obs, action_type, ...) requests of agents sharing one policy")
+        results = []
+        for (agent, obs, *types), per_request in zip(reqs, self._batched_logits(reqs)):
+            per_type = [[vals[i] for i in _choose(lg, agent.rng, agent.greedy)] for vals, lg in per_request]
+            results.append(pack_result(obs, per_type, types))
+        return results
+
+    def _batched_logits(self, reqs: list[tuple]) -> list[list[tuple[Sequence[Any], np.ndarray]]]:
+        """One forward pass over the requests: per request, per action type, the values to choose
+        among and their ``(n_actors, n)`` logits."""
         p, decode = self.encoder.packed(reqs)
         logits, _ = self.policy.logits(p)
-        results = []
-        for (agent, obs, *types), dec in zip(reqs, decode):
-            per_type = []
+        out = []
+        for dec in decode:
+            per_request = []
             for name, lo, n_act, vals in dec:
                 lg = logits[name]
                 if lg.ndim == 2:
@@ -548,12 +588,13 @@ class NeuralAgent:
                 else:
                     nc = len(vals)
                     lg = lg[lo : lo + n_act * nc].reshape(n_act, nc)
-                per_type.append([vals[i] for i in _choose(lg, agent.rng, agent.greedy)])
-            results.append(pack_result(obs, per_type, types))
-        return results
+                per_request.append((vals, lg))
+            out.append(per_request)
+        return out
 
     def __repr__(self) -> str:
-        return f"NeuralAgent({self.policy.path!r}, greedy={self.greedy})"
+        rt = "" if self.runtime == "numpy" else f", runtime={self.runtime!r}"
+        return f"NeuralAgent({self.policy.path!r}, greedy={self.greedy}{rt})"
 
 
 def random_checkpoint(path: str | os.PathLike, game: Any, seed: int = 0, agents_per_game: int = 1, **net: Any) -> None:

@@ -33,6 +33,7 @@ from .errors import (
     TrainingError,
     WorkerError,
 )
+from .export import runtime as _onnx_runtime  # noqa: F401 (importing it registers gl.load(runtime="onnx"))
 from .neural import NeuralAgent, load
 from .obs import Obs
 from .schema import EntitySchema, entity, schema_of

@@ -99,9 +99,7 @@ class Display:
             raise ConfigError(f"Display.screen size must be two positive ints, got {size!r}")
         if self._surface is not None and self._surface.get_size() == (w, h):
             return self._surface
-        from .render._deps import pygame_module
-
-        pg = self._pg = pygame_module()
+        pg = self._pg = _pygame()
         if self.mode == "recording" and not pg.display.get_init():
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # offscreen: never open a window to record
         try:
@@ -145,6 +143,20 @@ class Display:
 
     def __repr__(self) -> str:
         return f"Display({self.mode!r}" + (f", fps={self.fps:g})" if self.fps else ")")
+
+
+def _pygame() -> Any:
+    """pygame (pygame-ce), imported at the first drawn frame, with its fonts ready (games draw text)."""
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # no banner on stdout
+    try:
+        import pygame
+        import pygame.surfarray
+    except ImportError as e:
+        raise ConfigError(f"a game drawn on a Display needs pygame-ce, which cannot be imported ({e}); install it with "
+                          "pip install 'gymloop[render]'") from None
+    if not pygame.font.get_init():
+        pygame.font.init()
+    return pygame
 
 
 #: The display of every training, checking and evaluating run: nothing is drawn, nothing waits.

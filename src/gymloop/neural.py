@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -61,8 +61,19 @@ _F32 = np.float32
 _loaded: weakref.WeakValueDictionary[tuple, NumpyPolicy] = weakref.WeakValueDictionary()
 _encoders: weakref.WeakKeyDictionary[NumpyPolicy, ObsEncoder] = weakref.WeakKeyDictionary()
 _runners: weakref.WeakKeyDictionary[NumpyPolicy, Any] = weakref.WeakKeyDictionary()
-#: what :func:`load` accepts as ``runtime`` (see :mod:`gymloop.export.runtime`)
-RUNTIMES = ("numpy", "onnx")
+#: the runtimes beside numpy, by name: a factory of an object with the policy's ``logits_one``
+#: (:func:`register_runtime`; importing gymloop registers ``"onnx"``: :mod:`gymloop.export.runtime`)
+_RUNTIMES: dict[str, Callable[[NumpyPolicy], Any]] = {}
+
+
+def register_runtime(name: str, factory: Callable[[NumpyPolicy], Any]) -> None:
+    """Make ``gl.load(path, runtime=name)`` compute decisions with ``factory(policy).logits_one``
+    (same arguments and results as :meth:`NumpyPolicy.logits_one <gymloop.nn.numpy_policy.NumpyPolicy.logits_one>`)."""
+    _RUNTIMES[name] = factory
+
+
+def _runtime_names() -> list[str]:
+    return ["numpy", *_RUNTIMES]
 
 
 def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False, game: Any = None,
@@ -108,8 +119,8 @@ def load(path: str | os.PathLike, seed: int | None = None, greedy: bool = False,
         >>> a.policy is b.policy                           # one network for agents of one file
         True
     """
-    if runtime not in RUNTIMES:
-        raise ConfigError(f"load runtime must be one of {list(RUNTIMES)}, got {runtime!r}")
+    if runtime not in _runtime_names():
+        raise ConfigError(f"load runtime must be one of {_runtime_names()}, got {runtime!r}")
     p = os.fspath(path)
     trained = os.path.join(p, "agent.safetensors")
     if os.path.isdir(p) and os.path.isfile(trained) and not os.path.exists(os.path.join(p, "config.ron")):
@@ -387,13 +398,14 @@ def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[
     return (logits + rng.gumbel(size=logits.shape)).argmax(-1).tolist()
 
 
-def _onnx_runner_of(policy: NumpyPolicy) -> Any:
-    """The policy's shared :class:`~gymloop.export.runtime.OnnxRunner` (made on first use)."""
-    runner = _runners.get(policy)
+def _runner_of(policy: NumpyPolicy, runtime: str) -> Any:
+    """The policy's shared runner of ``runtime`` (made on first use)."""
+    per = _runners.get(policy)
+    if per is None:
+        per = _runners[policy] = {}
+    runner = per.get(runtime)
     if runner is None:
-        from .export.runtime import OnnxRunner
-
-        runner = _runners[policy] = OnnxRunner(policy)
+        runner = per[runtime] = _RUNTIMES[runtime](policy)
     return runner
 
 
@@ -432,14 +444,14 @@ class NeuralAgent:
     """
 
     def __init__(self, policy: NumpyPolicy, seed: int | None = None, greedy: bool = False, runtime: str = "numpy") -> None:
-        if runtime not in RUNTIMES:
-            raise ConfigError(f"NeuralAgent runtime must be one of {list(RUNTIMES)}, got {runtime!r}")
+        if runtime not in _runtime_names():
+            raise ConfigError(f"NeuralAgent runtime must be one of {_runtime_names()}, got {runtime!r}")
         self.policy = policy
         self.greedy = bool(greedy)
         self.rng = np.random.default_rng(seed)
         self.encoder = _encoder_of(policy)
         self.runtime = runtime
-        self._logits_one = policy.logits_one if runtime == "numpy" else _onnx_runner_of(policy).logits_one
+        self._logits_one = policy.logits_one if runtime == "numpy" else _runner_of(policy, runtime).logits_one
 
     @property
     def info(self) -> dict[str, Any]:

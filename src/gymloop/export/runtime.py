@@ -1,4 +1,5 @@
-"""An agent's decisions through onnxruntime: ``gl.load(path, runtime="onnx")``.
+"""An agent's decisions through onnxruntime: ``gl.load(path, runtime="onnx")`` (importing gymloop
+imports this module, which registers the runtime; onnx and onnxruntime are imported at first use).
 
 The policy is turned into its ONNX model in memory (:func:`~gymloop.export.onnx.policy_to_onnx`,
 the same graph ``gymloop export --onnx`` writes) and run by an onnxruntime session with one thread
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..neural import register_runtime
 from ..nn.numpy_policy import NumpyPolicy
 from ..nn.single import SummaryCandidates
 from .onnx import onnx_io, policy_to_onnx
@@ -105,3 +107,6 @@ class OnnxRunner:
         """Masked logits per request, as :func:`gymloop.nn.single.logits_one` returns them."""
         feeds = model_inputs(self.io, parts, g, actor_rows, requests)
         return list(self.session.run([self._logits[name] for name, _, _ in requests], feeds))
+
+
+register_runtime("onnx", OnnxRunner)

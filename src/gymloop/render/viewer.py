@@ -29,7 +29,19 @@ from ..agent import EpisodeResult
 from ..errors import ConfigError
 from ..obs import Obs
 from ._deps import pygame_module
-from .draw import BAR, Canvas, GameView, Legend, board_size, observed_types, surface_to_array, view_for
+from .draw import (
+    BAR,
+    MAX_SIDE,
+    Canvas,
+    GameView,
+    Legend,
+    board_size,
+    fitting_cell,
+    footer_height,
+    observed_types,
+    surface_to_array,
+    view_for,
+)
 from .keyboard import poll_events
 
 __all__ = ["FrameClock", "Viewer", "Watch"]
@@ -98,6 +110,9 @@ class Viewer:
         on_frame: called with every frame as an RGB array (a video writer's ``add``).
         cell: pixels per board cell (default: the view's).
         end_seconds: how long a window shows the end-of-episode banner (only when ``fps`` is set).
+        max_side: the longest side of a frame in pixels: a larger board (a game in pixel
+            coordinates, a view with many cells) is drawn at fewer pixels per cell, and a board
+            sized from the first observation zooms out when later positions fall beyond it.
 
     Attributes:
         canvas: the :class:`Canvas` (``None`` until the first frame).
@@ -107,7 +122,7 @@ class Viewer:
 
     def __init__(self, game: Any, *, fps: float | None = None, window: bool = True, capture: bool = False,
                  on_frame: Callable[[np.ndarray], None] | None = None, cell: int | None = None,
-                 end_seconds: float = 1.0) -> None:
+                 end_seconds: float = 1.0, max_side: int = MAX_SIDE) -> None:
         self.view = game if isinstance(game, GameView) else view_for(game)
         self.clock = FrameClock(fps)
         self.window = window
@@ -116,6 +131,10 @@ class Viewer:
         if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int) or cell < 4):
             raise ConfigError(f"cell must be an int of at least 4 pixels per board cell, got {cell!r}; e.g. cell=32")
         self.cell = cell or self.view.cell
+        if isinstance(max_side, bool) or not isinstance(max_side, int) or max_side < 64:
+            raise ConfigError(f"max_side must be an int of at least 64 pixels (a frame's longest side), got {max_side!r}")
+        self.max_side = max_side
+        self._footer_lines: list[str] = []
         self.end_seconds = end_seconds if fps else 0.0
         self.canvas: Canvas | None = None
         self.frames: list[np.ndarray] = []
@@ -132,18 +151,27 @@ class Viewer:
 
     def _open(self, obs: Obs) -> Canvas:
         pg = self._pg
-        w, h = self.view.width, self.view.height
-        if w is None or h is None:
-            w, h = board_size(obs)
-            log.info("board of %s: %d x %d cells (from the first observation)", self.view.name, w, h)
+        vw, vh = self.view.width, self.view.height
+        sized = vw is None or vh is None
+        w, h = (vw, vh) if vw is not None and vh is not None else board_size(obs)
         legend = None
         panel = (0, 0)
         if self.view.shows_legend:  # colours in the order of the game's types: declared and first observed
             legend = Legend([*self.view.types, *observed_types(obs)])
             panel = legend.size()
-        surface = pg.Surface((w * self.cell + panel[0], max(h * self.cell, panel[1]) + BAR))
-        self.canvas = Canvas(surface, w, h, self.cell, BAR, panel)
+        footer = footer_height(self._footer_lines)
+        panel = (panel[0], min(panel[1], self.max_side - BAR - footer))  # (the legend says "+N more" below)
+        cell = fitting_cell(w, h, self.cell, BAR, panel, footer, self.max_side)
+        if sized:
+            log.info("board of %s: %d x %d cells (from the first observation), %.3g px per cell",
+                     self.view.name, w, h, cell)
+        elif cell != self.cell:
+            log.info("board of %s: %d x %d cells, drawn at %.3g px per cell to fit %d px",
+                     self.view.name, w, h, cell, self.max_side)
+        self.canvas = Canvas.offscreen(w, h, cell, BAR, panel, footer)
+        self.canvas.fits = sized and cell != self.cell
         self.canvas.legend = legend
+        self.canvas.footer_lines = self._footer_lines
         if self.window:
             try:
                 pg.display.init()
@@ -157,6 +185,13 @@ class Viewer:
                 ) from None
             self.set_caption(self._caption)
         return self.canvas
+
+    def set_keys(self, lines: list[str]) -> None:
+        """Text lines under the board (a keyboard player's keys): room for them is made when the
+        first frame is drawn, so set them before it; later changes fill that room."""
+        self._footer_lines = list(lines)
+        if self.canvas is not None:
+            self.canvas.footer_lines = self._footer_lines
 
     def set_caption(self, text: str) -> None:
         """Window title: ``gymloop: GAME`` and ``text`` (who plays, which keys)."""

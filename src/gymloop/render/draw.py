@@ -311,6 +311,24 @@ def footer_height(lines: list[str]) -> int:
     return len(lines) * _ROW + 8 if lines else 0
 
 
+def wrap_lines(lines: list[str], width: int) -> list[str]:
+    """``lines`` of footer text broken at spaces (or ``,``/``;``) to fit ``width`` pixels."""
+    f = _font(_LEGEND_FONT)
+    out: list[str] = []
+    for line in lines:
+        words = line.split(" ")
+        cur = ""
+        for w in words:
+            trial = f"{cur} {w}" if cur else w
+            if cur and f.size(trial)[0] > width:
+                out.append(cur)
+                cur = "    " + w
+            else:
+                cur = trial
+        out.append(cur)
+    return out
+
+
 def fitting_cell(width: int, height: int, cell: float, bar: int = BAR, panel: tuple[int, int] = (0, 0),
                  footer: int = 0, max_side: int = MAX_SIDE) -> float:
     """``cell``, or fewer pixels per cell so that the whole frame (:func:`frame_size`) is at most

@@ -38,11 +38,13 @@ from .draw import (
     board_size,
     fitting_cell,
     footer_height,
+    frame_size,
     observed_types,
     surface_to_array,
     view_for,
+    wrap_lines,
 )
-from .keyboard import poll_events
+from .keyboard import own_display, poll_events
 
 __all__ = ["FrameClock", "Viewer", "Watch"]
 
@@ -159,9 +161,11 @@ class Viewer:
         if self.view.shows_legend:  # colours in the order of the game's types: declared and first observed
             legend = Legend([*self.view.types, *observed_types(obs)])
             panel = legend.size()
-        footer = footer_height(self._footer_lines)
+        cell = fitting_cell(w, h, self.cell, BAR, panel, 0, self.max_side)
+        keys = wrap_lines(self._footer_lines, frame_size(w, h, cell, BAR, panel)[0] - 12)
+        footer = footer_height(keys)
         panel = (panel[0], min(panel[1], self.max_side - BAR - footer))  # (the legend says "+N more" below)
-        cell = fitting_cell(w, h, self.cell, BAR, panel, footer, self.max_side)
+        cell = fitting_cell(w, h, cell, BAR, panel, footer, self.max_side)
         if sized:
             log.info("board of %s: %d x %d cells (from the first observation), %.3g px per cell",
                      self.view.name, w, h, cell)
@@ -171,11 +175,12 @@ class Viewer:
         self.canvas = Canvas.offscreen(w, h, cell, BAR, panel, footer)
         self.canvas.fits = sized and cell != self.cell
         self.canvas.legend = legend
-        self.canvas.footer_lines = self._footer_lines
+        self.canvas.footer_lines = keys
         if self.window:
             try:
                 pg.display.init()
                 self._screen = pg.display.set_mode(self.canvas.pixel_size)
+                own_display(self._screen)
             except pg.error as e:
                 pg.display.quit()  # set_mode failed after init: leave no half-open display behind
                 self.canvas = None
@@ -186,12 +191,18 @@ class Viewer:
             self.set_caption(self._caption)
         return self.canvas
 
+    @property
+    def keys(self) -> list[str]:
+        """The text lines under the board (:meth:`set_keys`)."""
+        return self._footer_lines
+
     def set_keys(self, lines: list[str]) -> None:
-        """Text lines under the board (a keyboard player's keys): room for them is made when the
-        first frame is drawn, so set them before it; later changes fill that room."""
+        """Text lines under the board (a keyboard player's keys, wrapped to the frame's width): room
+        for them is made when the first frame is drawn, so set them before it; later changes fill
+        that room."""
         self._footer_lines = list(lines)
         if self.canvas is not None:
-            self.canvas.footer_lines = self._footer_lines
+            self.canvas.footer_lines = wrap_lines(self._footer_lines, self.canvas.pixel_size[0] - 12)
 
     def set_caption(self, text: str) -> None:
         """Window title: ``gymloop: GAME`` and ``text`` (who plays, which keys)."""
@@ -242,6 +253,7 @@ class Viewer:
         """Close the window, if one was opened (offscreen viewers have nothing to close)."""
         if self._screen is not None:
             self._screen = None
+            own_display(None)
             self._pg.display.quit()
 
 
@@ -284,7 +296,12 @@ class Watch:
         return "; ".join(parts)
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
-        """Show ``obs``, then ask the wrapped agent."""
+        """Show ``obs`` (and a keyboard player's keys under it), then ask the wrapped agent."""
+        legend = getattr(self.agent, "key_legend", None)  # a KeyboardAgent or TakeOver: its keys
+        if callable(legend):
+            lines = legend(*action_types)
+            if lines != self.viewer.keys:
+                self.viewer.set_keys(lines)
         caption = self._caption()
         if caption != self.viewer._caption:
             self.viewer.set_caption(caption)

@@ -47,7 +47,7 @@ from ..actions import action_spec
 from ..errors import ConfigError, GymloopError
 from ._deps import pygame_module
 
-__all__ = ["KEY_SETS", "KeyMap", "KeyMapSpec", "TypeKeys", "build_keymap", "key_code", "parse_user_map"]
+__all__ = ["KEY_SETS", "KeyMap", "KeyMapSpec", "TypeKeys", "build_keymap", "key_code", "parse_keys", "parse_user_map"]
 
 KeyMapSpec = Mapping[str, str | Sequence[str]]
 """A user's key map: ``{label: key or list of keys}``, e.g. ``{"FIRE": "K_f", "Steer.LEFT": ["K_LEFT", "j"]}``.
@@ -116,6 +116,29 @@ def key_code(name: str) -> int:
                 return code
     raise ConfigError(f"unknown pygame key name {name!r}; use names such as 'K_UP', 'K_w' or 'K_SPACE' "
                       f"(or 'up', 'w', 'space')")
+
+
+def parse_keys(items: Sequence[str] | None) -> dict[str, list[str]] | None:
+    """``gymloop play --keys`` values (``LABEL=KEY[,KEY]``) as a :data:`KeyMapSpec` (``None`` for none).
+
+    Raises:
+        ConfigError: an item without ``=``, or with an empty label or key.
+
+    Example:
+        >>> from gymloop.render.keymap import parse_keys
+        >>> parse_keys(["FIRE=f", "Move.LEFT=j,left"])
+        {'FIRE': ['f'], 'Move.LEFT': ['j', 'left']}
+    """
+    if not items:
+        return None
+    out: dict[str, list[str]] = {}
+    for item in items:
+        label, eq, keys = item.partition("=")
+        names = [k.strip() for k in keys.split(",")]
+        if not eq or not label.strip() or not all(names):
+            raise ConfigError(f"--keys takes LABEL=KEY or LABEL=KEY,KEY (e.g. FIRE=f or Move.LEFT=j,left), got {item!r}")
+        out.setdefault(label.strip(), []).extend(names)
+    return out
 
 
 def key_name(code: int) -> str:

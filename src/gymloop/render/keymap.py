@@ -213,6 +213,7 @@ class KeyMap:
     """The keys of one decision: a :class:`TypeKeys` per action type, in the order ``act`` asked them."""
 
     types: list[TypeKeys]
+    _legend: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def codes(self) -> set[int]:
@@ -226,7 +227,9 @@ class KeyMap:
 
     def legend(self) -> list[str]:
         """One line per action type (:meth:`TypeKeys.legend`)."""
-        return [t.legend() for t in self.types]
+        if self._legend is None:
+            self._legend = [t.legend() for t in self.types]
+        return list(self._legend)
 
 
 def parse_user_map(keys: KeyMapSpec) -> list[tuple[str, list[int], list[str]]]:

@@ -19,7 +19,7 @@ from support.pixel_game import SPEED, Ship, Steer, Trigger, shooter  # noqa: E40
 import gymloop as gl  # noqa: E402
 from gymloop.cli import main  # noqa: E402
 from gymloop.errors import ConfigError  # noqa: E402
-from gymloop.render import KeyboardAgent, TakeOver, Viewer, Watch, play  # noqa: E402
+from gymloop.render import KeyboardAgent, PlayerQuit, TakeOver, Viewer, Watch, play  # noqa: E402
 from gymloop.render.keymap import build_keymap, parse_keys  # noqa: E402
 
 
@@ -237,6 +237,10 @@ def test_the_keyboard_reads_only_key_events_from_a_games_own_window(display):
     assert kb.act(ship_obs(), Steer, Trigger)[0] is Steer.RIGHT
     assert [e.code for e in pygame.event.get(pygame.USEREVENT)] == [7]  # the game's own event is still queued
     up(pygame.K_RIGHT)
+    pygame.event.post(pygame.event.Event(pygame.QUIT))
+    with pytest.raises(PlayerQuit, match="window closed"):
+        kb.act(ship_obs(), Steer, Trigger)
+    assert pygame.event.peek(pygame.QUIT)  # left for the game too
 
 
 @dataclass

@@ -313,9 +313,10 @@ def _seat_args(agents: list[str] | None) -> object:
 
 def _cmd_play(args: argparse.Namespace) -> int:
     from .render import play
+    from .render.keymap import parse_keys
 
     result = play(args.game, _seat_args(args.agent), seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
-                  max_steps=args.max_steps, trace=args.trace, seat=args.seat)
+                  max_steps=args.max_steps, trace=args.trace, seat=args.seat, keys=parse_keys(args.keys))
     scores = ", ".join(f"{s:g}" for s in result.scores) or "none finished"
     n_ep = len(result.episodes)
     print(f"{args.game}: {result.steps} decisions, {n_ep} episode{'s' * (n_ep != 1)} (scores: {scores})")
@@ -477,6 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--seat", type=int, default=None, help="the seat whose view is drawn when no human plays (default 0)")
     pl.add_argument("--max-steps", type=int, default=None, help="stop after this many decisions (all players)")
     pl.add_argument("--trace", metavar="FILE", help="also record the play as a trace (demonstrations for train --demos)")
+    pl.add_argument("--keys", action="append", metavar="LABEL=KEY[,KEY]",
+                    help="your own key for an action label, once per label (e.g. --keys FIRE=f --keys Move.LEFT=j,left); "
+                         "by default direction labels are on the arrows/WASD, a fire-like label on SPACE, others on 1-9")
     pl.set_defaults(fn=_cmd_play)
 
     ex = sub.add_parser("export", help="write an agent's policy as an ONNX model for other engines (needs the onnx extra)",

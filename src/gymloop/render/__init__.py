@@ -7,12 +7,14 @@ it with the game's :class:`GameView` (a ``draw(obs, canvas)`` function: one per 
 generic one for any game whose entities have ``x``/``y`` positions, or your own through
 :func:`register_view`).
 
-* :func:`play` / ``gymloop play GAME``: keyboard play (:class:`KeyboardAgent`), watching agents
-  with take-over (:class:`TakeOver`), for any number of players: each seat takes ``"human"``,
+* :func:`play` / ``gymloop play GAME``: keyboard play of any game of Enum action types
+  (:class:`KeyboardAgent`: held keys, several action types in one ``act``, keys derived from the
+  labels or your own :data:`KeyMapSpec`, listed under the board), watching agents with take-over
+  (:class:`TakeOver`), for any number of players: each seat takes ``"human"``,
   ``"random"``, ``"scripted"``, ``"module:Class"``, a checkpoint path or an agent
   (:func:`seat_specs`, :func:`load_agent`; ``--agent SPEC`` once per seat on the command line);
 * :func:`record` / ``gymloop record GAME --out run.gif``: an offscreen video (GIF or MP4), seats
-  filled the same way (without a human);
+  filled the same way (without a human), frames of at most :data:`MAX_SIDE` pixels;
 * :class:`FrameClock`, :func:`surface_to_array`, :func:`write_video`: the parts.
 
 Example:
@@ -32,8 +34,9 @@ from ..games.board import BODY, CELL, ENEMY, FOOD, HEAD, OPPONENT_BODY, OPPONENT
 from ..games.duel import draw_duel
 from ..games.snake import draw_snake
 from ..games.tactics import draw_tactics
-from .draw import BACKGROUND, BAR, Canvas, draw_entities, register_view, surface_to_array, view_for
+from .draw import BACKGROUND, BAR, MAX_SIDE, Canvas, draw_entities, register_view, surface_to_array, view_for
 from .keyboard import ARROWS, WASD, KeyboardAgent, PlayerQuit, TakeOver, poll_events
+from .keymap import KeyMapSpec
 from .session import RecordResult, play, record, seat_specs
 from .video import VIDEO_FORMATS, GifWriter, Mp4Writer, open_video, write_video
 from .viewer import FrameClock, Viewer, Watch
@@ -48,6 +51,7 @@ __all__ = [
     "FOOD",
     "HEAD",
     "HUMAN",
+    "MAX_SIDE",
     "OPPONENT_BODY",
     "OPPONENT_HEAD",
     "UNIT",
@@ -58,6 +62,7 @@ __all__ = [
     "FrameClock",
     "GameView",
     "GifWriter",
+    "KeyMapSpec",
     "KeyboardAgent",
     "Mp4Writer",
     "PlayerQuit",

@@ -47,6 +47,8 @@ __all__ = [
     "BAR",
     "Canvas",
     "draw_entities",
+    "fitting_cell",
+    "frame_size",
     "register_view",
     "surface_to_array",
     "view_for",
@@ -55,6 +57,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BAR = 32  # pixels of the text bar above the board
+MAX_SIDE = 1280
+"""The longest side, in pixels, of a frame a viewer makes: a larger board is drawn at fewer pixels per cell."""
+MIN_CELL = 8  # below this many pixels per cell: no grid lines, and cells are drawn as markers
+MARKER = 12  # pixels of a cell's marker below MIN_CELL pixels per cell
+_ROW = 18  # legend (and footer) row height in pixels
+_LEGEND_FONT = 16
 
 BACKGROUND: Color = (22, 24, 30)
 GRID: Color = (38, 42, 52)
@@ -93,13 +101,17 @@ def surface_to_array(surface: Any) -> Any:
     import numpy as np
 
     pg = pygame_module()
-    return np.ascontiguousarray(pg.surfarray.array3d(surface).transpose(1, 0, 2))
+    w, h = surface.get_size()
+    return np.frombuffer(bytearray(pg.image.tobytes(surface, "RGB")), np.uint8).reshape(h, w, 3)
 
 
 class Canvas:
     """A board of ``width`` × ``height`` cells on a pygame surface, under a one-line text bar.
 
-    Cell ``(x, y)`` is drawn with ``y`` growing upward; cells off the board are not drawn.
+    Cell ``(x, y)`` is drawn with ``y`` growing upward; cells off the board are not drawn. A board
+    too large for :data:`MAX_SIDE` pixels is drawn at fewer pixels per cell (``cell`` may be a
+    float, even below 1: a game in pixel coordinates): below :data:`MIN_CELL` pixels there are no
+    grid lines and each cell is drawn as a marker of :data:`MARKER` pixels around its centre.
 
     Args:
         surface: the ``pygame.Surface`` to draw on (at least :meth:`pixel_size` large).
@@ -107,6 +119,8 @@ class Canvas:
         height: board height in cells.
         cell: pixels per cell.
         bar: pixels of the text bar at the top.
+        panel: ``(width, height)`` in pixels of a side panel right of the board (a legend's room).
+        footer: pixels of a strip below the board (the keys of a keyboard player).
 
     Example:
         >>> from gymloop.render import Canvas, FOOD
@@ -117,65 +131,111 @@ class Canvas:
         (160, 192)
     """
 
-    def __init__(self, surface: Any, width: int, height: int, cell: int = CELL, bar: int = BAR,
-                 panel: tuple[int, int] = (0, 0)) -> None:
+    def __init__(self, surface: Any, width: int, height: int, cell: float = CELL, bar: int = BAR,
+                 panel: tuple[int, int] = (0, 0), footer: int = 0) -> None:
         self.surface = surface
         self.width = width
         self.height = height
         self.cell = cell
         self.bar = bar
         self.panel = panel
+        self.footer = footer
+        self._size = frame_size(width, height, cell, bar, panel, footer)
+        #: whether :meth:`fit` may zoom out to take in positions off the board (a board sized from
+        #: the first observation, drawn at fewer pixels per cell than the view's)
+        self.fits = False
+        #: text lines drawn in the footer (a keyboard player's keys), set by the viewer
+        self.footer_lines: list[str] = []
         #: the entity types' colours and legend of :func:`draw_entities` (made at its first frame)
         self.legend: Legend | None = None
         self._pg = pygame_module()
 
     @classmethod
-    def offscreen(cls, width: int, height: int, cell: int = CELL, bar: int = BAR, panel: tuple[int, int] = (0, 0)) -> Canvas:
+    def offscreen(cls, width: int, height: int, cell: float = CELL, bar: int = BAR, panel: tuple[int, int] = (0, 0),
+                  footer: int = 0) -> Canvas:
         """A canvas on a new offscreen surface of exactly its :attr:`pixel_size` (no window)."""
         pg = pygame_module()
-        surface = pg.Surface((width * cell + panel[0], max(height * cell, panel[1]) + bar))
-        return cls(surface, width, height, cell, bar, panel)
+        return cls(pg.Surface(frame_size(width, height, cell, bar, panel, footer)), width, height, cell, bar, panel, footer)
 
     @property
     def pixel_size(self) -> tuple[int, int]:
-        """``(width, height)`` in pixels of board, side panel (``panel``: a legend's room) and bar."""
-        return self.width * self.cell + self.panel[0], max(self.height * self.cell, self.panel[1]) + self.bar
+        """``(width, height)`` in pixels of board, side panel (``panel``: a legend's room), bar and footer."""
+        return self._size
+
+    @property
+    def board_pixels(self) -> tuple[int, int]:
+        """``(width, height)`` in pixels of the board alone."""
+        return math.ceil(self.width * self.cell), math.ceil(self.height * self.cell)
 
     @property
     def panel_left(self) -> int:
         """The pixel column where the side panel starts (right of the board)."""
-        return self.width * self.cell
+        return self.board_pixels[0]
+
+    def fit(self, width: int, height: int) -> bool:
+        """Zoom out (fewer pixels per cell, same frame) so that a ``width`` × ``height`` board fits;
+        only a canvas with :attr:`fits` set does (``False`` otherwise, or when it already fits)."""
+        if not self.fits or (width <= self.width and height <= self.height):
+            return False
+        bw, bh = self.board_pixels
+        grow = 1.1  # room to spare: a board that keeps growing zooms out a few times, not at every frame
+        self.width = max(self.width, math.ceil(width * grow) if width > self.width else 0)
+        self.height = max(self.height, math.ceil(height * grow) if height > self.height else 0)
+        self.cell = min(bw / self.width, bh / self.height)
+        log.info("board grew to %d x %d cells: drawn at %.3g px per cell", self.width, self.height, self.cell)
+        return True
 
     def on_board(self, x: Any, y: Any) -> bool:
         """Whether cell ``(x, y)`` is on the board."""
         return 0 <= x < self.width and 0 <= y < self.height
 
     def rect(self, x: float, y: float, inset: int = 0) -> Any:
-        """The ``pygame.Rect`` of cell ``(x, y)``, shrunk by ``inset`` pixels on each side."""
+        """The ``pygame.Rect`` of cell ``(x, y)``, shrunk by ``inset`` pixels on each side (below
+        :data:`MIN_CELL` pixels per cell: a marker of :data:`MARKER` pixels around the cell's centre)."""
         c = self.cell
+        if c < MIN_CELL:
+            cx = math.floor((x + 0.5) * c)
+            cy = self.bar + math.floor((self.height - 0.5 - y) * c)
+            side = max(2, MARKER - 2 * inset)
+            return self._pg.Rect(cx - side // 2, cy - side // 2, side, side)
         left = math.floor(x * c + 0.5)
         top = self.bar + math.floor((self.height - 1 - y) * c + 0.5)
-        return self._pg.Rect(left + inset, top + inset, c - 2 * inset, c - 2 * inset)
+        side = round(c) - 2 * inset
+        return self._pg.Rect(left + inset, top + inset, side, side)
 
     def center(self, x: float, y: float) -> tuple[int, int]:
         """Pixel ``(column, row)`` of the centre of cell ``(x, y)``; index arrays as ``a[row, column]``."""
         r = self.rect(x, y)
-        return r.x + self.cell // 2, r.y + self.cell // 2
+        return r.x + r.w // 2, r.y + r.h // 2
 
     def clear(self) -> None:
-        """Paint the background, the grid lines and an empty bar."""
+        """Paint the background, the grid lines (a border below :data:`MIN_CELL` pixels per cell),
+        an empty bar and an empty footer."""
         pg = self._pg
         s = self.surface
         s.fill(BACKGROUND)
-        w, _ = self.pixel_size
+        w, full_h = self.pixel_size
         pg.draw.rect(s, BAR_COLOR, pg.Rect(0, 0, w, self.bar))
-        h = self.height * self.cell + self.bar
-        w = self.width * self.cell
-        for i in range(self.width + 1):
-            pg.draw.line(s, GRID, (i * self.cell, self.bar), (i * self.cell, h - 1))
-        for j in range(self.height + 1):
-            y = self.bar + j * self.cell
-            pg.draw.line(s, GRID, (0, y), (w - 1, y))
+        bw, bh = self.board_pixels
+        if self.cell < MIN_CELL:
+            pg.draw.rect(s, GRID, pg.Rect(0, self.bar, bw, bh), 1)
+        else:
+            c = self.cell
+            for i in range(self.width + 1):
+                x = round(i * c)
+                pg.draw.line(s, GRID, (x, self.bar), (x, self.bar + bh - 1))
+            for j in range(self.height + 1):
+                y = self.bar + round(j * c)
+                pg.draw.line(s, GRID, (0, y), (bw - 1, y))
+        if self.footer:
+            pg.draw.rect(s, BAR_COLOR, pg.Rect(0, full_h - self.footer, w, self.footer))
+            f = _font(_LEGEND_FONT)
+            y = full_h - self.footer + 4
+            for line in self.footer_lines:
+                if y + _ROW > full_h:
+                    break
+                s.blit(f.render(line, True, TEXT), (6, y))
+                y += _ROW
 
     def fill(self, x: Any, y: Any, color: Color, inset: int = 2) -> None:
         """A filled square in cell ``(x, y)``."""
@@ -185,7 +245,7 @@ class Canvas:
     def disc(self, x: Any, y: Any, color: Color) -> None:
         """A filled circle in cell ``(x, y)``."""
         if self.on_board(x, y):
-            self._pg.draw.circle(self.surface, color, self.center(x, y), self.cell // 2 - 5)
+            self._pg.draw.circle(self.surface, color, self.center(x, y), max(2, int(self.cell) // 2 - 5))
 
     def ring(self, x: Any, y: Any, color: Color, width: int = 2) -> None:
         """A square outline around cell ``(x, y)``."""
@@ -196,7 +256,7 @@ class Canvas:
         """Small text in cell ``(x, y)``: centred, or in its top-left corner with ``corner=True``."""
         if not self.on_board(x, y):
             return
-        img = _font(max(12, self.cell // 2 + 2)).render(text, True, color)
+        img = _font(max(12, int(self.cell) // 2 + 2)).render(text, True, color)
         r = self.rect(x, y, 3)
         if corner:
             self.surface.blit(img, r.topleft)
@@ -220,18 +280,72 @@ class Canvas:
             self.surface.blit(img, img.get_rect(midleft=(6, y)))
         if right:
             img = f.render(right, True, TEXT)
-            self.surface.blit(img, img.get_rect(midright=(self.width * self.cell - 6, y)))
+            self.surface.blit(img, img.get_rect(midright=(self.board_pixels[0] - 6, y)))
 
     def banner(self, text: str) -> None:
         """Darken the board and write ``text`` across its middle (the end of an episode)."""
         pg = self._pg
         w, h = self.pixel_size
-        shade = pg.Surface((w, h - self.bar), pg.SRCALPHA)
+        shade = pg.Surface((w, h - self.bar - self.footer), pg.SRCALPHA)
         shade.fill((0, 0, 0, 150))
         self.surface.blit(shade, (0, self.bar))
-        img = _font(max(18, self.cell)).render(text, True, TEXT)
-        board_w = self.width * self.cell
-        self.surface.blit(img, img.get_rect(center=(board_w // 2, self.bar + self.height * self.cell // 2)))
+        img = _font(max(18, min(int(self.cell), 48))).render(text, True, TEXT)
+        board_w, board_h = self.board_pixels
+        self.surface.blit(img, img.get_rect(center=(board_w // 2, self.bar + board_h // 2)))
+
+
+def frame_size(width: int, height: int, cell: float, bar: int = BAR, panel: tuple[int, int] = (0, 0),
+               footer: int = 0) -> tuple[int, int]:
+    """``(width, height)`` in pixels of a :class:`Canvas`: the board, a side panel, the bar and a footer.
+
+    Example:
+        >>> from gymloop.render.draw import frame_size
+        >>> frame_size(10, 10, 32), frame_size(640, 480, 2.0, panel=(120, 60))
+        ((320, 352), (1400, 992))
+    """
+    return math.ceil(width * cell) + panel[0], max(math.ceil(height * cell), panel[1]) + bar + footer
+
+
+def footer_height(lines: list[str]) -> int:
+    """Pixels of a :class:`Canvas` footer for ``lines`` of text (0 for none)."""
+    return len(lines) * _ROW + 8 if lines else 0
+
+
+def wrap_lines(lines: list[str], width: int) -> list[str]:
+    """``lines`` of footer text broken at spaces (or ``,``/``;``) to fit ``width`` pixels."""
+    f = _font(_LEGEND_FONT)
+    out: list[str] = []
+    for line in lines:
+        words = line.split(" ")
+        cur = ""
+        for w in words:
+            trial = f"{cur} {w}" if cur else w
+            if cur and f.size(trial)[0] > width:
+                out.append(cur)
+                cur = "    " + w
+            else:
+                cur = trial
+        out.append(cur)
+    return out
+
+
+def fitting_cell(width: int, height: int, cell: float, bar: int = BAR, panel: tuple[int, int] = (0, 0),
+                 footer: int = 0, max_side: int = MAX_SIDE) -> float:
+    """``cell``, or fewer pixels per cell so that the whole frame (:func:`frame_size`) is at most
+    ``max_side`` pixels on each side.
+
+    Example:
+        >>> from gymloop.render.draw import fitting_cell, frame_size
+        >>> fitting_cell(10, 10, 32), fitting_cell(640, 480, 32)
+        (32, 2.0)
+        >>> max(frame_size(640, 480, fitting_cell(640, 480, 32, panel=(120, 60)), panel=(120, 60)))
+        1280
+    """
+    w, h = frame_size(width, height, cell, bar, panel, footer)
+    if max(w, h) <= max_side:
+        return cell
+    room_w, room_h = max(1, max_side - panel[0]), max(1, max_side - bar - footer)
+    return math.floor(min(room_w / max(1, width), room_h / max(1, height)) * 1000) / 1000  # (down: ceil stays within)
 
 
 def type_color(i: int) -> Color:
@@ -282,9 +396,6 @@ def _abbreviations(e: type[enum.Enum]) -> dict[Any, str]:
         out[m] = next((p for p in prefixes if sum(n.startswith(p) for n in names) == 1), str(i))
     return out
 
-
-_ROW = 18  # legend row height in pixels
-_LEGEND_FONT = 16
 
 
 class Legend:
@@ -421,21 +532,25 @@ def draw_entities(obs: Obs, canvas: Canvas) -> None:
     in it, actors ringed; a legend of types, kinds and colours beside the board when the canvas has
     room for it (a :class:`~gymloop.render.Viewer` makes it).
 
-    Positions are rounded to cells; entities without a position are not drawn. The bar shows the
-    score.
+    Positions are rounded to cells; entities without a position are not drawn. A board sized from
+    the first observation (:attr:`Canvas.fits`) zooms out to take in positions beyond it. The bar
+    shows the score.
     """
     legend = canvas.legend
     if legend is None:  # a canvas made without a viewer: colours in the order of this observation's types
         legend = canvas.legend = Legend(observed_types(obs))
+    if canvas.fits:
+        canvas.fit(*board_size(obs))
     canvas.clear()
     actors = {id(a) for a in obs.actor_list}
+    labels = canvas.cell >= 2 * MIN_CELL  # room for a kind's label in a cell
     for o in obs.entity_list():
         p = position(o)
         if p is None:
             continue
         x, y = math.floor(p[0] + 0.5), math.floor(p[1] + 0.5)
         canvas.fill(x, y, legend.color(type(o)))
-        label = legend.label(o)
+        label = legend.label(o) if labels else ""
         if label:
             canvas.label(x, y, label, INK)
         if id(o) in actors:

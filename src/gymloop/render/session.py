@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..games.board import GameView
 from .draw import view_for
 from .keyboard import KeyboardAgent, PlayerQuit, TakeOver
+from .keymap import KeyMapSpec
 from .video import open_video
 from .viewer import Viewer, Watch
 
@@ -125,15 +126,18 @@ def _save_trace(rec: Any, path: str | os.PathLike, decisions: int, failed: bool)
     log.info("play recorded as the trace %s (%d decisions)", saved, trace.num_decisions)
 
 
-def _keyboards(specs: list[AgentSpec], wait: bool) -> dict[int, tuple[KeyboardAgent, str]]:
-    """A keyboard agent per human seat: one human gets arrows and WASD, two share the keyboard."""
+def _keyboards(specs: list[AgentSpec], wait: bool, keys: KeyMapSpec | None) -> dict[int, tuple[KeyboardAgent, str]]:
+    """A keyboard agent per human seat: one human gets arrows and WASD (and ``keys``), two share the keyboard."""
     humans = [i for i, s in enumerate(specs) if s == HUMAN]
     if len(humans) > 2:
         raise ConfigError(f"at most two humans can share the keyboard (WASD and arrows), got {len(humans)} 'human' seats "
                           f"({[f'seat {i}' for i in humans]}); give the other seats agents")
     if len(humans) == 1:
-        return {humans[0]: (KeyboardAgent(wait=wait), "arrows or WASD")}
-    return {i: (KeyboardAgent(keys, wait=wait), label) for i, keys, label in zip(humans, ("wasd", "arrows"), ("WASD", "arrows"))}
+        return {humans[0]: (KeyboardAgent(keys or "both", wait=wait), "arrows or WASD")}
+    if keys:
+        raise ConfigError("keys= (--keys) maps the keys of one human; two humans share the keyboard as WASD (with "
+                          "SPACE and the number row) and arrows (with Enter and the keypad): leave keys out")
+    return {i: (KeyboardAgent(ks, wait=wait), label) for i, ks, label in zip(humans, ("wasd", "arrows"), ("WASD", "arrows"))}
 
 
 def _check_seat(seat: int | None, n: int) -> None:
@@ -157,6 +161,7 @@ def play(
     wait_for_key: bool = True,
     trace: str | os.PathLike | None = None,
     seat: int | None = None,
+    keys: KeyMapSpec | None = None,
 ) -> RunResult:
     """Play a game in a window with the keyboard, or watch agents (and take over from one), for
     any number of players.
@@ -166,16 +171,19 @@ def play(
     a list with one spec per seat (seats it leaves out are random), or one spec for every seat
     (see :func:`seat_specs`):
 
-    * no ``agent``: you take the first seat (arrows or WASD), every other seat is random;
-    * ``agent`` a checkpoint or agent: it plays every seat; SPACE or a direction key takes over the
+    * no ``agent``: you take the first seat, every other seat is random;
+    * ``agent`` a checkpoint or agent: it plays every seat; SPACE or a game key takes over the
       first one, SPACE or Enter hands back (:class:`TakeOver`);
     * ``["human", "runs/duel/agent.safetensors"]``: you against the agent; ``["human", "human"]``:
       two humans, WASD against arrows;
     * ``human_vs_agent=True``: you take the first seat, ``agent`` (default: random) the others.
 
-    The drawn view is the first human's (else ``seat``'s, default the first). Escape or closing
-    the window ends the game. The window title says who plays each seat and, when you can take
-    over, the keys.
+    The keyboard plays any game whose action types are Enums, several in one ``act`` (move and
+    fire): arrows/WASD for direction labels, SPACE for a fire-like one, number keys for the others,
+    no key for a ``NONE``-like label (:class:`KeyboardAgent`); the keys are listed under the
+    board. The drawn view is the first human's (else ``seat``'s, default the first). Escape or
+    closing the window ends the game. The window title says who plays each seat and, when you can
+    take over, the keys.
 
     Args:
         game: a bundled game name, ``module:function``, or a game function.
@@ -191,6 +199,9 @@ def play(
             It is written when play ends, also when the player quits (not when no decision was
             taken: then a warning is logged).
         seat: the seat whose view is drawn when no human plays (default: the first).
+        keys: your own keys over the derived ones (:data:`~gymloop.render.keymap.KeyMapSpec`:
+            ``{label: key or keys}``, e.g. ``{"FIRE": "K_f", "Move.LEFT": ["K_LEFT", "j"]}``), for
+            the human seat or for taking over; ``--keys FIRE=f`` on the command line.
 
     Returns:
         The :class:`~gymloop.RunResult`; ``stopped == "quit"`` when the player quit (it then
@@ -198,7 +209,8 @@ def play(
 
     Raises:
         ConfigError: an unknown game, ``human_vs_agent`` for a one-player game, more seat specs than
-            players, more than two humans, keyboard play of a game without direction actions, a bad
+            players, more than two humans, keyboard play of a game whose view says ``keyboard=False`` or
+            (at its first decision) of an action type that is not an Enum, a bad ``keys`` map, a bad
             ``fps``/``max_steps``/``max_episodes``/``seat``, no display to open a window on, or
             pygame missing.
         CheckpointError: an agent file does not exist or does not fit the game.
@@ -219,17 +231,18 @@ def play(
     n = len(specs)
     _check_seat(seat, n)
     if HUMAN in specs and not view.keyboard:
-        raise ConfigError(f"{view.name} cannot be played from the keyboard (its actions are not one Enum of "
-                          f"directions); watch an agent instead: gymloop play {view.name} --agent PATH")
+        raise ConfigError(f"{view.name} cannot be played from the keyboard (its view says keyboard=False: it asks for "
+                          f"actions keys cannot give, such as a select-entity target); watch an agent instead: "
+                          f"gymloop play {view.name} --agent PATH")
     for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ConfigError(f"play {name} must be an int >= 0 or None (no limit), got {v!r}")
-    keyboards = _keyboards(specs, wait_for_key)
+    keyboards = _keyboards(specs, wait_for_key, keys)
     seats = [keyboards[i][0] if i in keyboards else load_agent(s, fn, seed + i, agents_per_game=n)
              for i, s in enumerate(specs)]
     shown = min(keyboards) if keyboards else (seat or 0)
     if not keyboards and view.keyboard:  # watching agents: the shown seat's can be taken over
-        seats[shown] = TakeOver(seats[shown], KeyboardAgent(wait=wait_for_key))
+        seats[shown] = TakeOver(seats[shown], KeyboardAgent(keys or "both", wait=wait_for_key))
     if n == 1:
         caption = f"you play - {keyboards[0][1]}" if keyboards else ""
     else:

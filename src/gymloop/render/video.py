@@ -2,8 +2,10 @@
 
 Both writers take frames one at a time (``add``), so a recording never holds raw frames in
 memory: MP4 frames stream to ffmpeg (H.264, ``yuv420p``; imageio-ffmpeg ships the binary), GIF
-frames are kept palettized until :meth:`GifWriter.close` writes the file. In a GIF, Pillow merges
-a frame identical to the previous one into it (a longer frame).
+frames are palettized and kept until they fill :data:`GIF_CHUNK_BYTES`, then Pillow encodes them
+as one chunk of the file (a temporary file until :meth:`GifWriter.close`), so a long recording
+holds at most one chunk. In a GIF, Pillow merges a frame identical to the previous one into it (a
+longer frame), within a chunk.
 
 Example:
     >>> import os, tempfile
@@ -17,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 from collections.abc import Iterable
@@ -26,14 +30,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, OutputPathError
-from ..files import AtomicOutput, atomic_output, check_output
+from ..files import AtomicOutput, check_output
 from ._deps import imageio_ffmpeg_module, pil_image
 
-__all__ = ["VIDEO_FORMATS", "GifWriter", "Mp4Writer", "open_video", "write_video"]
+__all__ = ["GIF_CHUNK_BYTES", "VIDEO_FORMATS", "GifWriter", "Mp4Writer", "open_video", "write_video"]
 
 log = logging.getLogger(__name__)
 
 VIDEO_FORMATS = (".gif", ".mp4")
+GIF_CHUNK_BYTES = 64 << 20
+"""Palettized GIF frames (one byte per pixel) a :class:`GifWriter` holds before it encodes them."""
 
 
 def _check_fps(fps: Any) -> float:
@@ -112,9 +118,14 @@ class _Writer:
 class GifWriter(_Writer):
     """Writes an animated GIF (looping) of frames added one by one; the file appears at :meth:`close`.
 
+    Frames are palettized as they come (exactly when a frame has at most 256 colours, else by
+    Pillow's fast octree) and encoded in chunks of :data:`GIF_CHUNK_BYTES` into a temporary file,
+    so memory stays bounded however long the recording.
+
     Args:
         path: the ``.gif`` file to write (parent folders are created).
         fps: frames per second (GIF stores delays in 1/100 s; above 50, viewers slow it down).
+        chunk_bytes: palettized frame bytes held before a chunk is encoded.
 
     Example:
         >>> import os, tempfile
@@ -126,10 +137,14 @@ class GifWriter(_Writer):
         (1, (16, 16))
     """
 
-    def __init__(self, path: str | os.PathLike, fps: float) -> None:
+    def __init__(self, path: str | os.PathLike, fps: float, chunk_bytes: int = GIF_CHUNK_BYTES) -> None:
         super().__init__(path, fps)
         self._image = pil_image()
         self._frames: list[Any] = []
+        self._held = 0
+        self._chunk_bytes = chunk_bytes
+        self._out: AtomicOutput | None = None  # the temporary file, from the first chunk on
+        self._file: Any = None
         if self.fps > 50:
             log.warning("%s: a GIF at %g fps has frame delays under 20 ms, which most viewers and browsers show "
                         "at 10 fps; use an fps of at most 50, or write an .mp4", self.path, self.fps)
@@ -137,27 +152,125 @@ class GifWriter(_Writer):
     def add(self, frame: np.ndarray) -> None:
         """Add one ``(height, width, 3)`` uint8 RGB frame."""
         a = self._check(frame)
-        self._frames.append(self._image.fromarray(a).convert("P", palette=self._image.Palette.ADAPTIVE))
+        Image = self._image
+        im = Image.fromarray(a)
+        if im.getcolors(256) is not None:  # (a drawn board: its few colours, exactly)
+            p = im.convert("P", palette=Image.Palette.ADAPTIVE)
+        else:
+            p = im.quantize(256, method=Image.Quantize.FASTOCTREE)
+        self._frames.append(p)
+        self._held += a.shape[0] * a.shape[1]
+        if self._held >= self._chunk_bytes:
+            self._flush(last=False)
 
-    def close(self) -> None:
-        """Write the file."""
-        if not self._frames:
-            raise self._no_frames()
-        self._makedirs()
-        first, rest = self._frames[0], self._frames[1:]
-        self._frames = []
+    def _flush(self, last: bool) -> None:
+        """Encode the held frames as the next chunk of the file (the whole file when it is the only one)."""
+        frames, self._frames, self._held = self._frames, [], 0
+        if not frames:
+            return
+        buf = io.BytesIO()
+        frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:],
+                       duration=max(10, round(1000 / self.fps)), loop=0)
+        data = buf.getvalue()
+        del frames, buf
         try:
-            with atomic_output(self.path) as tmp:
-                first.save(tmp, format="GIF", save_all=True, append_images=rest, duration=max(10, round(1000 / self.fps)), loop=0)
+            if self._file is None:
+                self._makedirs()
+                self._out = AtomicOutput(self.path)
+                self._file = open(self._out.tmp, "wb")
+                self._file.write(data if last else data[:-1])  # (the trailer comes at the end)
+            else:
+                self._file.write(gif_frames(data))
+                if last:
+                    self._file.write(b"\x3b")
         except OutputPathError:
+            self.abort()
             raise
         except OSError as e:
+            self.abort()
             raise self._cannot_write(e) from None
+
+    def close(self) -> None:
+        """Write the last chunk and finish the file."""
+        if self.frames == 0:
+            raise self._no_frames()
+        self._flush(last=True)
+        f, self._file = self._file, None
+        out, self._out = self._out, None
+        assert f is not None and out is not None  # (made by the first chunk)
+        try:
+            f.close()
+        except OSError as e:
+            out.discard()
+            raise self._cannot_write(e) from None
+        out.commit()
         log.info("wrote %s: %d frames", self.path, self.frames)
 
     def abort(self) -> None:
-        """Drop the frames; nothing is written."""
-        self._frames = []
+        """Drop the frames and any partial file; nothing is written."""
+        self._frames, self._held = [], 0
+        f, self._file = self._file, None
+        if f is not None:
+            with contextlib.suppress(OSError):
+                f.close()
+        if self._out is not None:
+            self._out.discard()
+            self._out = None
+
+
+def gif_frames(data: bytes) -> bytes:
+    """The frames of a GIF file's bytes, to append to another GIF of the same size: its graphic
+    control extensions and images, each image with its own colour table (the file's global one
+    where it had none); the header, application extensions, comments and trailer are left out.
+
+    Raises:
+        ConfigError: ``data`` is not a GIF file.
+
+    Example:
+        >>> import io
+        >>> from PIL import Image
+        >>> buf = io.BytesIO()
+        >>> Image.new("P", (4, 4)).save(buf, format="GIF")
+        >>> gif_frames(buf.getvalue())[:1]      # an image descriptor
+        b','
+    """
+    if data[:6] not in (b"GIF87a", b"GIF89a") or len(data) < 13:
+        raise ConfigError(f"not a GIF file: starts with {data[:6]!r}")
+    flags = data[10]
+    pos = 13
+    gct = b""
+    if flags & 0x80:
+        gct = data[pos:pos + (3 << ((flags & 7) + 1))]
+        pos += len(gct)
+    out = bytearray()
+
+    def skip_blocks(p: int) -> int:
+        while data[p]:
+            p += data[p] + 1
+        return p + 1
+
+    while data[pos] != 0x3B:
+        start = pos
+        if data[pos] == 0x21:  # an extension: keep the graphic control ones (delay, disposal, transparency)
+            pos = skip_blocks(pos + 2)
+            if data[start + 1] == 0xF9:
+                out += data[start:pos]
+        elif data[pos] == 0x2C:  # an image descriptor, its colour table, its LZW data
+            desc = bytearray(data[pos:pos + 10])
+            pos += 10
+            if desc[9] & 0x80:
+                n = 3 << ((desc[9] & 7) + 1)
+                table = data[pos:pos + n]
+                pos += n
+            else:
+                desc[9] = (desc[9] & 0x40) | 0x80 | (flags & 7)
+                table = gct
+            body_start = pos
+            pos = skip_blocks(pos + 1)
+            out += desc + table + data[body_start:pos]
+        else:
+            raise ConfigError(f"not a GIF file: unknown block 0x{data[pos]:02x} at byte {pos}")
+    return bytes(out)
 
 
 class Mp4Writer(_Writer):

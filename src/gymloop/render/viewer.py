@@ -29,8 +29,22 @@ from ..agent import EpisodeResult
 from ..errors import ConfigError
 from ..obs import Obs
 from ._deps import pygame_module
-from .draw import BAR, Canvas, GameView, Legend, board_size, observed_types, surface_to_array, view_for
-from .keyboard import poll_events
+from .draw import (
+    BAR,
+    MAX_SIDE,
+    Canvas,
+    GameView,
+    Legend,
+    board_size,
+    fitting_cell,
+    footer_height,
+    frame_size,
+    observed_types,
+    surface_to_array,
+    view_for,
+    wrap_lines,
+)
+from .keyboard import own_display, poll_events
 
 __all__ = ["FrameClock", "Viewer", "Watch"]
 
@@ -98,6 +112,9 @@ class Viewer:
         on_frame: called with every frame as an RGB array (a video writer's ``add``).
         cell: pixels per board cell (default: the view's).
         end_seconds: how long a window shows the end-of-episode banner (only when ``fps`` is set).
+        max_side: the longest side of a frame in pixels: a larger board (a game in pixel
+            coordinates, a view with many cells) is drawn at fewer pixels per cell, and a board
+            sized from the first observation zooms out when later positions fall beyond it.
 
     Attributes:
         canvas: the :class:`Canvas` (``None`` until the first frame).
@@ -107,7 +124,7 @@ class Viewer:
 
     def __init__(self, game: Any, *, fps: float | None = None, window: bool = True, capture: bool = False,
                  on_frame: Callable[[np.ndarray], None] | None = None, cell: int | None = None,
-                 end_seconds: float = 1.0) -> None:
+                 end_seconds: float = 1.0, max_side: int = MAX_SIDE) -> None:
         self.view = game if isinstance(game, GameView) else view_for(game)
         self.clock = FrameClock(fps)
         self.window = window
@@ -116,6 +133,10 @@ class Viewer:
         if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int) or cell < 4):
             raise ConfigError(f"cell must be an int of at least 4 pixels per board cell, got {cell!r}; e.g. cell=32")
         self.cell = cell or self.view.cell
+        if isinstance(max_side, bool) or not isinstance(max_side, int) or max_side < 64:
+            raise ConfigError(f"max_side must be an int of at least 64 pixels (a frame's longest side), got {max_side!r}")
+        self.max_side = max_side
+        self._footer_lines: list[str] = []
         self.end_seconds = end_seconds if fps else 0.0
         self.canvas: Canvas | None = None
         self.frames: list[np.ndarray] = []
@@ -132,22 +153,34 @@ class Viewer:
 
     def _open(self, obs: Obs) -> Canvas:
         pg = self._pg
-        w, h = self.view.width, self.view.height
-        if w is None or h is None:
-            w, h = board_size(obs)
-            log.info("board of %s: %d x %d cells (from the first observation)", self.view.name, w, h)
+        vw, vh = self.view.width, self.view.height
+        sized = vw is None or vh is None
+        w, h = (vw, vh) if vw is not None and vh is not None else board_size(obs)
         legend = None
         panel = (0, 0)
         if self.view.shows_legend:  # colours in the order of the game's types: declared and first observed
             legend = Legend([*self.view.types, *observed_types(obs)])
             panel = legend.size()
-        surface = pg.Surface((w * self.cell + panel[0], max(h * self.cell, panel[1]) + BAR))
-        self.canvas = Canvas(surface, w, h, self.cell, BAR, panel)
+        cell = fitting_cell(w, h, self.cell, BAR, panel, 0, self.max_side)
+        keys = wrap_lines(self._footer_lines, frame_size(w, h, cell, BAR, panel)[0] - 12)
+        footer = footer_height(keys)
+        panel = (panel[0], min(panel[1], self.max_side - BAR - footer))  # (the legend says "+N more" below)
+        cell = fitting_cell(w, h, cell, BAR, panel, footer, self.max_side)
+        if sized:
+            log.info("board of %s: %d x %d cells (from the first observation), %.3g px per cell",
+                     self.view.name, w, h, cell)
+        elif cell != self.cell:
+            log.info("board of %s: %d x %d cells, drawn at %.3g px per cell to fit %d px",
+                     self.view.name, w, h, cell, self.max_side)
+        self.canvas = Canvas.offscreen(w, h, cell, BAR, panel, footer)
+        self.canvas.fits = sized and cell != self.cell
         self.canvas.legend = legend
+        self.canvas.footer_lines = keys
         if self.window:
             try:
                 pg.display.init()
                 self._screen = pg.display.set_mode(self.canvas.pixel_size)
+                own_display(self._screen)
             except pg.error as e:
                 pg.display.quit()  # set_mode failed after init: leave no half-open display behind
                 self.canvas = None
@@ -157,6 +190,19 @@ class Viewer:
                 ) from None
             self.set_caption(self._caption)
         return self.canvas
+
+    @property
+    def keys(self) -> list[str]:
+        """The text lines under the board (:meth:`set_keys`)."""
+        return self._footer_lines
+
+    def set_keys(self, lines: list[str]) -> None:
+        """Text lines under the board (a keyboard player's keys, wrapped to the frame's width): room
+        for them is made when the first frame is drawn, so set them before it; later changes fill
+        that room."""
+        self._footer_lines = list(lines)
+        if self.canvas is not None:
+            self.canvas.footer_lines = wrap_lines(self._footer_lines, self.canvas.pixel_size[0] - 12)
 
     def set_caption(self, text: str) -> None:
         """Window title: ``gymloop: GAME`` and ``text`` (who plays, which keys)."""
@@ -207,6 +253,7 @@ class Viewer:
         """Close the window, if one was opened (offscreen viewers have nothing to close)."""
         if self._screen is not None:
             self._screen = None
+            own_display(None)
             self._pg.display.quit()
 
 
@@ -249,7 +296,12 @@ class Watch:
         return "; ".join(parts)
 
     def act(self, obs: Obs, *action_types: Any) -> Any:
-        """Show ``obs``, then ask the wrapped agent."""
+        """Show ``obs`` (and a keyboard player's keys under it), then ask the wrapped agent."""
+        legend = getattr(self.agent, "key_legend", None)  # a KeyboardAgent or TakeOver: its keys
+        if callable(legend):
+            lines = legend(*action_types)
+            if lines != self.viewer.keys:
+                self.viewer.set_keys(lines)
         caption = self._caption()
         if caption != self.viewer._caption:
             self.viewer.set_caption(caption)

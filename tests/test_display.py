@@ -133,3 +133,63 @@ def test_check_warns_about_a_window_opened_while_headless_naming_the_call_site()
 def test_check_of_a_game_that_draws_only_when_displayed_has_no_warning() -> None:
     report = gl.check(line, steps=60)
     assert not [x for x in report.warnings if "window" in x]
+
+
+def test_gymloop_record_takes_a_self_drawing_game_s_own_frames(tmp_path: Any) -> None:
+    from PIL import Image
+
+    from gymloop.cli import main
+
+    out = tmp_path / "sky.gif"
+    assert main(["record", "skyfall", "--agent", "scripted", "--out", str(out), "--max-steps", "40"]) == 0
+    with Image.open(out) as im:
+        assert im.size == (320, 240) and im.n_frames == 40  # the game's 320x240 surface, a frame per tick
+        im.seek(39)
+        rgb = im.convert("RGB")
+        assert rgb.getpixel((5, 236)) == (40, 90, 40)  # skyfall's grass, drawn by the game itself
+
+
+def test_gymloop_play_runs_a_self_drawing_game_in_its_own_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gymloop.render import play
+
+    r = play("skyfall", "scripted", fps=0, max_steps=30)
+    assert r.steps == 30
+    surface = pygame.display.get_surface()
+    assert surface is None or surface.get_size() == (320, 240)
+
+
+def test_a_human_plays_a_self_drawing_game_with_held_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gymloop.games.skyfall import Slide
+    from gymloop.render import play
+
+    slides: list[Slide] = []
+
+    class Spy:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def act(self, obs: gl.Obs, *types: Any) -> Any:
+            if len(slides) == 2:
+                pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_LEFT, mod=0, unicode="", scancode=0))
+            a = self.inner.act(obs, *types)
+            slides.append(a)
+            return a
+
+        def game_over(self, obs: gl.Obs, truncated: bool = False) -> None:
+            self.inner.game_over(obs, truncated)
+
+    from gymloop.render import KeyboardAgent
+
+    kb = KeyboardAgent(wait=False)
+    r = play("skyfall", Spy(kb), fps=0, max_steps=8)
+    assert r.steps == 8
+    assert slides[:2] == [Slide.STAY, Slide.STAY] and Slide.LEFT in slides[2:]
+
+
+def test_game_args_reach_play_and_record(tmp_path: Any) -> None:
+    from gymloop.cli import main
+
+    out = tmp_path / "sky1.gif"
+    assert main(["record", "skyfall", "--game-arg", "lives=1", "--out", str(out), "--episodes", "1",
+                 "--max-steps", "5000"]) == 0
+    assert main(["play", "skyfall", "--game-arg", "colour=red", "--agent", "random"]) == 2

@@ -315,7 +315,8 @@ def _cmd_play(args: argparse.Namespace) -> int:
     from .render import play
     from .render.keymap import parse_keys
 
-    result = play(args.game, _seat_args(args.agent), seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
+    game = _game_loop(args) if args.game_arg else args.game
+    result = play(game, _seat_args(args.agent), seed=args.seed, fps=args.fps, human_vs_agent=args.human_vs_agent,
                   max_steps=args.max_steps, trace=args.trace, seat=args.seat, keys=parse_keys(args.keys))
     scores = ", ".join(f"{s:g}" for s in result.scores) or "none finished"
     n_ep = len(result.episodes)
@@ -329,7 +330,8 @@ def _cmd_record(args: argparse.Namespace) -> int:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # offscreen: never open a window
     from .render import record
 
-    r = record(args.game, args.out, _seat_args(args.agent), seed=args.seed, max_steps=args.max_steps,
+    game = _game_loop(args) if args.game_arg else args.game
+    r = record(game, args.out, _seat_args(args.agent), seed=args.seed, max_steps=args.max_steps,
                max_episodes=args.episodes or None, fps=args.fps, seat=args.seat or 0)
     who = " vs ".join(args.agent) if args.agent else "random agents"
     n_ep = len(r.run.episodes)
@@ -469,6 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "random. Watching agents, SPACE or a direction key takes over the drawn seat, SPACE "
                                     "or Enter hands back.")
     pl.add_argument("game", help=game_help)
+    pl.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     pl.add_argument("--agent", action="append", metavar="SPEC", help=seat_help)
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
@@ -492,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
     rc.add_argument("game", help=game_help)
+    rc.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     rc.add_argument("--agent", action="append", metavar="SPEC", help=seat_help.replace("human (play only), ", ""))
     rc.add_argument("--out", required=True, help="the video file: .gif or .mp4")
     rc.add_argument("--seed", type=int, default=0)

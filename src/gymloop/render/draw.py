@@ -25,6 +25,7 @@ from __future__ import annotations
 import colorsys
 import dataclasses
 import enum
+import functools
 import logging
 import math
 import typing
@@ -618,11 +619,14 @@ def view_for(game: Any) -> GameView:
         if entry is not None:
             return _bundled_view(entry)
         game = get_game(game)
-    view = _registered.get(game)
+    base = game
+    while isinstance(base, functools.partial):  # a game with options bound (--game-arg) draws as the game
+        base = base.func
+    view = _registered.get(base)
     if view is not None:
         return view
     for entry in bundled_games():
-        if entry.loop is game:
+        if entry.loop is base:
             return _bundled_view(entry)
     return GameView(draw_entities, players=declared_agents(game) or 1, name=game_name(game),
                     types=tuple(_declared_classes(game)))

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..agent import EpisodeResult, RunResult, run
 from ..agent_specs import HUMAN, AgentSpec, describe, load_agent
-from ..errors import ConfigError
+from ..display import Display, takes_display, with_display
+from ..errors import ConfigError, DisplayClosed
 from ..games.board import GameView
 from .draw import view_for
 from .keyboard import KeyboardAgent, PlayerQuit, TakeOver
@@ -237,7 +238,8 @@ def play(
     for name, v in (("max_steps", max_steps), ("max_episodes", max_episodes)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ConfigError(f"play {name} must be an int >= 0 or None (no limit), got {v!r}")
-    keyboards = _keyboards(specs, wait_for_key, keys)
+    display = Display.window(fps or None) if takes_display(fn) else None  # a game that draws itself, in its window
+    keyboards = _keyboards(specs, wait_for_key and display is None, keys)
     seats = [keyboards[i][0] if i in keyboards else load_agent(s, fn, seed + i, agents_per_game=n)
              for i, s in enumerate(specs)]
     shown = min(keyboards) if keyboards else (seat or 0)
@@ -252,8 +254,12 @@ def play(
         from ..files import check_output
 
         check_output(trace)  # (a folder or a device as --trace is refused before the window opens, not after the game)
-    viewer = Viewer(view, fps=fps, window=True)
-    seats[shown] = Watch(seats[shown], viewer, caption=caption)
+    viewer = None
+    if display is not None:
+        fn = with_display(fn, display)
+    else:
+        viewer = Viewer(view, fps=fps, window=True)
+        seats[shown] = Watch(seats[shown], viewer, caption=caption)
     tally = RunResult()
     seats = [_Tally(a, i, tally) for i, a in enumerate(seats)]
     players: Any = _players(seats)
@@ -267,12 +273,15 @@ def play(
     try:
         try:
             result = run(fn, players, seed=seed, max_steps=max_steps, max_episodes=max_episodes)
-        except PlayerQuit:
+        except (PlayerQuit, DisplayClosed):
             log.info("the player quit")
             result = RunResult(steps=tally.steps, episodes=list(tally.episodes), stopped="quit")
         failed = False
     finally:
-        viewer.close()
+        if viewer is not None:
+            viewer.close()
+        if display is not None:
+            display.close()
         if rec is not None and trace is not None:  # (rec is made only with a trace path)
             _save_trace(rec, trace, tally.steps, failed)
     return result
@@ -351,12 +360,19 @@ def record(
                           "'random', 'scripted', module:Class or a checkpoint path (gymloop play is for humans)")
     writer = open_video(out, fps)
     seats = [load_agent(s, fn, seed + i, agents_per_game=n) for i, s in enumerate(specs)]
-    viewer = Viewer(view, window=False, on_frame=writer.add)
-    seats[seat] = Watch(seats[seat], viewer)
+    display = None
+    if takes_display(fn):  # a game that draws itself: its own frames, offscreen
+        display = Display.recording(writer.add)
+        fn = with_display(fn, display)
+    else:
+        seats[seat] = Watch(seats[seat], Viewer(view, window=False, on_frame=writer.add))
     try:
         result = run(fn, _players(seats), seed=seed, max_steps=max_steps, max_episodes=max_episodes)
     except BaseException:
         writer.abort()
         raise
+    finally:
+        if display is not None:
+            display.close()
     writer.close()
     return RecordResult(writer.path, writer.frames, writer.size or (0, 0), writer.fps, result)

@@ -182,7 +182,9 @@ def play(
     The keyboard plays any game whose action types are Enums, several in one ``act`` (move and
     fire): arrows/WASD for direction labels, SPACE for a fire-like one, number keys for the others,
     no key for a ``NONE``-like label (:class:`KeyboardAgent`); the keys are listed under the
-    board. The drawn view is the first human's (else ``seat``'s, default the first). Escape or
+    board. The drawn view is the first human's (else ``seat``'s, default the first). A game that
+    draws itself (a ``display`` parameter: :class:`gymloop.Display`) gets a window at ``fps``
+    instead and draws its own frames; the keyboard reads that window's keys. Escape or
     closing the window ends the game. The window title says who plays each seat and, when you can
     take over, the keys.
 
@@ -323,7 +325,8 @@ def record(
     a list of one per seat (seats it leaves out, and all of them for ``None``, are random); a spec is
     ``"random"``, ``"scripted"``, ``"module:Class"``, a checkpoint path or an agent object (see
     :func:`load_agent`). ``seat``'s view is drawn, one frame per decision of that seat plus a banner
-    frame per episode end.
+    frame per episode end; a game that draws itself (a ``display`` parameter) records its own
+    frames instead, one per ``display.tick()``, offscreen.
 
     Args:
         game: a bundled game name, ``module:function``, or a game function.

@@ -61,8 +61,8 @@ class GameView:
         height: board height in cells (``None``: likewise).
         players: agents per game (2 for a two-player game); the first player's observations are drawn.
         end_text: ``end_text(obs, truncated)``, the banner over the last frame of an episode.
-        keyboard: whether a :class:`~gymloop.render.KeyboardAgent` can play it (its action is
-            one Enum with direction members ``UP``/``DOWN``/``LEFT``/``RIGHT``).
+        keyboard: whether a :class:`~gymloop.render.KeyboardAgent` can play it (every action
+            type it asks is an Enum; ``False`` for a game that asks for a select-entity target).
         name: shown in the window title.
         cell: pixels per board cell.
         legend: draw a legend of the entity types beside the board (``None``: when ``draw`` draws

@@ -45,6 +45,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -55,6 +56,7 @@ import numpy as np
 
 from .checkpoint import (
     CHECKSUM_ALGO,
+    CHECKSUM_KEY,
     FORMAT_VERSION,
     SafetensorsFile,
     check_agent_document,
@@ -63,15 +65,20 @@ from .checkpoint import (
     tensors_checksum,
     write_safetensors,
 )
-from .errors import CheckpointError
-from .files import check_output
+from .errors import CheckpointError, ConfigError
+from .files import check_output, open_input, write_atomic
 from .neural import NeuralAgent, load
 from .nn.migrate import current_document
 from .nn.numpy_policy import NumpyPolicy
+from .rating import RATINGS_FORMAT, Rating
 
-__all__ = ["LIBRARY_FORMAT_VERSION", "AgentLibrary", "library", "pack_library"]
+__all__ = ["LIBRARY_FORMAT_VERSION", "LEVELS", "AgentLibrary", "library", "pack_library", "write_ratings"]
 
 LIBRARY_FORMAT_VERSION = 1
+#: the named levels of :meth:`AgentLibrary.pick`: quantiles of the library's ratings (0: the weakest)
+LEVELS = {"easy": 0.1, "medium": 0.5, "hard": 0.9}
+#: a folder library's ratings (``gymloop rate --into``)
+RATINGS_FILE = "ratings.json"
 _SUFFIX = ".safetensors"
 _MAX_LISTED = 40
 _log = logging.getLogger(__name__)
@@ -98,7 +105,7 @@ class AgentLibrary:
         elif os.path.isfile(p):
             self.kind = "archive"
             self._archive = f = SafetensorsFile(p)
-            self._infos, ids, self._sums = _parse_archive(f)
+            self._infos, ids, self._sums, self._ratings = _parse_archive(f)
             by_id: dict[str, list[str]] = {}
             for k in f.keys():
                 aid, sep, _ = k.partition("/")
@@ -185,6 +192,60 @@ class AgentLibrary:
             )
         check_arch_and_dtypes(where, info, {k: v.dtype for k, v in tensors.items()})
         return NumpyPolicy(tensors, info, where)
+
+    # ------------------------------------------------------------------ ratings
+    def ratings(self) -> dict[str, Rating]:
+        """Each rated agent's :class:`~gymloop.rating.Rating` (``gymloop rate --into``), read without
+        loading any weights; empty when the library was never rated."""
+        doc = self._ratings_doc()
+        out = {}
+        for name, d in (doc or {}).get("agents", {}).items():
+            if name in self:
+                out[name] = Rating.from_json(d, f"agent library {self.path}: the rating of {name!r}")
+        return out
+
+    def pick(self, level: str | float | None = None, rating: float | None = None) -> str:
+        """The name of the agent nearest a skill: a ``level`` (``"easy"``, ``"medium"``, ``"hard"``,
+        a level the game's author named when rating, or a quantile in ``[0, 1]`` of the library's
+        ratings, 0 the weakest) or a ``rating`` (the agent whose ``mu`` is nearest, e.g. a player's
+        running rating: :class:`~gymloop.rating.PlayerRating`).
+
+        Raises:
+            ConfigError: neither or both given, an unknown level, or a library without ratings (the
+                message says how to rate it).
+
+        Example:
+            >>> lib.pick(level="hard"), lib.pick(rating=0.0)   # doctest: +SKIP
+            ('league/u40', 'league/u2')
+        """
+        if (level is None) == (rating is None):
+            raise ConfigError(f"pick takes a level or a rating (one of them), got level={level!r}, rating={rating!r}")
+        r = self.ratings()
+        if not r:
+            raise ConfigError(f"agent library {self.path} has no ratings; rate its agents first: gymloop rate GAME "
+                              f"--library {self.path} --into {self.path}")
+        by_skill = sorted(r, key=lambda n: (r[n].mu, n))
+        if rating is not None:
+            if isinstance(rating, bool) or not isinstance(rating, (int, float)) or not math.isfinite(rating):
+                raise ConfigError(f"pick rating must be a finite number (a mu on openskill's scale, 25 for a new player), got {rating!r}")
+            return min(by_skill, key=lambda n: abs(r[n].mu - float(rating)))
+        named = (self._ratings_doc() or {}).get("levels", {})
+        if isinstance(level, str) and level in named and named[level] in r:
+            return str(named[level])
+        q = LEVELS.get(level) if isinstance(level, str) else level
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.0 <= float(q) <= 1.0:
+            known = sorted({*LEVELS, *named})
+            raise ConfigError(f"pick level must be one of {known} or a quantile in [0, 1], got {level!r}")
+        return by_skill[int(round(float(q) * (len(by_skill) - 1)))]
+
+    def _ratings_doc(self) -> dict[str, Any] | None:
+        if self.kind == "archive":
+            return self._ratings
+        path = os.path.join(self.path, RATINGS_FILE)
+        if not os.path.isfile(path):
+            return None
+        with open_input(path, "ratings file") as fh:
+            return _parse_ratings(fh.read().decode("utf-8", "replace"), path)
 
     def _check_name(self, name: str) -> None:
         if name in self:
@@ -290,7 +351,13 @@ def pack_library(out: str | os.PathLike, agents: str | os.PathLike | Mapping[str
         infos[name] = {"id": aid, "info": info, "checksum": _agent_checksum(name, info, weights)}
         for k, v in weights.items():
             tensors[f"{aid}/{k}"] = v
-    doc = {"format_version": LIBRARY_FORMAT_VERSION, "agents": infos}
+    doc: dict[str, Any] = {"format_version": LIBRARY_FORMAT_VERSION, "agents": infos}
+    if isinstance(agents, (str, os.PathLike)) and os.path.isfile(os.path.join(os.fspath(agents), RATINGS_FILE)):
+        rpath = os.path.join(os.fspath(agents), RATINGS_FILE)
+        with open_input(rpath, "ratings file") as fh:  # the folder's ratings travel along
+            rdoc = _parse_ratings(fh.read().decode("utf-8", "replace"), rpath)
+        rdoc["agents"] = {n: v for n, v in rdoc.get("agents", {}).items() if n in infos}
+        doc["ratings"] = rdoc
     write_safetensors(out, tensors, {"format": "gymloop-library", "gymloop_library": json.dumps(doc)}, inputs=files.values())
 
 
@@ -358,7 +425,50 @@ def _agent_checksum(name: str, info: Mapping[str, Any], weights: Mapping[str, np
     return tensors_checksum({"agent": name, "info": json.dumps(info, sort_keys=True, separators=(",", ":"))}, weights)
 
 
-def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, str]]:
+def _parse_ratings(text: str, where: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise CheckpointError(f"{where}: the ratings are not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != RATINGS_FORMAT or not isinstance(doc.get("agents", {}), dict):
+        raise CheckpointError(f"{where}: not a gymloop ratings document (format {RATINGS_FORMAT!r}); rate the library "
+                              "again with gymloop rate --into")
+    return doc
+
+
+def write_ratings(path: str | os.PathLike, ratings: Mapping[str, Any], levels: Mapping[str, str] | None = None) -> int:
+    """Store ratings (a :meth:`RatingTable.document() <gymloop.rating.RatingTable.document>`) in the
+    agent library at ``path``: a folder gets ``ratings.json``, an archive is written again with them
+    in its metadata (atomically; the agents' weights and checksums are unchanged). Ratings of names
+    the library does not hold are dropped; ``levels`` names agents for levels (``{"easy": "v1"}``).
+    Returns the number of ratings written.
+
+    Raises:
+        CheckpointError: ``path`` is not an agent library, or a level names an agent it does not hold.
+    """
+    lib = library(path)
+    doc = dict(ratings)
+    doc["agents"] = {n: v for n, v in dict(doc.get("agents", {})).items() if n in lib}
+    if levels:
+        for lv, name in levels.items():
+            if name not in lib:
+                raise CheckpointError(f"write_ratings: level {lv!r} names {name!r}, which agent library {lib.path} does not hold")
+        doc["levels"] = dict(levels)
+    text = json.dumps(doc, indent=1)
+    if lib.kind == "folder":
+        write_atomic(os.path.join(lib.path, RATINGS_FILE), [text.encode()])
+        return len(doc["agents"])
+    f = lib._archive
+    assert f is not None
+    lib_doc = json.loads(f.metadata["gymloop_library"])
+    lib_doc["ratings"] = doc
+    meta = {k: v for k, v in f.metadata.items() if k not in (CHECKSUM_KEY,)}
+    meta["gymloop_library"] = json.dumps(lib_doc)
+    write_safetensors(lib.path, {k: f.tensor(k) for k in f.keys()}, meta)
+    return len(doc["agents"])
+
+
+def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[str, str], dict[str, str], dict[str, Any] | None]:
     p = f.path
     if f.metadata.get("format") != "gymloop-library":
         if f.metadata.get("format") == "gymloop-agent":
@@ -389,4 +499,5 @@ def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[
         ids[name] = ent["id"]
         if "checksum" in ent:
             sums[name] = ent["checksum"]
-    return infos, ids, sums
+    ratings = doc.get("ratings")
+    return infos, ids, sums, (None if ratings is None else _parse_ratings(json.dumps(ratings), f"{p}: its ratings"))

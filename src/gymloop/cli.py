@@ -270,6 +270,55 @@ def _number(flag: str, raw: str) -> float:
         raise ConfigError(f"{flag} expects a number of seconds or 'none', got {raw!r}") from None
 
 
+def _cmd_rate(args: argparse.Namespace) -> int:
+    from .agent_library import library, write_ratings
+    from .agent_specs import describe
+    from .errors import ConfigError
+    from .rating import rate
+
+    game = _game_loop(args)
+    agents: dict[str, object] = {}
+
+    def add(name: str, agent: object) -> None:
+        base, k = name, 2
+        while name in agents:  # two specs of one name (two checkpoints called agent.safetensors): keep both
+            name = f"{base}#{k}"
+            k += 1
+        agents[name] = agent
+
+    for lib_path in args.library or []:
+        lib = library(lib_path)
+        for name in lib.names():  # each checked against the game before any game is played
+            add(name, lib.load(name, seed=args.seed, game=game))
+    for spec in args.agents:
+        add(describe(spec) if not os.path.exists(spec) else os.path.splitext(os.path.basename(os.path.normpath(spec)))[0], spec)
+    if not agents:
+        raise ConfigError("gymloop rate needs agents: specs (random, scripted, module:Class, checkpoint paths) and/or --library LIB")
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int) -> None:
+        if tty:
+            print(f"\rrate: {done}/{total} games", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    table = rate(game, agents, episodes=args.episodes, seed=args.seed, progress=progress)
+    print(table.json_text() if args.json else table.table())
+    if args.plot:
+        table.plot(args.plot)
+    if args.into:
+        if not table.ratings:
+            raise ConfigError(f"{table.game} is a one-player game: its agents get scores, not ratings, so there is nothing "
+                              "to write into a library")
+        levels = {}
+        for kv in args.level or []:
+            lv, eq, name = kv.partition("=")
+            if not eq or not lv or not name:
+                raise ConfigError(f"--level takes LEVEL=AGENT (e.g. easy=league/u3), got {kv!r}")
+            levels[lv] = name
+        n = write_ratings(args.into, table.document(), levels or None)
+        print(f"wrote the ratings of {n} agents into {args.into} (agents it does not hold are left out)")
+    return 0
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .evaluation import compare
@@ -421,6 +470,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="episodes to score the random agent before training and the trained one after (default 200; 0: skip)")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(fn=_cmd_train)
+
+    ra = sub.add_parser("rate", help="rate agents against one another (ratings ± uncertainty, win/draw/loss table, plot)",
+                        description="Plays every group of agents the game seats (every pair in a two-player game) on the same "
+                                    "seeds, each agent in each seat in turn, and rates them with openskill's Plackett-Luce model "
+                                    "(mu ± sigma; sorted by mu - 3 sigma). A one-player game gets each agent's mean score with a "
+                                    "95% interval instead. Needs pip install 'gymloop[rate]'.")
+    ra.add_argument("game", help=game_help)
+    ra.add_argument("agents", nargs="*", metavar="AGENT", help="random, scripted, module:Class or a checkpoint path")
+    ra.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    ra.add_argument("--library", action="append", default=None, metavar="LIB", help="every agent of an agent library (repeatable)")
+    ra.add_argument("--episodes", type=int, default=10, help="games per pair (per group of seats; per agent in a one-player game)")
+    ra.add_argument("--seed", type=int, default=0)
+    ra.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ra.add_argument("--plot", default=None, metavar="FILE.png", help="also draw the ratings")
+    ra.add_argument("--into", default=None, metavar="LIB", help="write the ratings into this agent library (its agents' names)")
+    ra.add_argument("--level", action="append", default=None, metavar="LEVEL=AGENT",
+                    help="with --into: name an agent for a level (e.g. easy=league/u3); default levels are quantiles")
+    ra.set_defaults(fn=_cmd_rate)
 
     ev = sub.add_parser("eval", help="the random agent and an agent checkpoint (or the scripted agent) side by side: mean ± 95%% "
                                      "interval of each metric",

@@ -49,6 +49,7 @@ REQUIRES = {
     "docs/formats/checkpoint.md": ["torch"],
     "docs/play.md": ["pygame", "PIL", "imageio_ffmpeg"],
     "docs/pygame.md": ["pygame"],
+    "docs/levels.md": ["openskill", "matplotlib"],
     "docs/adapters/gymnasium.md": ["gymnasium"],
     "docs/adapters/pettingzoo.md": ["pettingzoo", "pettingzoo.test"],
     "docs/adapters/entity-gym.md": ["entity_gym"],

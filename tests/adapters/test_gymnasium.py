@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 from dataclasses import dataclass
@@ -39,6 +40,14 @@ from gymloop.games.snake import snake
 SINGLE_AGENT = [g for g in bundled_games() if g.agents == 1]
 #: steps the vector tests play: past the end of an episode of every bundled game (200 decisions at most)
 STEPS = 240
+#: options that bring a game's random episodes within STEPS (skyfall's last about 540 frames with 3 lives)
+SHORT = {"skyfall": {"lives": 1}}
+
+
+def loop_of(bundled):
+    """The bundled game's loop, with the options that keep its random episodes within STEPS."""
+    opts = SHORT.get(bundled.name)
+    return functools.partial(bundled.loop, **opts) if opts else bundled.loop
 
 
 #: closes every adapter a test made (games are closed in this thread, not by a finalizer later)
@@ -116,22 +125,23 @@ def check_vector_env(envs: GymloopVectorEnv, steps: int, seed: int = 123) -> int
 
 @pytest.mark.parametrize("bundled", SINGLE_AGENT, ids=lambda g: g.name)
 def test_vector_env_passes_the_vector_checks(bundled):
-    probe = GymloopEnv(bundled.loop, measure_steps=STEPS)  # (episodes of up to 200 decisions: the fire games)
+    probe = GymloopEnv(loop_of(bundled), measure_steps=STEPS)  # (episodes of up to 200 decisions: the fire games)
     room = {t: 2 * n + 4 for t, n in probe.layout.max_n.items()}
     probe.close()
-    ended = check_vector_env(GymloopVectorEnv(bundled.loop, 4, max_entities=room), steps=STEPS)
+    ended = check_vector_env(GymloopVectorEnv(loop_of(bundled), 4, max_entities=room), steps=STEPS)
     assert ended > 0
 
 
 @pytest.mark.parametrize("bundled", SINGLE_AGENT, ids=lambda g: g.name)
 def test_vector_env_steps_exactly_like_sync_vector_env_over_the_single_env(bundled):
-    probe = GymloopEnv(bundled.loop, measure_steps=STEPS)
+    game = loop_of(bundled)
+    probe = GymloopEnv(game, measure_steps=STEPS)
     layout = probe.layout
     kw = dict(max_entities={t: 2 * n + 4 for t, n in layout.max_n.items()},  # room for what STEPS steps may show
               max_actors={a: k for a, k in layout.max_actors.items() if probe.spaces.actions[a].kind.actor_bound})
     probe.close()
-    ours = GymloopVectorEnv(bundled.loop, 1, **kw)
-    sync = SyncVectorEnv([lambda: GymloopEnv(bundled.loop, **kw)], autoreset_mode=AutoresetMode.SAME_STEP)
+    ours = GymloopVectorEnv(game, 1, **kw)
+    sync = SyncVectorEnv([lambda: GymloopEnv(game, **kw)], autoreset_mode=AutoresetMode.SAME_STEP)
     assert sync.single_observation_space == ours.single_observation_space
     assert sync.single_action_space == ours.single_action_space
     rng = np.random.default_rng(0)

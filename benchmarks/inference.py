@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import itertools
 import os
 import statistics
 import subprocess
@@ -153,13 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     seen = rec.seen[:: max(1, len(rec.seen) // 200)]
     lengths = [len(o.entity_list()) for o, _ in seen]
     rows = []
-    i = 0
 
-    def act_one() -> None:
-        nonlocal i
-        obs, types = seen[i % len(seen)]
-        i += 1
-        agent.act(obs, *types)
+    def acting(who: Any) -> Callable[[], Any]:
+        """One ``who.act`` per call, over the recorded observations in turn."""
+        order = itertools.cycle(seen)
+        return lambda: who.act(*(lambda o, t: (o, *t))(*next(order)))
+
+    act_one = acting(agent)
 
     # a long snake: the head, 40 segments winding behind it, 3 foods
     from gymloop.games.snake import Body, Food, Head
@@ -188,15 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     except gl.ConfigError:
         ox = None
     if ox is not None:
-        m = 0
-
-        def act_onnx() -> None:
-            nonlocal m
-            obs, types = seen[m % len(seen)]
-            m += 1
-            ox.act(obs, *types)
-
-        t = _timings({"act": act_onnx, "long": lambda: ox.act(long_obs, Move)}, args.calls)
+        t = _timings({"act": acting(ox), "long": lambda: ox.act(long_obs, Move)}, args.calls)
         rows.append(("onnx", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities", t["act"], 1))
         rows.append(("onnx", f"NeuralAgent.act, {n_long} entities", t["long"], 1))
     if use_torch:

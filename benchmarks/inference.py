@@ -158,7 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     def acting(who: Any) -> Callable[[], Any]:
         """One ``who.act`` per call, over the recorded observations in turn."""
         order = itertools.cycle(seen)
-        return lambda: who.act(*(lambda o, t: (o, *t))(*next(order)))
+
+        def call() -> Any:
+            obs, types = next(order)
+            return who.act(obs, *types)
+
+        return call
 
     act_one = acting(agent)
 

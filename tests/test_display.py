@@ -193,3 +193,26 @@ def test_game_args_reach_play_and_record(tmp_path: Any) -> None:
     assert main(["record", "skyfall", "--game-arg", "lives=1", "--out", str(out), "--episodes", "1",
                  "--max-steps", "5000"]) == 0
     assert main(["play", "skyfall", "--game-arg", "colour=red", "--agent", "random"]) == 2
+
+
+def test_taking_over_from_a_watched_agent_in_a_self_drawing_game() -> None:
+    from gymloop.games.skyfall import Catcher, Slide
+    from gymloop.render import play
+
+    asked: list[int] = []
+    xs: list[int] = []
+
+    class Stayer(Catcher):
+        """Always stays; a LEFT key pressed at its third decision hands the game to the human."""
+
+        def act(self, obs: gl.Obs, *types: Any) -> Slide:
+            asked.append(1)
+            xs.append(obs.actor_list[0].x)
+            if len(asked) == 3:
+                pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_LEFT, mod=0, unicode="", scancode=0))
+            return Slide.STAY
+
+    r = play("skyfall", Stayer(), fps=0, max_steps=10)  # play() wraps the watched agent in TakeOver
+    assert r.steps == 10
+    assert len(asked) == 3  # from the key on, the human plays (LEFT held): the agent is not asked again
+    assert xs == [160, 160, 160]  # it stayed while it played

@@ -234,6 +234,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                       backend_options=_backend_options(args.backend_option or []), overlap=args.overlap)
     if args.num_envs is not None:  # (0 is refused by the config check, not taken for "automatic")
         cfg.num_envs = args.num_envs
+    if args.league:
+        cfg.league.enabled = True
     if args.step_timeout is not None:
         cfg.step_timeout = None if args.step_timeout.lower() in ("none", "off") else _number("--step-timeout", args.step_timeout)
     if args.on_game_error is not None:
@@ -457,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--num-envs", type=int, default=None)
     t.add_argument("--agents", type=int, default=None, help=agents_help)
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")
+    t.add_argument("--league", action="store_true",
+                   help="self-play league (two-player games): snapshots of the learner as opponents, played most where it loses, "
+                        "rated as it trains; OUT/league/ becomes a rated agent library (league.* fields with --set)")
     t.add_argument("--resume", action="store_true", help="continue from OUT's checkpoint and optimizer state")
     t.add_argument("--init-from", metavar="PATH", help="warm-start from an older agent of this game (new features start at zero weight)")
     t.add_argument("--step-timeout", metavar="S",

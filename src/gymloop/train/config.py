@@ -11,7 +11,7 @@ from .._ranges import Range, check_fields, describe
 from ..errors import ConfigError
 from ..nn.config import NetConfig
 
-__all__ = ["BCConfig", "PPOConfig", "TrainConfig"]
+__all__ = ["BCConfig", "LeagueConfig", "PPOConfig", "TrainConfig"]
 
 #: PPO updates the automatic ``num_envs`` aims at over a run (see :meth:`TrainConfig.resolved`).
 TARGET_UPDATES = 256
@@ -120,6 +120,32 @@ class PPOConfig:
 
 
 @dataclass
+class LeagueConfig:
+    """A self-play league for a two-player game (``gymloop train GAME --league``; :mod:`gymloop.train.league`).
+
+    Attributes:
+        enabled: train against a league: the learner plays seat 0 of every game, the opponent
+            each update is a snapshot of it or itself.
+        snapshot_every: a frozen copy of the learner joins the pool (and the run folder's
+            ``league/`` library) every this many updates.
+        max_snapshots: opponents are drawn among the newest this many snapshots.
+        live_fraction: the share of updates played against the live learner itself.
+        priority_power: a snapshot is drawn with weight ``(1 - w) ** priority_power``, ``w`` the
+            learner's score against it: the opponents it still loses to are played most (0: all alike).
+    """
+
+    enabled: bool = False
+    snapshot_every: int = 20
+    max_snapshots: int = 16
+    live_fraction: float = 0.25
+    priority_power: float = 2.0
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` for a value out of its range (:data:`SPECS`)."""
+        check_fields(self, SPECS["LeagueConfig"], "league.")
+
+
+@dataclass
 class TrainConfig:
     """Everything a training run needs.
 
@@ -169,6 +195,7 @@ class TrainConfig:
             policy's forward pass take comparable time (``docs/ray.md``); the local and process
             backends step within ``step_wait`` so they gain nothing. Needs an even ``num_envs``
             and ``workers`` 0 or even. Off: one VecEnv, stepped then acted on in turn.
+        league: a self-play league (two-player games): see :class:`LeagueConfig`.
         tune_gc: while the run trains, Python's garbage collector leaves the objects alive at its
             start out of its scans (``gc.freeze()``) and collects its youngest generation every
             10,000 net allocations instead of 700 (4-9% of a run's CPU time on entity-gym's
@@ -195,6 +222,7 @@ class TrainConfig:
     address: str | None = None
     backend_options: dict[str, Any] = field(default_factory=dict)
     overlap: bool = False
+    league: LeagueConfig = field(default_factory=LeagueConfig)
     tune_gc: bool = True
 
     @property
@@ -258,11 +286,17 @@ class TrainConfig:
         each other (the minibatch against the rollout, ...), automatic fields as they resolve.
         """
         check_fields(self, SPECS["TrainConfig"])
-        for name, cls in (("ppo", PPOConfig), ("net", NetConfig)):
+        for name, cls in (("ppo", PPOConfig), ("net", NetConfig), ("league", LeagueConfig)):
             if not isinstance(getattr(self, name), cls):
                 raise ConfigError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
         self.ppo.check()
         self.net.check()
+        self.league.check()
+        if self.league.enabled and self.agents_per_game != 2:
+            raise ConfigError(f"league.enabled trains a two-player game against its own snapshots, but agents_per_game="
+                              f"{self.agents_per_game}; use it with a game of two agents (gymloop train duel --league)")
+        if self.league.enabled and self.opponents:
+            raise ConfigError("league.enabled draws the opponents from the league; leave opponents (--opponent) empty")
         per_env = self.rollout_steps * self.agents_per_game
         if (self.num_envs or MAX_ENVS) * per_env > MAX_ROLLOUT:
             raise ConfigError(
@@ -340,6 +374,7 @@ class TrainConfig:
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         d = dict(d)
         d["ppo"] = PPOConfig(**d.get("ppo", {}))
+        d["league"] = LeagueConfig(**d.get("league", {}))
         d["net"] = NetConfig.from_dict(d.get("net", {}))
         return cls(**d)
 
@@ -433,6 +468,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "backend_options": Range("any", text="a dict of the Ray backend's options (backend='ray' only): num_cpus, "
                                  "connect_timeout, startup_timeout (> 0) and runtime_env (a dict); {} by default"),
         "overlap": Range("bool", note="; True needs an even num_envs and workers 0 or even"),
+        "league": Range("any", text="the `league.` fields below"),
         "tune_gc": Range("bool"),
     },
     "PPOConfig": {
@@ -454,6 +490,13 @@ SPECS: dict[str, dict[str, Range]] = {
                                 note="; a divisor of the rollout (num_envs * agents_per_game * rollout_steps)"),
         "chunk_size": Range("int", lo=1),
         "scale_rewards": Range("bool"),
+    },
+    "LeagueConfig": {
+        "enabled": Range("bool", note="; True needs agents_per_game = 2 and no opponents"),
+        "snapshot_every": Range("int", lo=1, note=" updates"),
+        "max_snapshots": Range("int", lo=1),
+        "live_fraction": Range("float", lo=0, hi=1),
+        "priority_power": Range("float", lo=0),
     },
     "BCConfig": {
         "epochs": Range("int", lo=1),

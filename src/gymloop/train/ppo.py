@@ -32,6 +32,7 @@ from ..nn.torch_policy import Policy, policy_from_file
 from ..vector import VecEnv
 from .config import TrainConfig
 from .guards import Diverged, Snapshot, StopSignals, torch_errors
+from .league import League
 from .normalize import AdvantageNormalizer, RewardScaler
 from .optim import make_adam
 from .rollout import Group, Players, Rollout, collect, gae, join, make_groups, overlap_seed
@@ -133,6 +134,7 @@ class Trainer:
         #: the environment groups: one, or with cfg.overlap the two halves of the game copies (closed at the end)
         self.groups: list[Group] = []
         self.tb: EventWriter | None = None
+        self.league: League | None = None  # a self-play league (cfg.league), made in _setup
 
     # ------------------------------------------------------------------ set-up
     def _setup(self) -> None:
@@ -177,7 +179,15 @@ class Trainer:
                 check_same_game(self.policy, opp, path)
                 opp.eval()
                 opponents.append(opp)
-        self.players = Players(self.policy, opponents, learner, self.gen)
+        league = None
+        if cfg.league.enabled:
+            learner[:] = False
+            learner[0::2] = True  # the learner plays seat 0; the league names the other seat's player each update
+            league = League(cfg.league, self.policy, cfg.seed, self.out_dir, self.game_name)
+            if self.resume:
+                league.load()
+        self.league = league
+        self.players = Players(self.policy, opponents, learner, self.gen, league)
         for g in self.groups:
             g.reward_scaler = RewardScaler(self.players.learner_slots.size, cfg.ppo.gamma) if cfg.ppo.scale_rewards else None
         if resumed is not None:
@@ -266,6 +276,9 @@ class Trainer:
             info[f"{name}_min"] = float(a.min())
             info[f"{name}_max"] = float(a.max())
         info.update(update_stats)
+        if self.league is not None:
+            self.league.after_update(self.update, self.step)
+            info.update(self.league.metrics())
         return info
 
     def _record(self, loop: _Loop, info: dict[str, float]) -> None:
@@ -381,6 +394,8 @@ class Trainer:
         if not d:
             return None
         path = RunDir(d).save(self, self.game_name, self.cfg)
+        if self.league is not None and out_dir is None:
+            self.league.save()
         self._last_save = time.monotonic()
         return path
 
@@ -389,6 +404,8 @@ class Trainer:
         if not self.run_dir:
             return None
         path = self.save()
+        if self.league is not None:
+            self.league.finish(self.step, self.update)
         self.run_dir.draw_curve(self.random_level)
         return path
 

@@ -40,7 +40,7 @@ def config_reference() -> str:
             module's ``RANGES``, or one of those names no field.
     """
     from ..nn.config import FrameConfig, NetConfig, RelposConfig
-    from .config import BCConfig, PPOConfig
+    from .config import BCConfig, LeagueConfig, PPOConfig
 
     sections: list[tuple[str, type, str]] = [
         ("", TrainConfig, "`gymloop.train.TrainConfig`: the run."),
@@ -52,6 +52,8 @@ def config_reference() -> str:
         ("net.frame.", FrameConfig,
          "`gymloop.train.FrameConfig`: the egocentric frame when `net.frame` is a `FrameConfig`. From Python only: "
          '`NetConfig(frame=FrameConfig("Car", ["x", "y"], "heading"))`; on the command line `net.frame` takes `auto` or `none`.'),
+        ("league.", LeagueConfig, "`gymloop.train.LeagueConfig`: a self-play league for a two-player game (`TrainConfig.league`; "
+         "`gymloop train GAME --league` turns it on)."),
         ("bc.", BCConfig, "`gymloop.train.BCConfig`: behaviour cloning, with `gymloop train GAME --demos DIR` (the command line "
                           "passes `seed`, `ppo.gamma`, `threads` and `net` on as `bc.seed`, `bc.gamma`, `bc.threads` and `bc.net`)."),
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ from ..vector import VecEnv
 from .config import PPOConfig, TrainConfig
 from .guards import torch_errors
 from .normalize import RewardScaler
+
+if TYPE_CHECKING:
+    from .league import League
 
 __all__ = ["Group", "Players", "Rollout", "collect", "gae", "join", "make_groups", "overlap_seed"]
 
@@ -118,25 +121,27 @@ class Players:
     Every forward pass samples with the run's generator ``gen``, in the order of the calls.
     """
 
-    def __init__(self, policy: Policy, opponents: list[Policy], learner: np.ndarray, gen: torch.Generator) -> None:
+    def __init__(self, policy: Policy, opponents: list[Policy], learner: np.ndarray, gen: torch.Generator,
+                 league: League | None = None) -> None:
         self.policy, self.opponents, self.gen = policy, opponents, gen
+        self.league = league  # with a league, it names each update's opponent and hears how the games end
         self.learner = learner  # whether each slot of a group's VecEnv is the learner's: bool (slots,)
         self.learner_slots = np.flatnonzero(learner)
         #: the learner's slots as an index of a VecEnv's per-slot arrays (every slot: a plain slice)
-        self.index: np.ndarray | slice = self.learner_slots if opponents else slice(None)
+        self.index: np.ndarray | slice = self.learner_slots if opponents or league else slice(None)
 
     @torch_errors("choosing actions")
     def act(self, b: Batch, update: int) -> tuple[dict[str, np.ndarray], Batch, PolicyOutput]:
         """Actions for every actor of ``b`` (opponent ``update % len(opponents)`` plays the others);
         the learner's sub-batch and the policy's outputs for it."""
-        if not self.opponents:
+        if not self.opponents and self.league is None:
             packed = self.policy.pack(b)
             with torch.inference_mode():
                 out = self.policy(packed, generator=self.gen)
             return {k: v.numpy() for k, v in out.actions.items()}, b, out
         learner_obs, learner_sel = take(b, self.learner_slots)
         opp_obs, opp_sel = take(b, np.flatnonzero(~self.learner))
-        opp = self.opponents[update % len(self.opponents)]
+        opp = self.league.opponent(update) if self.league is not None else self.opponents[update % len(self.opponents)]
         with torch.inference_mode():
             out = self.policy(self.policy.pack(learner_obs), generator=self.gen)
             opp_out = opp(opp.pack(opp_obs), generator=self.gen)
@@ -151,7 +156,7 @@ class Players:
     @torch_errors("computing values")
     def values(self, b: Batch) -> np.ndarray:
         """The value of each learner slot's observation in ``b``."""
-        sub = b if not self.opponents else take(b, self.learner_slots)[0]
+        sub = b if not self.opponents and self.league is None else take(b, self.learner_slots)[0]
         with torch.inference_mode():
             return self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
 
@@ -162,7 +167,7 @@ class Players:
         final = b.final
         if final is None:
             return values
-        if self.opponents:
+        if self.opponents or self.league is not None:
             final, _ = take(final, self.learner_slots)
             truncated = b.truncated[self.learner_slots]
         else:
@@ -248,6 +253,8 @@ def collect(groups: Sequence[Group], steps: int, players: Players, update: int) 
         for g, rec in zip(groups, recorders):
             g.batch = g.env.step_wait()
             rec.stepped(g.batch, players.final_values)
+            if players.league is not None:
+                players.league.observe(g.batch, players.learner_slots)
             if t + 1 < steps:
                 g.env.step_async(rec.acted(players.act(g.batch, update)))
             else:

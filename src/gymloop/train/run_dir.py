@@ -440,7 +440,8 @@ def episode_metric_names(columns: Iterable[str]) -> list[str]:
     return first + [n for n in names if n not in first]
 
 
-_PANEL_LABELS = {"episode_return": "mean episode return (sum of rewards)", "episode_length": "mean episode length (decisions)"}
+_PANEL_LABELS = {"episode_return": "mean episode return (sum of rewards)", "episode_length": "mean episode length (decisions)",
+                 "league_rating": "learner's league rating (openskill mu)"}
 
 
 def _short_steps(x: float, _pos: Any = None) -> str:

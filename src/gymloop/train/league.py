@@ -1,0 +1,222 @@
+"""A self-play league (``gymloop train GAME --league``): snapshots of the learner as opponents, chosen
+by how often the learner loses to them, rated as it trains.
+
+In a two-player game the learner plays seat 0 of every game copy; the other seat is taken, one
+update at a time, by an opponent the league chooses:
+
+* every ``league.snapshot_every`` updates a frozen copy of the learner joins the pool (and is written
+  to ``league/uNNNNN.safetensors`` in the run folder);
+* each update, with probability ``league.live_fraction`` (or while the pool is empty) the opponent is
+  the live learner itself; otherwise a snapshot drawn with weight ``(1 - w) ** league.priority_power``,
+  ``w`` the learner's score against it so far (wins count 1, draws 1/2, with one win and one loss
+  as a prior): the snapshots the learner still loses to are played most (prioritized fictitious
+  self-play, as in AlphaStar's league); only the newest ``league.max_snapshots`` are drawn;
+* every finished game against a snapshot updates both ratings (openskill's Plackett-Luce model,
+  the learner's uncertainty kept at least ``SIGMA_FLOOR`` so that its rating follows its progress);
+  the learner's rating goes into ``metrics.csv`` (``league_rating_mean``), TensorBoard and the curve.
+
+When the run ends the league folder is an agent library of the snapshots and the final agent
+(``final``), its ``ratings.json`` written from the league's ratings: ready to rate again with
+``gymloop rate`` or to ship (``gymloop library pack``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..batch import Batch
+from ..checkpoint import write_agent
+from ..errors import CheckpointError
+from ..files import make_folder, open_input, write_atomic
+from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
+from ..rating import DEFAULT_MU, DEFAULT_SIGMA, RATINGS_FORMAT, ratings_model
+from .config import LeagueConfig
+
+__all__ = ["League", "LEAGUE_DIR", "SIGMA_FLOOR"]
+
+log = logging.getLogger(__name__)
+
+#: the run folder's sub-folder of snapshots (an agent library)
+LEAGUE_DIR = "league"
+_STATE_FILE = "league.json"
+#: the learner's rating uncertainty never drops below this: it keeps following the learner's progress
+SIGMA_FLOOR = 1.0
+
+
+@dataclass
+class _Member:
+    """A snapshot in the pool: its frozen policy, its results against the learner, its rating."""
+
+    name: str
+    policy: Policy | None
+    wins: int = 0  # the learner's, against this snapshot
+    draws: int = 0
+    losses: int = 0
+    mu: float = DEFAULT_MU
+    sigma: float = DEFAULT_SIGMA
+
+    @property
+    def learner_score(self) -> float:
+        """The learner's mean score against it (win 1, draw 1/2), one win and one loss as a prior."""
+        return (self.wins + 0.5 * self.draws + 1.0) / (self.wins + self.draws + self.losses + 2.0)
+
+
+class League:
+    """The pool of snapshots, the opponent of each update and the ratings (see the module docstring).
+
+    Args:
+        cfg: the league's settings.
+        learner: the learning policy.
+        seed: seeds the draws of opponents.
+        folder: the run folder (``None``: snapshots stay in memory only).
+        game: the game's name (written with the snapshots and the ratings).
+    """
+
+    def __init__(self, cfg: LeagueConfig, learner: Policy, seed: int, folder: str | None, game: str) -> None:
+        self.cfg = cfg
+        self.learner = learner
+        self.game = game
+        self.folder = os.path.join(folder, LEAGUE_DIR) if folder else None
+        self.model = ratings_model()
+        self.rng = np.random.default_rng([seed, 0x1EA6E])
+        self.members: list[_Member] = []
+        self.mu, self.sigma = DEFAULT_MU, DEFAULT_SIGMA
+        self.games = 0
+        self._chosen: tuple[int, int | None] | None = None  # (update, member index or None: the live learner)
+
+    # ------------------------------------------------------------------ each update
+    def opponent(self, update: int) -> Policy:
+        """The opponent of ``update`` (drawn once per update)."""
+        if self._chosen is None or self._chosen[0] != update:
+            self._chosen = (update, self._draw())
+        i = self._chosen[1]
+        if i is None:
+            return self.learner
+        pol = self.members[i].policy
+        assert pol is not None  # (drawn only among the members with a policy)
+        return pol
+
+    def _draw(self) -> int | None:
+        pool = [i for i, m in enumerate(self.members) if m.policy is not None]
+        if not pool or self.rng.random() < self.cfg.live_fraction:
+            return None
+        w = np.array([(1.0 - self.members[i].learner_score) ** self.cfg.priority_power for i in pool])
+        w = w / w.sum() if w.sum() > 0 else np.full(len(pool), 1.0 / len(pool))
+        return pool[int(self.rng.choice(len(pool), p=w))]
+
+    def observe(self, b: Batch, learner_slots: np.ndarray) -> None:
+        """Fold in the games that ended in ``b``: the learner (slot ``2k``) against the opponent (``2k + 1``)."""
+        if self._chosen is None or self._chosen[1] is None:
+            return  # against itself: nothing to learn about the pool
+        ret = b.metrics.get("episode_return")
+        if ret is None:
+            return
+        opp_slots = learner_slots + 1
+        ended = ~np.isnan(ret[learner_slots]) & ~np.isnan(ret[opp_slots])
+        if not ended.any():
+            return
+        m = self.members[self._chosen[1]]
+        for a, o in zip(ret[learner_slots][ended].tolist(), ret[opp_slots][ended].tolist()):
+            if a > o:
+                m.wins += 1
+                ranks = [0, 1]
+            elif a < o:
+                m.losses += 1
+                ranks = [1, 0]
+            else:
+                m.draws += 1
+                ranks = [0, 0]
+            me = self.model.rating(mu=self.mu, sigma=self.sigma)
+            them = self.model.rating(mu=m.mu, sigma=m.sigma)
+            [[me2], [them2]] = self.model.rate([[me], [them]], ranks=ranks)
+            self.mu, self.sigma = float(me2.mu), max(float(me2.sigma), SIGMA_FLOOR)
+            m.mu, m.sigma = float(them2.mu), float(them2.sigma)
+            self.games += 1
+
+    def after_update(self, update: int, step: int) -> None:
+        """Take a snapshot every ``snapshot_every`` updates (the pool keeps the newest ``max_snapshots``)."""
+        if update % self.cfg.snapshot_every:
+            return
+        name = f"u{update:05d}"
+        snap = copy.deepcopy(self.learner).eval()
+        for p in snap.parameters():
+            p.requires_grad_(False)
+        self.members.append(_Member(name, snap, mu=self.mu, sigma=max(self.sigma, 2 * SIGMA_FLOOR)))
+        if self.folder is not None:
+            self._write(name, snap, step, update)
+        drawn = [m for m in self.members if m.policy is not None]
+        for m in drawn[: max(0, len(drawn) - self.cfg.max_snapshots)]:
+            m.policy = None  # out of the pool (its file stays in the library)
+
+    def metrics(self) -> dict[str, float]:
+        """The row's league columns: the learner's rating (a curve panel), the pool, the opponent."""
+        pool = [m for m in self.members if m.policy is not None]
+        out = {"league_rating_mean": self.mu, "league_rating_count": float(self.games), "league/rating_sigma": self.sigma,
+               "league/pool": float(len(pool)), "league/against_live": float(self._chosen is None or self._chosen[1] is None)}
+        if pool:
+            out["league/learner_score"] = float(np.mean([m.learner_score for m in pool]))
+        return out
+
+    # ------------------------------------------------------------------ files
+    def _write(self, name: str, policy: Policy, step: int, update: int) -> None:
+        assert self.folder is not None
+        make_folder(self.folder)
+        write_agent(os.path.join(self.folder, f"{name}.safetensors"), policy_tensors(policy),
+                    policy_info(policy, step=step, update=update, game=self.game, league=True))
+
+    def save(self) -> None:
+        """Write the league's state beside the snapshots (read back by :meth:`load` on ``--resume``)."""
+        if self.folder is None:
+            return
+        make_folder(self.folder)
+        doc = {
+            "mu": self.mu, "sigma": self.sigma, "games": self.games, "rng": self.rng.bit_generator.state,
+            "members": [{"name": m.name, "in_pool": m.policy is not None, "wins": m.wins, "draws": m.draws,
+                         "losses": m.losses, "mu": m.mu, "sigma": m.sigma} for m in self.members],
+        }
+        write_atomic(os.path.join(self.folder, _STATE_FILE), [json.dumps(doc).encode()])
+
+    def load(self) -> None:
+        """Read the state :meth:`save` wrote (``--resume``); nothing when there is none."""
+        if self.folder is None or not os.path.isfile(os.path.join(self.folder, _STATE_FILE)):
+            return
+        path = os.path.join(self.folder, _STATE_FILE)
+        from ..checkpoint import read_agent
+
+        try:
+            with open_input(path, "league state") as fh:
+                doc = json.loads(fh.read())
+            self.mu, self.sigma, self.games = float(doc["mu"]), float(doc["sigma"]), int(doc["games"])
+            self.rng.bit_generator.state = doc["rng"]
+            self.members = []
+            for d in doc["members"]:
+                pol = None
+                if d["in_pool"]:
+                    pol = policy_from_file(read_agent(os.path.join(self.folder, f"{d['name']}.safetensors"))).eval()
+                self.members.append(_Member(d["name"], pol, int(d["wins"]), int(d["draws"]), int(d["losses"]),
+                                            float(d["mu"]), float(d["sigma"])))
+        except (KeyError, ValueError, TypeError) as e:
+            raise CheckpointError(f"--resume: {path} is not a league state ({type(e).__name__}: {e}); delete the league "
+                                  "folder to resume with a new league") from None
+
+    def finish(self, step: int, update: int) -> None:
+        """At the end of the run: the final agent joins the library as ``final`` and ``ratings.json`` is written."""
+        if self.folder is None:
+            return
+        from ..agent_library import write_ratings
+
+        self._write("final", self.learner, step, update)
+        self.save()
+        agents = {m.name: {"mu": round(m.mu, 6), "sigma": round(m.sigma, 6)} for m in self.members}
+        agents["final"] = {"mu": round(self.mu, 6), "sigma": round(self.sigma, 6)}
+        doc = {"format": RATINGS_FORMAT, "game": self.game, "model": "openskill PlackettLuce (league, during training)",
+               "seats": 2, "games": self.games, "agents": agents}
+        write_ratings(self.folder, doc)
+        log.info("league: %d snapshots and the final agent in %s (rated; gymloop rate can rate them again)",
+                 len(self.members), self.folder)

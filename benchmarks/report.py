@@ -30,7 +30,7 @@ SECTIONS = {
     "1": "1. Environment throughput", "2": "2. Training", "3": "3. Neural agent inference", "4": "4. Comparing two trees",
     "5": "5. entity-gym's examples against enn-trainer", "6": "6. Checkpoint integrity", "7": "7. Soak",
     "8": "8. The Gymnasium adapter's vector env", "9": "9. Stable-Baselines3 through the adapter", "10": "10. Ray backend",
-    "11": "11. ONNX export", "12": "12. The learning suite",
+    "11": "11. ONNX export", "12": "12. The learning suite", "13": "13. Inference in a game and self-play leagues",
 }
 
 

@@ -158,6 +158,9 @@ def test_cli_rates_a_library_writes_it_back_and_draws_the_plot(tmp_path: Path, c
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lib = gl.library(d)
     assert set(lib.ratings()) == {"u0", "u1", "u2", "u3"} and lib.pick(level="easy") == "u1"
+    assert main(["library", "list", str(d)]) == 0
+    listing = capsys.readouterr().out
+    assert "4 rated (gymloop rate)" in listing and "rating=" in listing
     assert main(["rate", "cycles", "random", "scripted", "--episodes", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "gymloop-ratings/1" and set(doc["agents"]) == {"random", "scripted"}

@@ -346,12 +346,15 @@ def _cmd_library(args: argparse.Namespace) -> int:
         print(f"packed {len(lib)} agents into {args.out} ({os.path.getsize(args.out):,} bytes)")
         return 0
     lib = library(args.path)
-    print(f"{lib.path}: {lib.kind}, {len(lib)} agents")
+    ratings = lib.ratings()
+    print(f"{lib.path}: {lib.kind}, {len(lib)} agents" + (f", {len(ratings)} rated (gymloop rate)" if ratings else ""))
     for name in lib.names():
         info = lib.info(name)
         ents = ", ".join(info.get("obs_space", {}).get("entities", {}))
         acts = ", ".join(info.get("action_space", {}))
-        print(f"  {name:<30} game={info.get('game', '?')} step={info.get('step', '?')} entities=[{ents}] actions=[{acts}]")
+        r = ratings.get(name)
+        rated = f" rating={r.mu:.1f}±{r.sigma:.1f}" if r is not None else ""
+        print(f"  {name:<30} game={info.get('game', '?')} step={info.get('step', '?')}{rated} entities=[{ents}] actions=[{acts}]")
     return 0
 
 

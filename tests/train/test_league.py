@@ -42,15 +42,22 @@ def test_a_league_run_leaves_a_rated_library_of_its_snapshots(tmp_path: Path) ->
     assert float(rows[-1]["league_rating_count"]) > 0  # games against snapshots were rated
 
 
-def test_only_the_newest_snapshots_are_drawn_and_the_live_learner_too(tmp_path: Path) -> None:
+def test_only_the_newest_snapshots_are_drawn_and_some_copies_are_plain_self_play(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    t = Trainer(duel, _cfg(steps=8 * 2 * 16 * 10, max_snapshots=2, live_fraction=0.5), str(out), game_name="duel")
+    t = Trainer(duel, _cfg(steps=8 * 2 * 16 * 10, max_snapshots=2, live_fraction=0.25), str(out), game_name="duel")
     t.train()
     assert t.league is not None
     assert [m.policy is not None for m in t.league.members] == [False, False, False, True, True]
-    with open(out / "metrics.csv", newline="") as f:
-        live = [float(r["league/against_live"]) for r in csv.DictReader(f)]
-    assert 0 < sum(live[1:]) < len(live) - 1  # with a pool, some updates against the learner itself, some against snapshots
+    # 8 copies: the first 2 self-play (4 learning slots), the other 6 against the league (seat 0 learns)
+    assert t.learner_slots.tolist() == [0, 1, 2, 3, 4, 6, 8, 10, 12, 14]
+    assert t.league.pairs.tolist() == [[4, 5], [6, 7], [8, 9], [10, 11], [12, 13], [14, 15]]
+
+
+@pytest.mark.parametrize("fraction, learners", [(0.0, 8), (1.0, 15)])
+def test_at_least_one_copy_plays_the_league(fraction: float, learners: int, tmp_path: Path) -> None:
+    t = Trainer(duel, _cfg(steps=8 * 2 * 16, live_fraction=fraction), None, game_name="duel")
+    t.train()
+    assert t.learner_slots.size == learners and t.league is not None and len(t.league.pairs) == 16 - learners
 
 
 def test_resume_continues_the_league(tmp_path: Path) -> None:
@@ -73,7 +80,7 @@ def test_opponents_follow_the_learner_s_losses() -> None:
     with gl.VecEnv(duel, 2, seed=0, agents_per_game=2) as env:
         env.reset()
         pol = Policy(env.obs_space, env.action_space, TrainConfig().net)
-    lg = League(LeagueConfig(enabled=True, live_fraction=0.0), pol, seed=0, folder=None, game="duel")
+    lg = League(LeagueConfig(enabled=True), pol, seed=0, folder=None, game="duel")
     lg.members = [_Member("beaten", pol, wins=40), _Member("strong", pol, losses=40)]
     picks = [lg._draw() for _ in range(400)]
     assert picks.count(1) > 10 * picks.count(0)  # the opponent it loses to is played far more

@@ -124,12 +124,13 @@ class LeagueConfig:
     """A self-play league for a two-player game (``gymloop train GAME --league``; :mod:`gymloop.train.league`).
 
     Attributes:
-        enabled: train against a league: the learner plays seat 0 of every game, the opponent
-            each update is a snapshot of it or itself.
+        enabled: train against a league: in some game copies the learner plays itself, in the
+            others seat 0 against a snapshot of itself the league draws each update.
         snapshot_every: a frozen copy of the learner joins the pool (and the run folder's
             ``league/`` library) every this many updates.
         max_snapshots: opponents are drawn among the newest this many snapshots.
-        live_fraction: the share of updates played against the live learner itself.
+        live_fraction: the share of game copies that are plain self-play (the learner in both
+            seats, both learning); the others play against the league (at least one does).
         priority_power: a snapshot is drawn with weight ``(1 - w) ** priority_power``, ``w`` the
             learner's score against it: the opponents it still loses to are played most (0: all alike).
     """
@@ -137,7 +138,7 @@ class LeagueConfig:
     enabled: bool = False
     snapshot_every: int = 20
     max_snapshots: int = 16
-    live_fraction: float = 0.25
+    live_fraction: float = 0.5
     priority_power: float = 2.0
 
     def check(self) -> None:

@@ -1,16 +1,17 @@
 """A self-play league (``gymloop train GAME --league``): snapshots of the learner as opponents, chosen
 by how often the learner loses to them, rated as it trains.
 
-In a two-player game the learner plays seat 0 of every game copy; the other seat is taken, one
-update at a time, by an opponent the league chooses:
+In a two-player game, a share ``league.live_fraction`` of the game copies is plain self-play (the
+learner in both seats, both learning); in the others the learner plays seat 0 and the other seat
+is taken, one update at a time, by an opponent the league chooses:
 
 * every ``league.snapshot_every`` updates a frozen copy of the learner joins the pool (and is written
   to ``league/uNNNNN.safetensors`` in the run folder);
-* each update, with probability ``league.live_fraction`` (or while the pool is empty) the opponent is
-  the live learner itself; otherwise a snapshot drawn with weight ``(1 - w) ** league.priority_power``,
-  ``w`` the learner's score against it so far (wins count 1, draws 1/2, with one win and one loss
-  as a prior): the snapshots the learner still loses to are played most (prioritized fictitious
-  self-play, as in AlphaStar's league); only the newest ``league.max_snapshots`` are drawn;
+* each update's opponent is a snapshot drawn with weight ``(1 - w) ** league.priority_power``, ``w``
+  the learner's score against it so far (wins count 1, draws 1/2, with one win and one loss as a
+  prior): the snapshots the learner still loses to are played most (prioritized fictitious
+  self-play, as in AlphaStar's league); only the newest ``league.max_snapshots`` are drawn; while
+  the pool is empty, the learner itself (those seats do not learn);
 * every finished game against a snapshot updates both ratings (openskill's Plackett-Luce model,
   the learner's uncertainty kept at least ``SIGMA_FLOOR`` so that its rating follows its progress);
   the learner's rating goes into ``metrics.csv`` (``league_rating_mean``), TensorBoard and the curve.
@@ -78,8 +79,11 @@ class League:
         game: the game's name (written with the snapshots and the ratings).
     """
 
-    def __init__(self, cfg: LeagueConfig, learner: Policy, seed: int, folder: str | None, game: str) -> None:
+    def __init__(self, cfg: LeagueConfig, learner: Policy, seed: int, folder: str | None, game: str,
+                 pairs: np.ndarray | None = None) -> None:
         self.cfg = cfg
+        #: ``(learner slot, opponent slot)`` of each game copy played against the league, in a group's VecEnv
+        self.pairs = np.zeros((0, 2), dtype=np.int64) if pairs is None else pairs
         self.learner = learner
         self.game = game
         self.folder = os.path.join(folder, LEAGUE_DIR) if folder else None
@@ -104,25 +108,25 @@ class League:
 
     def _draw(self) -> int | None:
         pool = [i for i, m in enumerate(self.members) if m.policy is not None]
-        if not pool or self.rng.random() < self.cfg.live_fraction:
+        if not pool:
             return None
         w = np.array([(1.0 - self.members[i].learner_score) ** self.cfg.priority_power for i in pool])
         w = w / w.sum() if w.sum() > 0 else np.full(len(pool), 1.0 / len(pool))
         return pool[int(self.rng.choice(len(pool), p=w))]
 
-    def observe(self, b: Batch, learner_slots: np.ndarray) -> None:
-        """Fold in the games that ended in ``b``: the learner (slot ``2k``) against the opponent (``2k + 1``)."""
-        if self._chosen is None or self._chosen[1] is None:
+    def observe(self, b: Batch) -> None:
+        """Fold in the games against the league that ended in ``b`` (:attr:`pairs`)."""
+        if self._chosen is None or self._chosen[1] is None or not self.pairs.size:
             return  # against itself: nothing to learn about the pool
         ret = b.metrics.get("episode_return")
         if ret is None:
             return
-        opp_slots = learner_slots + 1
-        ended = ~np.isnan(ret[learner_slots]) & ~np.isnan(ret[opp_slots])
+        mine, theirs = ret[self.pairs[:, 0]], ret[self.pairs[:, 1]]
+        ended = ~np.isnan(mine) & ~np.isnan(theirs)
         if not ended.any():
             return
         m = self.members[self._chosen[1]]
-        for a, o in zip(ret[learner_slots][ended].tolist(), ret[opp_slots][ended].tolist()):
+        for a, o in zip(mine[ended].tolist(), theirs[ended].tolist()):
             if a > o:
                 m.wins += 1
                 ranks = [0, 1]
@@ -158,7 +162,7 @@ class League:
         """The row's league columns: the learner's rating (a curve panel), the pool, the opponent."""
         pool = [m for m in self.members if m.policy is not None]
         out = {"league_rating_mean": self.mu, "league_rating_count": float(self.games), "league/rating_sigma": self.sigma,
-               "league/pool": float(len(pool)), "league/against_live": float(self._chosen is None or self._chosen[1] is None)}
+               "league/pool": float(len(pool))}
         if pool:
             out["league/learner_score"] = float(np.mean([m.learner_score for m in pool]))
         return out

@@ -181,9 +181,13 @@ class Trainer:
                 opponents.append(opp)
         league = None
         if cfg.league.enabled:
-            learner[:] = False
-            learner[0::2] = True  # the learner plays seat 0; the league names the other seat's player each update
-            league = League(cfg.league, self.policy, cfg.seed, self.out_dir, self.game_name)
+            # the first live_fraction of the copies is plain self-play; in the others the learner plays seat 0 and the
+            # league names the other seat's player each update
+            games = env.num_slots // 2
+            live = min(games - 1, round(cfg.league.live_fraction * games))
+            learner[2 * live + 1 :: 2] = False
+            pairs = np.stack([np.arange(2 * live, 2 * games, 2), np.arange(2 * live + 1, 2 * games, 2)], axis=1)
+            league = League(cfg.league, self.policy, cfg.seed, self.out_dir, self.game_name, pairs)
             if self.resume:
                 league.load()
         self.league = league

@@ -254,7 +254,7 @@ def collect(groups: Sequence[Group], steps: int, players: Players, update: int) 
             g.batch = g.env.step_wait()
             rec.stepped(g.batch, players.final_values)
             if players.league is not None:
-                players.league.observe(g.batch, players.learner_slots)
+                players.league.observe(g.batch)
             if t + 1 < steps:
                 g.env.step_async(rec.acted(players.act(g.batch, update)))
             else:

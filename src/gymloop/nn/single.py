@@ -7,6 +7,28 @@ block only at the actors' rows, the summary only when a global decision asks for
 from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation builder
 (:class:`gymloop.featurize.OneObsBuilder`) bound to the checkpoint, which checks every value; the ONNX exporter
 (:func:`gymloop.export.onnx.policy_to_onnx`) writes this same function as a graph.
+
+A decision costs a few dozen numpy calls on tiny arrays, each worth about half a microsecond
+whatever its size, so the path is written as few and large operations: everything that does not
+depend on the observation is folded into tables when the policy is built. The common decision (one
+actor, a readout block) goes through :class:`OneActorTables`: the readout's query of that one actor
+against every row's key and relative-position key in one product, the values and the output
+projection folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the
+linear heads folded into the MLP's last layer.
+
+Example:
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from gymloop.games.snake import snake
+    >>> from gymloop.neural import random_checkpoint
+    >>> from gymloop.nn.numpy_policy import NumpyPolicy
+    >>> path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
+    >>> random_checkpoint(path, snake)
+    >>> policy = NumpyPolicy.from_file(path)   # types in network order: Body, Food, Head
+    >>> parts = [(1, np.array([[3, 4]], np.float32)), (2, np.array([[1, 1]], np.float32))]
+    >>> (lg,) = logits_one(policy, parts, None, np.array([1]), [("Move", None, None)])
+    >>> lg.shape
+    (1, 4)
 """
 
 from __future__ import annotations
@@ -22,10 +44,17 @@ from .numpy_ops import lin, norm, softmax_last
 if TYPE_CHECKING:
     from .numpy_policy import NumpyPolicy
 
-__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneObsTables", "logits_one"]
+__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneActorTables", "OneObsTables", "logits_one"]
 
 _F32 = np.float32
+_F64 = np.float64
 _NEG_INF = np.float32(-np.inf)
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+_LN_EPS = np.float32(1e-5)
+_SQRT2 = math.sqrt(2.0)
+_erf = math.erf
+_max_reduce = np.maximum.reduce
 #: marks a request of :func:`logits_one` answered from the observation summary
 OBS_SUMMARY = "summary"
 
@@ -38,56 +67,254 @@ class SummaryCandidates(NamedTuple):
     rows: np.ndarray
 
 
+def _centering(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(I - 1/d, a column of 1/d)``: ``x.dot(c)`` centers the rows of ``x``, ``y.dot(j)`` averages them."""
+    c = np.eye(d) - 1.0 / d
+    return c.astype(_F32), np.full((d, 1), 1.0 / d, dtype=_F32)
+
+
+def _norm_rows(h: np.ndarray, c: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """LayerNorm without its affine part of the rows of ``h`` ``(L, d)`` (a new array): centered by
+    one product, the biased variance by another (eps 1e-5)."""
+    hc = h.dot(c)
+    v = (hc * hc).dot(j)
+    v += _LN_EPS
+    np.sqrt(v, out=v)
+    hc /= v
+    return hc
+
+
 class OneObsTables:
     """Precomputed tables of the one-observation embedding path (every entity type has features).
 
-    The rows of all types go through one product: type ``t``'s raw features sit in its own column
-    block of a ``(L, F)`` matrix (zeros elsewhere); the normalization clip is applied in raw units
-    (``clip(x, mean - c*sd, mean + c*sd) - mean``) and the division by ``sd`` is folded into the
-    stacked weights. ``table`` holds per type ``[block mask | bias | ln weight | ln bias]``.
+    The rows of all types go through one product. A row of type ``t`` is laid out over ``K``
+    columns: every type's feature columns (its own raw features in its block, every other block
+    holding that type's normalization mean), then one indicator column per type (1 at ``t``). The
+    normalization clip is applied in raw units (``clip(x, mean - c*sd, mean + c*sd) - mean``; the
+    other blocks become exactly 0, the indicators stay), the division by ``sd`` is folded into the
+    stacked weights ``w`` and each type's bias sits in its indicator's row of ``w``. ``tmpl`` holds
+    per type its row's starting values followed by its LayerNorm's weight and bias, so that ONE
+    ``repeat`` lays out an observation.
     """
 
-    __slots__ = ("F", "offs", "nfs", "lo", "hi", "mean", "w", "table", "psel", "d")
+    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "w", "tmpl", "psel", "c", "j")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
         widths = [nf + ng for nf in nfs]
+        self.T = T = len(embeds)
         self.F = F = sum(widths)
-        self.offs = list(np.cumsum(widths) - widths)
-        self.nfs = nfs
+        self.K = K = F + T
         self.d = d
-        T = len(embeds)
-        lo, hi, mean, ws = [], [], [], []
-        table = np.zeros((T, F + 3 * d), dtype=_F32)
+        self.offs = [int(o) for o in np.cumsum(widths) - widths]
+        self.nfs = nfs
+        self.cols = [slice(o, o + nf) for o, nf in zip(self.offs, nfs)]
+        self.gcols = [slice(o + nf, o + nf + ng) for o, nf in zip(self.offs, nfs)]
+        lo = np.zeros(K, dtype=_F32)
+        hi = np.ones(K, dtype=_F32)  # (the indicator columns pass the clip unchanged)
+        mean = np.zeros(K, dtype=_F32)
+        w = np.zeros((K, d), dtype=_F32)
+        tmpl = np.zeros((T, K + 2 * d), dtype=_F32)
         for t, e in enumerate(embeds):
-            _, m, sd, clip, w, b, lw, lb = e
-            m64, sd64 = m.astype(np.float64), sd.astype(np.float64)
-            lo.append(m64 - float(clip) * sd64)
-            hi.append(m64 + float(clip) * sd64)
-            mean.append(m)
-            ws.append(w.astype(np.float64) / sd64[:, None])
+            _, m, sd, clip, wt, b, lw, lb = e
+            m64, sd64 = m.astype(_F64), sd.astype(_F64)
             o = self.offs[t]
-            table[t, o : o + widths[t]] = 1.0
-            table[t, F : F + d] = b
-            table[t, F + d : F + 2 * d] = lw
-            table[t, F + 2 * d :] = lb
-        self.lo = np.concatenate(lo).astype(_F32)
-        self.hi = np.concatenate(hi).astype(_F32)
-        self.mean = np.concatenate(mean).astype(_F32)
-        self.w = np.ascontiguousarray(np.concatenate(ws), dtype=_F32)
-        self.table = table
+            blk = slice(o, o + widths[t])
+            lo[blk] = m64 - float(clip) * sd64
+            hi[blk] = m64 + float(clip) * sd64
+            mean[blk] = m
+            w[blk] = wt.astype(_F64) / sd64[:, None]
+            w[F + t] = b
+            tmpl[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
+            tmpl[t, F + t] = 1.0
+            tmpl[t, K : K + d] = lw
+            tmpl[t, K + d :] = lb
         self.psel = None
         if position_idx is not None:
+            # the positions are read by one product before the clip, so the position columns of the
+            # other types hold 0 (not the mean): what they add after the clip is taken off each
+            # type's bias
             P = len(position_idx[0])
-            self.psel = np.zeros((F, P), dtype=_F32)
+            self.psel = np.zeros((K, P), dtype=_F32)
+            pcols = [self.offs[t] + col for t, cols in enumerate(position_idx) for col in cols]
             for t, cols in enumerate(position_idx):
-                for j, c in enumerate(cols):
-                    self.psel[self.offs[t] + c, j] = 1.0
+                for i, col in enumerate(cols):
+                    self.psel[self.offs[t] + col, i] = 1.0
+            z = np.minimum(np.maximum(np.zeros(K, dtype=_F32), lo), hi) - mean
+            for t in range(T):
+                other = [c for c in pcols if not self.offs[t] <= c < self.offs[t] + widths[t]]
+                tmpl[t, other] = 0.0
+                w[F + t] = w[F + t].astype(_F64) - z[other].astype(_F64) @ w[other].astype(_F64)
+        self.lo, self.hi, self.mean, self.w, self.tmpl = lo, hi, mean, w, tmpl
+        self.c, self.j = _centering_of(d)
+
+
+class OneActorTables:
+    """Precomputed tables of the readout block at ONE actor and the linear heads that read its output.
+
+    With ``n1`` the readout's normalized input rows, ``q`` the actor's query and ``p_h`` head
+    ``h``'s attention weights (the actor's query against every row's key, plus the relative-position
+    key of each row seen from the actor, as in the batched path):
+
+    * ``wa``, ``ba``: ``n1`` to ``[query (pre-scaled) | key | value gate]`` of every row;
+    * ``qq_idx``, ``qq_mask``: lay the query out as a ``(d [+ d_head], H)`` matrix, block-diagonal
+      over the heads' keys (and each head's slice against the shared relative-position keys), so
+      that one product gives every head's scores;
+    * ``wv``: per head ``[Wv_h Wp_h; Wp_h; bv_h Wp_h]``, stacked: the value projection, the
+      relative values and the output projection folded into one matrix, applied to
+      ``p_h^T [n1 | relative values | 1]`` of every head at once (the last column carries the
+      softmax's sum, so the normalization is one division; the output bias rides on head 0's row);
+    * ``wm``: the actor's row after attention ``x`` to ``[x centered | x centered @ W1 / sqrt 2 |
+      x @ heads]``: the MLP's LayerNorm is then one scalar, its GELU an erf of the folded input;
+      ``w2c`` and ``bc`` carry the MLP's output through the heads (every actor-bound categorical
+      head's weights and every select-entity head's query projection, side by side: ``heads``
+      gives each action type's ``(first column, width)``).
+    """
+
+    __slots__ = ("C", "H", "dh", "wa", "ba", "qq_idx", "qq_mask", "nb", "wv", "wm", "hid", "b1", "w2c", "bc", "heads",
+                 "relpos", "gate", "neg_extent")
+
+    def __init__(self, p: NumpyPolicy) -> None:
+        blk = p.readout
+        assert blk is not None  # made only with a readout block
+        C, H, dh = p.d, p.H, p.dh
+        self.C, self.H, self.dh = C, H, dh
+        rp = p.relpos
+        self.relpos = rp
+        self.gate = blk.gated
+        self.neg_extent = None if rp is None else -rp.extent
+        w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
+        scale = float(p.scale)
+        cols = [w_in[:, :C] * scale, w_in[:, C : 2 * C]]
+        bias = [b_in[:C] * scale, b_in[C : 2 * C]]
+        if blk.gated:
+            cols.append(w_in[:, 3 * C :])
+            bias.append(b_in[3 * C :])
+        self.wa = np.ascontiguousarray(np.concatenate(cols, axis=1), dtype=_F32)
+        self.ba = np.concatenate(bias).astype(_F32)
+        # the query as a matrix: row i < C is key column i (head i // dh); row C + k (relpos) is
+        # every head's component k against the shared relative-position key
+        n_rel = dh if rp is not None else 0
+        head = np.arange(C) // dh
+        idx = np.zeros((C + n_rel, H), dtype=np.intp)
+        mask = np.zeros((C + n_rel, H), dtype=_F32)
+        idx[:C] = np.arange(C)[:, None]
+        mask[:C] = head[:, None] == np.arange(H)[None, :]
+        if n_rel:
+            idx[C:] = np.arange(dh)[:, None] + dh * np.arange(H)[None, :]
+            mask[C:] = 1.0
+        self.qq_idx, self.qq_mask = idx, mask
+        # values and output projection, per head: p^T [n1 | relative values | 1] @ wv
+        self.nb = nb = C + n_rel + 1
+        wv, bv = w_in[:, 2 * C : 3 * C], b_in[2 * C : 3 * C]
+        wp, bp = blk.wp.astype(_F64), blk.bp.astype(_F64)
+        big = np.zeros((H * nb, C))
+        for h in range(H):
+            hs = slice(h * dh, (h + 1) * dh)
+            big[h * nb : h * nb + C] = wv[:, hs] @ wp[hs]
+            if n_rel:
+                big[h * nb + C : h * nb + C + dh] = wp[hs]
+            big[h * nb + nb - 1] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
+        self.wv = big.astype(_F32)
+        # the MLP and the heads after it
+        names = [n for n in p.action_space if n not in p.summary_actions]
+        hw, hb, self.heads = [], [], {}
+        o = 0
+        for n in names:
+            w, b = p.heads[n] if n in p.heads else p.qk[n][:2]
+            self.heads[n] = (o, w.shape[1])
+            o += w.shape[1]
+            hw.append(w.astype(_F64))
+            hb.append(b.astype(_F64))
+        wc = np.concatenate(hw, axis=1) if hw else np.zeros((C, 0))
+        bcons = np.concatenate(hb) if hb else np.zeros(0)
+        w1, b1 = blk.w1.astype(_F64), blk.b1.astype(_F64)
+        w2, b2 = blk.w2.astype(_F64) * _SQRT2, blk.b2.astype(_F64)  # (w2 already holds gelu's halving)
+        self.hid = w1.shape[1]
+        cen = np.eye(C) - 1.0 / C
+        self.wm = np.ascontiguousarray(np.concatenate([cen, cen @ w1 / _SQRT2, wc], axis=1), dtype=_F32)
+        self.b1 = (b1 / _SQRT2).astype(_F32)
+        self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
+        self.bc = (b2 @ wc + bcons).astype(_F32)
+
+    @classmethod
+    def of(cls, p: NumpyPolicy) -> OneActorTables | None:
+        """The tables of ``p`` (``None`` without a readout block, or when folding overflows float32)."""
+        if p.readout is None:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = cls(p)
+        if not all(np.isfinite(a).all() for a in (t.wa, t.ba, t.wv, t.wm, t.b1, t.w2c, t.bc)):
+            return None
+        return t
+
+    def actor(self, x: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
+        """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d)`` (after the full
+        blocks): ``(n_heads_columns,)``, sliced by :attr:`heads`."""
+        C, dh = self.C, self.dh
+        L = x.shape[0]
+        c, j = _centering_of(C)
+        xc = x.dot(c)
+        v = (xc * xc).dot(j)
+        v += _LN_EPS
+        np.sqrt(v, out=v)
+        B = np.ones((L, self.nb), dtype=_F32)
+        n1 = B[:, :C]
+        np.divide(xc, v, out=n1)
+        a = n1.dot(self.wa)
+        a += self.ba
+        qq = a[r, :C].take(self.qq_idx)
+        qq *= self.qq_mask
+        rp = self.relpos
+        if rp is not None and positions is not None:
+            rel = positions[r] - positions  # query minus key, clamped to the extent
+            np.maximum(rel, self.neg_extent, out=rel)
+            np.minimum(rel, rp.extent, out=rel)
+            ix = rel.dot(rp.strides)
+            ix += rp.offset
+            np.rint(ix, out=ix)
+            kv = rp.kv.take(ix.astype(np.intp), axis=0)  # (L, 2 dh): keys and values
+            att = np.concatenate((a[:, C : 2 * C], kv[:, :dh]), axis=1).dot(qq)
+            if self.gate:
+                g = a[:, 2 * C :]
+                np.multiply(kv[:, dh:], np.maximum(g, _ZERO) if rp.gate_kind == "relu" else rp.activate(g), out=B[:, C : C + dh])
+            else:
+                B[:, C : C + dh] = kv[:, dh:]
+        else:
+            att = a[:, C : 2 * C].dot(qq)
+        att -= _max_reduce(att, 0)
+        np.exp(att, out=att)
+        R = att.T.dot(B)  # (H, nb): per head the weighted rows, the last column the weights' sum
+        R /= R[:, -1:]
+        xr = R.ravel().dot(self.wv)
+        xr += x[r]
+        P = xr.dot(self.wm)
+        xc1 = P[:C]
+        inv = _F32(1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5))
+        hid = self.hid
+        h = P[C : C + hid] * inv
+        h += self.b1
+        e = np.array(list(map(_erf, h.tolist())), dtype=_F32)
+        e += _ONE
+        e *= h
+        out = e.dot(self.w2c)
+        out += P[C + hid :]
+        out += self.bc
+        return out
+
+
+_CENTERING: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+
+def _centering_of(d: int) -> tuple[np.ndarray, np.ndarray]:
+    cj = _CENTERING.get(d)
+    if cj is None:
+        cj = _CENTERING[d] = _centering(d)
+    return cj
 
 
 def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     """Embeddings ``(L, d)`` and positions ``(L, P)`` (or ``None``) of one observation's rows."""
     one = p.one_tables
-    ng = len(p.global_features)
     raw_positions = None
     if p.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
         if one is not None and one.psel is not None and p.position_idx is not None:
@@ -100,35 +327,43 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
                     _bad_features(p, [(t, x)])
         embs = [p.embed(t, x) for t, x in parts]
         return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
-    counts = [x.shape[0] for _, x in parts]
-    L = sum(counts)
-    Z = np.zeros((L, one.F), dtype=_F32)
+    T = one.T
+    if len(parts) == T:
+        counts = [x.shape[0] for _, x in parts]
+    else:
+        counts = [0] * T
+        for t, x in parts:
+            counts[t] = x.shape[0]
+    Zf = one.tmpl.repeat(counts, axis=0)
     s = 0
-    offs, nfs = one.offs, one.nfs
-    for (t, x), n in zip(parts, counts):
-        o = offs[t]
-        e = s + n
-        Z[s:e, o : o + nfs[t]] = x
-        if ng:
-            Z[s:e, o + nfs[t] : o + nfs[t] + ng] = g
-        s = e
+    cols = one.cols
+    if g is None:
+        for t, x in parts:
+            e = s + x.shape[0]
+            Zf[s:e, cols[t]] = x
+            s = e
+    else:
+        gcols = one.gcols
+        for t, x in parts:
+            e = s + x.shape[0]
+            Zf[s:e, cols[t]] = x
+            Zf[s:e, gcols[t]] = g
+            s = e
+    K, d = one.K, one.d
+    Z = Zf[:, :K]
     if p.frame is not None and not np.isfinite(Z).all():  # (the inputs are checked; offsets in a frame may overflow)
         _bad_features(p, parts)
-    positions = raw_positions if raw_positions is not None or one.psel is None else Z @ one.psel
-    F, d = one.F, one.d
-    tab = one.table if len(parts) == len(p.embeds) else one.table.take([t for t, _ in parts], axis=0)
-    tab = tab.repeat(counts, axis=0)
+    positions = raw_positions if raw_positions is not None or one.psel is None else Z.dot(one.psel)
     np.maximum(Z, one.lo, out=Z)
     np.minimum(Z, one.hi, out=Z)
     Z -= one.mean
-    Z *= tab[:, :F]
-    z = Z @ one.w
-    z += tab[:, F : F + d]
-    np.maximum(z, _F32(0.0), out=z)
-    z = norm(z)
-    z *= tab[:, F + d : F + 2 * d]
-    z += tab[:, F + 2 * d :]
-    return z, positions
+    h = Z.dot(one.w)
+    np.maximum(h, _ZERO, out=h)
+    x = _norm_rows(h, one.c, one.j)
+    x *= Zf[:, K : K + d]
+    x += Zf[:, K + d :]
+    return x, positions
+
 
 def _in_frame(p: NumpyPolicy, parts: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
     """One observation's rows with the other entities' positions in the reference's frame
@@ -165,8 +400,6 @@ def _readout(p: NumpyPolicy, x: np.ndarray, rows: np.ndarray, positions: np.ndar
     n = rows.shape[0]
     a = norm(x) @ blk.w_in
     a += blk.b_in  # (L, 3d [+ dh])
-    if n == 1:
-        return _readout_actor(p, x, a, int(rows[0]), positions)
     q = a.take(rows, axis=0)[:, :C].reshape(n, H, 1, dh)
     att = (q @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(n, H, L)
     rp = p.relpos
@@ -184,29 +417,6 @@ def _readout(p: NumpyPolicy, x: np.ndarray, rows: np.ndarray, positions: np.ndar
     if vals is not None:
         y += att @ vals
     return blk.finish(x.take(rows, axis=0), y.reshape(n, C))
-
-def _readout_actor(p: NumpyPolicy, x: np.ndarray, a: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
-    """:func:`_readout` for a single actor at row ``r`` (two-dimensional arrays throughout)."""
-    blk = p.readout
-    assert blk is not None  # called only with a readout block
-    L, C = x.shape
-    H, dh = p.H, p.dh
-    q = a[r, :C]
-    att = (q.reshape(H, 1, dh) @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(H, L)
-    rp = p.relpos
-    vals = None
-    if rp is not None and positions is not None:
-        kv = rp.kv.take(rp.index(positions[r] - positions), axis=0)  # (L, 2 dh): query minus key
-        att += q.reshape(H, dh) @ kv[:, :dh].T
-        vals = kv[:, dh:]
-        if blk.gated:
-            vals = vals * rp.activate(a[:, 3 * C :])
-    att *= p.scale
-    att = softmax_last(att)
-    y = (att.reshape(H, 1, L) @ a[:, 2 * C : 3 * C].reshape(L, H, dh).transpose(1, 0, 2)).reshape(H, dh)
-    if vals is not None:
-        y += att @ vals
-    return blk.finish(x[r : r + 1], y.reshape(1, C))
 
 def _summary(p: NumpyPolicy, x: np.ndarray) -> np.ndarray:
     """The observation summary ``(1, d)`` of one observation's embeddings ``x`` ``(L, d)`` (the value head's input)."""
@@ -256,7 +466,11 @@ def logits_one(
         for blk in p.blocks:
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)
-    if p.readout is None:
+    one = p.one_actor
+    heads = emb = None
+    if one is not None and actor_rows.shape[0] == 1:
+        heads = one.actor(x, int(actor_rows[0]), positions)
+    elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:
         emb = _readout(p, x, actor_rows, positions)
@@ -269,19 +483,29 @@ def logits_one(
             if summary is None:
                 summary = _summary(p, x)
             out.append(p._categorical_logits(name, summary, mask))
-        elif cand is None:
-            out.append(p._categorical_logits(name, emb, mask))
+            continue
+        if cand is None:
+            if heads is not None:
+                o, n = one.heads[name]  # type: ignore[union-attr]  # (heads comes from one)
+                lg = heads[o : o + n].reshape(1, n)
+                out.append(lg if mask is None else np.where(mask, lg, _NEG_INF))
+            else:
+                out.append(p._categorical_logits(name, emb, mask))
+            continue
+        wq, bq, wk, bk = p.qk[name]
+        if type(cand) is SummaryCandidates:
+            if summary is None:
+                summary = _summary(p, x)
+            q = summary @ wq + bq
+            cand = cand.rows
+        elif heads is not None:
+            o, n = one.heads[name]  # type: ignore[union-attr]
+            q = heads[o : o + n].reshape(1, n)
         else:
-            src = emb
-            if type(cand) is SummaryCandidates:
-                if summary is None:
-                    summary = _summary(p, x)
-                src, cand = summary, cand.rows
-            wq, bq, wk, bk = p.qk[name]
-            q = src @ wq + bq
-            k = x.take(cand, axis=0) @ wk + bk
-            lg = (q @ k.T) * p.qk_scale
-            if mask is not None:
-                lg = np.where(mask, lg, _NEG_INF)
-            out.append(lg)
+            q = emb @ wq + bq
+        k = x.take(cand, axis=0) @ wk + bk
+        lg = (q @ k.T) * p.qk_scale
+        if mask is not None:
+            lg = np.where(mask, lg, _NEG_INF)
+        out.append(lg)
     return out

@@ -89,15 +89,19 @@ class OneObsTables:
 
     The rows of all types go through one product. A row of type ``t`` is laid out over ``K``
     columns: every type's feature columns (its own raw features in its block, every other block
-    holding that type's normalization mean), then one indicator column per type (1 at ``t``). The
-    normalization clip is applied in raw units (``clip(x, mean - c*sd, mean + c*sd) - mean``; the
-    other blocks become exactly 0, the indicators stay), the division by ``sd`` is folded into the
-    stacked weights ``w`` and each type's bias sits in its indicator's row of ``w``. ``tmpl`` holds
-    per type its row's starting values followed by its LayerNorm's weight and bias, so that ONE
-    ``repeat`` lays out an observation.
+    holding that type's normalization mean, position columns 0), then one indicator column per
+    type (1 at ``t``). The normalization clip is applied in raw units (``clip(x, mean - c*sd, mean +
+    c*sd) - mean``: the other blocks become exactly 0 but for the position columns, whose constant
+    is taken off the type's bias; the indicators stay), the division by ``sd`` is folded into the
+    stacked weights ``w`` and each type's bias sits in its indicator's row of ``w``. The
+    positions are one product ``psel`` of the raw layout (exact: the other columns are 0).
+
+    :meth:`layout` gives, per count of rows of each type, the starting rows of an observation and
+    its rows' LayerNorm weights and biases (cached: a game's observations come in few shapes).
     """
 
-    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "w", "tmpl", "psel", "c", "j")
+    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "w", "start", "lw", "lb", "psel", "c",
+                 "j", "layouts", "cached")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
         widths = [nf + ng for nf in nfs]
@@ -113,7 +117,9 @@ class OneObsTables:
         hi = np.ones(K, dtype=_F32)  # (the indicator columns pass the clip unchanged)
         mean = np.zeros(K, dtype=_F32)
         w = np.zeros((K, d), dtype=_F32)
-        tmpl = np.zeros((T, K + 2 * d), dtype=_F32)
+        start = np.zeros((T, K), dtype=_F32)
+        self.lw = np.zeros((T, d), dtype=_F32)
+        self.lb = np.zeros((T, d), dtype=_F32)
         for t, e in enumerate(embeds):
             _, m, sd, clip, wt, b, lw, lb = e
             m64, sd64 = m.astype(_F64), sd.astype(_F64)
@@ -124,15 +130,12 @@ class OneObsTables:
             mean[blk] = m
             w[blk] = wt.astype(_F64) / sd64[:, None]
             w[F + t] = b
-            tmpl[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
-            tmpl[t, F + t] = 1.0
-            tmpl[t, K : K + d] = lw
-            tmpl[t, K + d :] = lb
+            start[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
+            start[t, F + t] = 1.0
+            self.lw[t] = lw
+            self.lb[t] = lb
         self.psel = None
         if position_idx is not None:
-            # the positions are read by one product before the clip, so the position columns of the
-            # other types hold 0 (not the mean): what they add after the clip is taken off each
-            # type's bias
             P = len(position_idx[0])
             self.psel = np.zeros((K, P), dtype=_F32)
             pcols = [self.offs[t] + col for t, cols in enumerate(position_idx) for col in cols]
@@ -142,10 +145,40 @@ class OneObsTables:
             z = np.minimum(np.maximum(np.zeros(K, dtype=_F32), lo), hi) - mean
             for t in range(T):
                 other = [c for c in pcols if not self.offs[t] <= c < self.offs[t] + widths[t]]
-                tmpl[t, other] = 0.0
+                start[t, other] = 0.0
                 w[F + t] = w[F + t].astype(_F64) - z[other].astype(_F64) @ w[other].astype(_F64)
-        self.lo, self.hi, self.mean, self.w, self.tmpl = lo, hi, mean, w, tmpl
+        self.lo, self.hi, self.mean, self.w, self.start = lo, hi, mean, w, start
         self.c, self.j = _centering_of(d)
+        self.layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]] = {}
+        self.cached = 0  # numbers held by the cached layouts
+
+    def layout(self, counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]:
+        """``(start, lw, lb, rows)`` of an observation with ``counts[t]`` rows of type ``t``: its
+        starting layout ``(L, K)`` (copy it before writing), its rows' LayerNorm weights and biases
+        ``(L, d)`` (read-only) and each type's rows."""
+        lay = self.layouts.get(counts)
+        if lay is not None:
+            return lay
+        typ = np.repeat(np.arange(self.T), counts)
+        rows, s = [], 0
+        for n in counts:
+            rows.append(slice(s, s + n))
+            s += n
+        arrays = [self.start.take(typ, axis=0), self.lw.take(typ, axis=0), self.lb.take(typ, axis=0)]
+        for a in arrays:
+            a.flags.writeable = False
+        lay = (arrays[0], arrays[1], arrays[2], rows)
+        size = s * (self.K + 2 * self.d)
+        if self.cached + size > _LAYOUT_CACHE:
+            self.layouts.clear()
+            self.cached = 0
+        if size <= _LAYOUT_CACHE // 8:
+            self.layouts[counts] = lay
+            self.cached += size
+        return lay
+
+
+_LAYOUT_CACHE = 1 << 22  # numbers the cached layouts of one policy may hold (16 MB)
 
 
 class OneActorTables:
@@ -155,7 +188,8 @@ class OneActorTables:
     ``h``'s attention weights (the actor's query against every row's key, plus the relative-position
     key of each row seen from the actor, as in the batched path):
 
-    * ``wa``, ``ba``: ``n1`` to ``[query (pre-scaled) | key | value gate]`` of every row;
+    * ``wa``: ``[n1 | 1 ... 1]`` to ``[query (pre-scaled) | key | value gate]`` of every row (the
+      bias in the last row; the columns between, later the relative values, meet zero rows);
     * ``qq_idx``, ``qq_mask``: lay the query out as a ``(d [+ d_head], H)`` matrix, block-diagonal
       over the heads' keys (and each head's slice against the shared relative-position keys), so
       that one product gives every head's scores;
@@ -170,7 +204,7 @@ class OneActorTables:
       gives each action type's ``(first column, width)``).
     """
 
-    __slots__ = ("C", "H", "dh", "wa", "ba", "qq_idx", "qq_mask", "nb", "wv", "wm", "hid", "b1", "w2c", "bc", "heads",
+    __slots__ = ("C", "H", "dh", "wa", "qq_idx", "qq_mask", "nb", "wv", "wm", "hid", "b1", "w2c", "bc", "heads",
                  "relpos", "gate", "neg_extent")
 
     def __init__(self, p: NumpyPolicy) -> None:
@@ -189,11 +223,14 @@ class OneActorTables:
         if blk.gated:
             cols.append(w_in[:, 3 * C :])
             bias.append(b_in[3 * C :])
-        self.wa = np.ascontiguousarray(np.concatenate(cols, axis=1), dtype=_F32)
-        self.ba = np.concatenate(bias).astype(_F32)
+        # applied to [n1 | relative values (still 1) | 1]: the bias rides on the last row
+        n_rel = dh if rp is not None else 0
+        wa = np.zeros((C + n_rel + 1, sum(c.shape[1] for c in cols)))
+        wa[:C] = np.concatenate(cols, axis=1)
+        wa[-1] = np.concatenate(bias)
+        self.wa = wa.astype(_F32)
         # the query as a matrix: row i < C is key column i (head i // dh); row C + k (relpos) is
         # every head's component k against the shared relative-position key
-        n_rel = dh if rp is not None else 0
         head = np.arange(C) // dh
         idx = np.zeros((C + n_rel, H), dtype=np.intp)
         mask = np.zeros((C + n_rel, H), dtype=_F32)
@@ -243,7 +280,7 @@ class OneActorTables:
             return None
         with np.errstate(over="ignore", invalid="ignore"):
             t = cls(p)
-        if not all(np.isfinite(a).all() for a in (t.wa, t.ba, t.wv, t.wm, t.b1, t.w2c, t.bc)):
+        if not all(np.isfinite(a).all() for a in (t.wa, t.wv, t.wm, t.b1, t.w2c, t.bc)):
             return None
         return t
 
@@ -260,8 +297,7 @@ class OneActorTables:
         B = np.ones((L, self.nb), dtype=_F32)
         n1 = B[:, :C]
         np.divide(xc, v, out=n1)
-        a = n1.dot(self.wa)
-        a += self.ba
+        a = B.dot(self.wa)
         qq = a[r, :C].take(self.qq_idx)
         qq *= self.qq_mask
         rp = self.relpos
@@ -327,30 +363,24 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
                     _bad_features(p, [(t, x)])
         embs = [p.embed(t, x) for t, x in parts]
         return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
-    T = one.T
-    if len(parts) == T:
-        counts = [x.shape[0] for _, x in parts]
+    if len(parts) == one.T:
+        counts = tuple([x.shape[0] for _, x in parts])
     else:
-        counts = [0] * T
+        cl = [0] * one.T
         for t, x in parts:
-            counts[t] = x.shape[0]
-    Zf = one.tmpl.repeat(counts, axis=0)
-    s = 0
+            cl[t] = x.shape[0]
+        counts = tuple(cl)
+    start, lw, lb, rows = one.layout(counts)
+    Z = start.copy()
     cols = one.cols
     if g is None:
         for t, x in parts:
-            e = s + x.shape[0]
-            Zf[s:e, cols[t]] = x
-            s = e
+            Z[rows[t], cols[t]] = x
     else:
         gcols = one.gcols
         for t, x in parts:
-            e = s + x.shape[0]
-            Zf[s:e, cols[t]] = x
-            Zf[s:e, gcols[t]] = g
-            s = e
-    K, d = one.K, one.d
-    Z = Zf[:, :K]
+            Z[rows[t], cols[t]] = x
+            Z[rows[t], gcols[t]] = g
     if p.frame is not None and not np.isfinite(Z).all():  # (the inputs are checked; offsets in a frame may overflow)
         _bad_features(p, parts)
     positions = raw_positions if raw_positions is not None or one.psel is None else Z.dot(one.psel)
@@ -360,8 +390,8 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
     h = Z.dot(one.w)
     np.maximum(h, _ZERO, out=h)
     x = _norm_rows(h, one.c, one.j)
-    x *= Zf[:, K : K + d]
-    x += Zf[:, K + d :]
+    x *= lw
+    x += lb
     return x, positions
 
 

@@ -184,19 +184,19 @@ _LAYOUT_CACHE = 1 << 22  # numbers the cached layouts of one policy may hold (16
 class OneActorTables:
     """Precomputed tables of the readout block at ONE actor and the linear heads that read its output.
 
-    With ``n1`` the readout's normalized input rows, ``q`` the actor's query and ``p_h`` head
-    ``h``'s attention weights (the actor's query against every row's key, plus the relative-position
-    key of each row seen from the actor, as in the batched path):
+    Every row of the observation gets one row of a work matrix ``B = [n1 | 1 | rk | v]``: its
+    normalized readout input ``n1``, a 1, and (with relative positions) the relative-position key
+    and value of the row seen from the actor (the value then gated). With ``q_h`` the actor's
+    query of head ``h`` (pre-scaled) and ``p_h`` that head's attention weights:
 
-    * ``wa``: ``[n1 | 1 ... 1]`` to ``[query (pre-scaled) | key | value gate]`` of every row (the
-      bias in the last row; the columns between, later the relative values, meet zero rows);
-    * ``qq_idx``, ``qq_mask``: lay the query out as a ``(d [+ d_head], H)`` matrix, block-diagonal
-      over the heads' keys (and each head's slice against the shared relative-position keys), so
-      that one product gives every head's scores;
-    * ``wv``: per head ``[Wv_h Wp_h; Wp_h; bv_h Wp_h]``, stacked: the value projection, the
-      relative values and the output projection folded into one matrix, applied to
-      ``p_h^T [n1 | relative values | 1]`` of every head at once (the last column carries the
-      softmax's sum, so the normalization is one division; the output bias rides on head 0's row);
+    * ``mq``: the actor's ``[n1 | 1]`` to the ``(d + 1 [+ d_head], H)`` matrix ``U`` whose column
+      ``h`` is ``[Wk_h q_h; bk_h . q_h; q_h]``: the query and the key projection folded, so that
+      ``B @ U`` is every head's score of every row (key plus relative-position key) in one product;
+    * ``wg``: ``[n1 | 1]`` to the value gate (with gated relative positions);
+    * ``wv``: per head ``[Wv_h Wp_h; bv_h Wp_h (+ the output bias, head 0); 0; Wp_h]``, stacked:
+      the value projection, the relative values and the output projection folded into one matrix,
+      applied to ``p_h^T B`` of every head at once (the column of 1s carries the softmax's sum, so
+      the normalization is one division);
     * ``wm``: the actor's row after attention ``x`` to ``[x centered | x centered @ W1 / sqrt 2 |
       x @ heads]``: the MLP's LayerNorm is then one scalar, its GELU an erf of the folded input;
       ``w2c`` and ``bc`` carry the MLP's output through the heads (every actor-bound categorical
@@ -204,8 +204,7 @@ class OneActorTables:
       gives each action type's ``(first column, width)``).
     """
 
-    __slots__ = ("C", "H", "dh", "wa", "qq_idx", "qq_mask", "nb", "wv", "wm", "hid", "b1", "w2c", "bc", "heads",
-                 "relpos", "gate", "neg_extent")
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "bc", "heads", "relpos", "neg_extent")
 
     def __init__(self, p: NumpyPolicy) -> None:
         blk = p.readout
@@ -214,43 +213,36 @@ class OneActorTables:
         self.C, self.H, self.dh = C, H, dh
         rp = p.relpos
         self.relpos = rp
-        self.gate = blk.gated
         self.neg_extent = None if rp is None else -rp.extent
-        w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
-        scale = float(p.scale)
-        cols = [w_in[:, :C] * scale, w_in[:, C : 2 * C]]
-        bias = [b_in[:C] * scale, b_in[C : 2 * C]]
-        if blk.gated:
-            cols.append(w_in[:, 3 * C :])
-            bias.append(b_in[3 * C :])
-        # applied to [n1 | relative values (still 1) | 1]: the bias rides on the last row
         n_rel = dh if rp is not None else 0
-        wa = np.zeros((C + n_rel + 1, sum(c.shape[1] for c in cols)))
-        wa[:C] = np.concatenate(cols, axis=1)
-        wa[-1] = np.concatenate(bias)
-        self.wa = wa.astype(_F32)
-        # the query as a matrix: row i < C is key column i (head i // dh); row C + k (relpos) is
-        # every head's component k against the shared relative-position key
+        self.nb = nb = C + 1 + 2 * n_rel
+        w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
+        # [n1 | 1] -> q (pre-scaled), and q -> U (flattened row-major over (C + 1 + n_rel, H))
+        wq = np.concatenate([w_in[:, :C], b_in[None, :C]]) * float(p.scale)
+        wk, bk = w_in[:, C : 2 * C], b_in[C : 2 * C]
         head = np.arange(C) // dh
-        idx = np.zeros((C + n_rel, H), dtype=np.intp)
-        mask = np.zeros((C + n_rel, H), dtype=_F32)
-        idx[:C] = np.arange(C)[:, None]
-        mask[:C] = head[:, None] == np.arange(H)[None, :]
-        if n_rel:
-            idx[C:] = np.arange(dh)[:, None] + dh * np.arange(H)[None, :]
-            mask[C:] = 1.0
-        self.qq_idx, self.qq_mask = idx, mask
-        # values and output projection, per head: p^T [n1 | relative values | 1] @ wv
-        self.nb = nb = C + n_rel + 1
+        a = np.zeros((C + 1 + n_rel, H, C))
+        for h in range(H):
+            on = head == h
+            a[:C, h, on] = wk[:, on]
+            a[C, h, on] = bk[on]
+            if n_rel:
+                a[C + 1 + np.arange(dh), h, h * dh + np.arange(dh)] = 1.0
+        self.mq = np.ascontiguousarray(wq @ a.reshape(-1, C).T, dtype=_F32)
+        self.wg = None
+        if blk.gated:
+            self.wg = np.concatenate([w_in[:, 3 * C :], b_in[None, 3 * C :]]).astype(_F32)
+        # values and output projection, per head: p_h^T B @ wv_h
         wv, bv = w_in[:, 2 * C : 3 * C], b_in[2 * C : 3 * C]
         wp, bp = blk.wp.astype(_F64), blk.bp.astype(_F64)
         big = np.zeros((H * nb, C))
         for h in range(H):
             hs = slice(h * dh, (h + 1) * dh)
-            big[h * nb : h * nb + C] = wv[:, hs] @ wp[hs]
+            o = h * nb
+            big[o : o + C] = wv[:, hs] @ wp[hs]
+            big[o + C] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
             if n_rel:
-                big[h * nb + C : h * nb + C + dh] = wp[hs]
-            big[h * nb + nb - 1] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
+                big[o + C + 1 + dh : o + nb] = wp[hs]
         self.wv = big.astype(_F32)
         # the MLP and the heads after it
         names = [n for n in p.action_space if n not in p.summary_actions]
@@ -280,54 +272,54 @@ class OneActorTables:
             return None
         with np.errstate(over="ignore", invalid="ignore"):
             t = cls(p)
-        if not all(np.isfinite(a).all() for a in (t.wa, t.wv, t.wm, t.b1, t.w2c, t.bc)):
+        if not all(np.isfinite(a).all() for a in (t.mq, t.wv, t.wm, t.b1, t.w2c, t.bc) + ((t.wg,) if t.wg is not None else ())):
             return None
         return t
 
     def actor(self, x: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
         """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d)`` (after the full
         blocks): ``(n_heads_columns,)``, sliced by :attr:`heads`."""
-        C, dh = self.C, self.dh
+        C = self.C
         L = x.shape[0]
         c, j = _centering_of(C)
         xc = x.dot(c)
         v = (xc * xc).dot(j)
         v += _LN_EPS
         np.sqrt(v, out=v)
-        B = np.ones((L, self.nb), dtype=_F32)
-        n1 = B[:, :C]
-        np.divide(xc, v, out=n1)
-        a = B.dot(self.wa)
-        qq = a[r, :C].take(self.qq_idx)
-        qq *= self.qq_mask
+        B = np.empty((L, self.nb), dtype=_F32)
+        np.divide(xc, v, out=B[:, :C])
+        B[:, C] = _ONE
+        n1 = B[:, : C + 1]
+        u = B[r, : C + 1].dot(self.mq)
         rp = self.relpos
         if rp is not None and positions is not None:
+            dh = self.dh
             rel = positions[r] - positions  # query minus key, clamped to the extent
             np.maximum(rel, self.neg_extent, out=rel)
             np.minimum(rel, rp.extent, out=rel)
             ix = rel.dot(rp.strides)
             ix += rp.offset
             np.rint(ix, out=ix)
-            kv = rp.kv.take(ix.astype(np.intp), axis=0)  # (L, 2 dh): keys and values
-            att = np.concatenate((a[:, C : 2 * C], kv[:, :dh]), axis=1).dot(qq)
-            if self.gate:
-                g = a[:, 2 * C :]
-                np.multiply(kv[:, dh:], np.maximum(g, _ZERO) if rp.gate_kind == "relu" else rp.activate(g), out=B[:, C : C + dh])
-            else:
-                B[:, C : C + dh] = kv[:, dh:]
+            rp.kv.take(ix.astype(np.intp), axis=0, out=B[:, C + 1 :])  # keys and values
+            att = u.reshape(C + 1 + dh, self.H).T.dot(B[:, : C + 1 + dh].T)
+            if self.wg is not None:
+                g = n1.dot(self.wg)
+                vals = B[:, C + 1 + dh :]
+                vals *= np.maximum(g, _ZERO, out=g) if rp.gate_kind == "relu" else rp.activate(g)
         else:
-            att = a[:, C : 2 * C].dot(qq)
-        att -= _max_reduce(att, 0)
+            att = u.reshape(C + 1, self.H).T.dot(n1.T)
+        att -= _max_reduce(att, 1)[:, None]  # (H, L): every head's scores
         np.exp(att, out=att)
-        R = att.T.dot(B)  # (H, nb): per head the weighted rows, the last column the weights' sum
-        R /= R[:, -1:]
+        R = att.dot(B)  # (H, nb): per head the weighted rows, column C the weights' sum
+        R /= R[:, C : C + 1]
         xr = R.ravel().dot(self.wv)
         xr += x[r]
         P = xr.dot(self.wm)
         xc1 = P[:C]
         inv = _F32(1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5))
         hid = self.hid
-        h = P[C : C + hid] * inv
+        h = P[C : C + hid]
+        h *= inv
         h += self.b1
         e = np.array(list(map(_erf, h.tolist())), dtype=_F32)
         e += _ONE

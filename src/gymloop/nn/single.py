@@ -73,17 +73,6 @@ def _centering(d: int) -> tuple[np.ndarray, np.ndarray]:
     return c.astype(_F32), np.full((d, 1), 1.0 / d, dtype=_F32)
 
 
-def _norm_rows(h: np.ndarray, c: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """LayerNorm without its affine part of the rows of ``h`` ``(L, d)`` (a new array): centered by
-    one product, the biased variance by another (eps 1e-5)."""
-    hc = h.dot(c)
-    v = (hc * hc).dot(j)
-    v += _LN_EPS
-    np.sqrt(v, out=v)
-    hc /= v
-    return hc
-
-
 class OneObsTables:
     """Precomputed tables of the one-observation embedding path (every entity type has features).
 
@@ -116,7 +105,8 @@ class OneObsTables:
         lo = np.zeros(K, dtype=_F32)
         hi = np.ones(K, dtype=_F32)  # (the indicator columns pass the clip unchanged)
         mean = np.zeros(K, dtype=_F32)
-        w = np.zeros((K, d), dtype=_F32)
+        w = np.zeros((K, d + 1), dtype=_F32)
+        w[F:, d] = 1.0  # every row's last column is 1: its LayerNorm's eps rides on it
         start = np.zeros((T, K), dtype=_F32)
         self.lw = np.zeros((T, d), dtype=_F32)
         self.lb = np.zeros((T, d), dtype=_F32)
@@ -128,8 +118,8 @@ class OneObsTables:
             lo[blk] = m64 - float(clip) * sd64
             hi[blk] = m64 + float(clip) * sd64
             mean[blk] = m
-            w[blk] = wt.astype(_F64) / sd64[:, None]
-            w[F + t] = b
+            w[blk, :d] = wt.astype(_F64) / sd64[:, None]
+            w[F + t, :d] = b
             start[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
             start[t, F + t] = 1.0
             self.lw[t] = lw
@@ -137,7 +127,7 @@ class OneObsTables:
         self.psel = None
         if position_idx is not None:
             P = len(position_idx[0])
-            self.psel = np.zeros((K, P), dtype=_F32)
+            self.psel = np.zeros((K, P + 1), dtype=_F32)  # (and a column of 0s: see OneActorTables.actor)
             pcols = [self.offs[t] + col for t, cols in enumerate(position_idx) for col in cols]
             for t, cols in enumerate(position_idx):
                 for i, col in enumerate(cols):
@@ -146,9 +136,14 @@ class OneObsTables:
             for t in range(T):
                 other = [c for c in pcols if not self.offs[t] <= c < self.offs[t] + widths[t]]
                 start[t, other] = 0.0
-                w[F + t] = w[F + t].astype(_F64) - z[other].astype(_F64) @ w[other].astype(_F64)
+                w[F + t, :d] = w[F + t, :d].astype(_F64) - z[other].astype(_F64) @ w[other, :d].astype(_F64)
         self.lo, self.hi, self.mean, self.w, self.start = lo, hi, mean, w, start
-        self.c, self.j = _centering_of(d)
+        # centering of [h | 1] that maps the 1 to sqrt(eps d): the mean of the squares is the variance plus eps
+        c = np.zeros((d + 1, d + 1))
+        c[:d, :d] = np.eye(d) - 1.0 / d
+        c[d, d] = math.sqrt(float(_LN_EPS) * d)
+        self.c = c.astype(_F32)
+        self.j = np.full((d + 1, 1), 1.0 / d, dtype=_F32)
         self.layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]] = {}
         self.cached = 0  # numbers held by the cached layouts
 
@@ -204,7 +199,8 @@ class OneActorTables:
       gives each action type's ``(first column, width)``).
     """
 
-    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "bc", "heads", "relpos", "neg_extent")
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "lo", "hi", "strides",
+                 "c", "j", "work")
 
     def __init__(self, p: NumpyPolicy) -> None:
         blk = p.readout
@@ -213,7 +209,13 @@ class OneActorTables:
         self.C, self.H, self.dh = C, H, dh
         rp = p.relpos
         self.relpos = rp
-        self.neg_extent = None if rp is None else -rp.extent
+        self.c, self.j = _centering_of(C)
+        self.lo = self.hi = self.strides = None
+        if rp is not None:  # the positions' last column is 0: clamped to [1, 1], it adds the offset
+            self.lo = np.append(-rp.extent, _ONE)
+            self.hi = np.append(rp.extent, _ONE)
+            self.strides = np.append(rp.strides, rp.offset)
+        self.work: dict[int, np.ndarray] = {}  # per row count, B's starting value (read-only)
         n_rel = dh if rp is not None else 0
         self.nb = nb = C + 1 + 2 * n_rel
         w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
@@ -235,14 +237,15 @@ class OneActorTables:
         # values and output projection, per head: p_h^T B @ wv_h
         wv, bv = w_in[:, 2 * C : 3 * C], b_in[2 * C : 3 * C]
         wp, bp = blk.wp.astype(_F64), blk.bp.astype(_F64)
-        big = np.zeros((H * nb, C))
+        big = np.zeros((H * nb, C + 1))  # (the last column: 1, from head 0's column of 1s)
         for h in range(H):
             hs = slice(h * dh, (h + 1) * dh)
             o = h * nb
-            big[o : o + C] = wv[:, hs] @ wp[hs]
-            big[o + C] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
+            big[o : o + C, :C] = wv[:, hs] @ wp[hs]
+            big[o + C, :C] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
             if n_rel:
-                big[o + C + 1 + dh : o + nb] = wp[hs]
+                big[o + C + 1 + dh : o + nb, :C] = wp[hs]
+        big[C, C] = 1.0
         self.wv = big.astype(_F32)
         # the MLP and the heads after it
         names = [n for n in p.action_space if n not in p.summary_actions]
@@ -260,10 +263,12 @@ class OneActorTables:
         w2, b2 = blk.w2.astype(_F64) * _SQRT2, blk.b2.astype(_F64)  # (w2 already holds gelu's halving)
         self.hid = w1.shape[1]
         cen = np.eye(C) - 1.0 / C
-        self.wm = np.ascontiguousarray(np.concatenate([cen, cen @ w1 / _SQRT2, wc], axis=1), dtype=_F32)
+        wm = np.zeros((C + 1, C + self.hid + wc.shape[1]))
+        wm[:C] = np.concatenate([cen, cen @ w1 / _SQRT2, wc], axis=1)
+        wm[C, C + self.hid :] = b2 @ wc + bcons  # (the heads' bias, on the row's last entry, 1)
+        self.wm = wm.astype(_F32)
         self.b1 = (b1 / _SQRT2).astype(_F32)
         self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
-        self.bc = (b2 @ wc + bcons).astype(_F32)
 
     @classmethod
     def of(cls, p: NumpyPolicy) -> OneActorTables | None:
@@ -272,33 +277,34 @@ class OneActorTables:
             return None
         with np.errstate(over="ignore", invalid="ignore"):
             t = cls(p)
-        if not all(np.isfinite(a).all() for a in (t.mq, t.wv, t.wm, t.b1, t.w2c, t.bc) + ((t.wg,) if t.wg is not None else ())):
+        if not all(np.isfinite(a).all() for a in (t.mq, t.wv, t.wm, t.b1, t.w2c) + ((t.wg,) if t.wg is not None else ())):
             return None
         return t
 
     def actor(self, x: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
         """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d)`` (after the full
-        blocks): ``(n_heads_columns,)``, sliced by :attr:`heads`."""
+        blocks) with positions ``(L, P + 1)`` (their last column 0, as :class:`OneObsTables` gives
+        them): ``(n_heads_columns,)``, sliced by :attr:`heads`."""
         C = self.C
         L = x.shape[0]
-        c, j = _centering_of(C)
-        xc = x.dot(c)
-        v = (xc * xc).dot(j)
+        xc = x.dot(self.c)
+        v = (xc * xc).dot(self.j)
         v += _LN_EPS
         np.sqrt(v, out=v)
-        B = np.empty((L, self.nb), dtype=_F32)
+        B = self.work.get(L)
+        if B is None:
+            B = self._work(L)
+        B = B.copy()
         np.divide(xc, v, out=B[:, :C])
-        B[:, C] = _ONE
         n1 = B[:, : C + 1]
         u = B[r, : C + 1].dot(self.mq)
         rp = self.relpos
         if rp is not None and positions is not None:
             dh = self.dh
             rel = positions[r] - positions  # query minus key, clamped to the extent
-            np.maximum(rel, self.neg_extent, out=rel)
-            np.minimum(rel, rp.extent, out=rel)
-            ix = rel.dot(rp.strides)
-            ix += rp.offset
+            np.maximum(rel, self.lo, out=rel)
+            np.minimum(rel, self.hi, out=rel)
+            ix = rel.dot(self.strides)
             np.rint(ix, out=ix)
             rp.kv.take(ix.astype(np.intp), axis=0, out=B[:, C + 1 :])  # keys and values
             att = u.reshape(C + 1 + dh, self.H).T.dot(B[:, : C + 1 + dh].T)
@@ -312,8 +318,8 @@ class OneActorTables:
         np.exp(att, out=att)
         R = att.dot(B)  # (H, nb): per head the weighted rows, column C the weights' sum
         R /= R[:, C : C + 1]
-        xr = R.ravel().dot(self.wv)
-        xr += x[r]
+        xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and a 1
+        xr[:C] += x[r]
         P = xr.dot(self.wm)
         xc1 = P[:C]
         inv = _F32(1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5))
@@ -326,8 +332,18 @@ class OneActorTables:
         e *= h
         out = e.dot(self.w2c)
         out += P[C + hid :]
-        out += self.bc
         return out
+
+    def _work(self, L: int) -> np.ndarray:
+        """B's starting value for ``L`` rows: 0, and the column of 1s (cached, read-only)."""
+        b = np.zeros((L, self.nb), dtype=_F32)
+        b[:, self.C] = 1.0
+        b.flags.writeable = False
+        if len(self.work) >= 64:
+            self.work.clear()
+        if L <= 1024:
+            self.work[L] = b
+        return b
 
 
 _CENTERING: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -346,7 +362,8 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
     raw_positions = None
     if p.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
         if one is not None and one.psel is not None and p.position_idx is not None:
-            raw_positions = np.concatenate([x[:, p.position_idx[p.entity_names[t]]] for t, x in parts])
+            raw = np.concatenate([x[:, p.position_idx[p.entity_names[t]]] for t, x in parts])
+            raw_positions = np.concatenate([raw, np.zeros((raw.shape[0], 1), dtype=_F32)], axis=1)
         parts = _in_frame(p, parts)
     if one is None:  # a featureless type: embed type by type (no relpos then)
         if p.frame is not None:
@@ -379,10 +396,13 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
     np.maximum(Z, one.lo, out=Z)
     np.minimum(Z, one.hi, out=Z)
     Z -= one.mean
-    h = Z.dot(one.w)
+    h = Z.dot(one.w)  # (L, d + 1): the embedding before its LayerNorm, and a 1
     np.maximum(h, _ZERO, out=h)
-    x = _norm_rows(h, one.c, one.j)
-    x *= lw
+    hc = h.dot(one.c)
+    v = (hc * hc).dot(one.j)  # variance plus eps
+    np.sqrt(v, out=v)
+    hc /= v
+    x = hc[:, : one.d] * lw
     x += lb
     return x, positions
 
@@ -427,7 +447,8 @@ def _readout(p: NumpyPolicy, x: np.ndarray, rows: np.ndarray, positions: np.ndar
     rp = p.relpos
     vals = None
     if rp is not None and positions is not None:
-        ridx = rp.index(positions.take(rows, axis=0)[:, None, :] - positions)  # (n, L): query minus key
+        pos = positions[:, :-1]
+        ridx = rp.index(pos.take(rows, axis=0)[:, None, :] - pos)  # (n, L): query minus key
         kv = rp.kv.take(ridx, axis=0)  # (n, L, 2 dh): keys and values
         att += q.reshape(n, H, dh) @ kv[..., :dh].transpose(0, 2, 1)
         vals = kv[..., dh:]
@@ -484,7 +505,8 @@ def logits_one(
         x = x.reshape(1, L, p.d)
         idx = None
         if p.relpos is not None and positions is not None:
-            idx = p.relpos.index(positions[:, None, :] - positions[None, :, :])[None]
+            pos = positions[:, :-1]
+            idx = p.relpos.index(pos[:, None, :] - pos[None, :, :])[None]
         for blk in p.blocks:
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)

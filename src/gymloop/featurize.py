@@ -295,21 +295,19 @@ class OneObsBuilder:
                 o += len(lst)
                 b = binds[t]
                 flat += b.schema.flat(lst)
-                present.append((t, lst, b))
+                present.append((t, len(lst), b))
             raw = np.array(flat)
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             return self._parts_one_by_one(per, binds)
         k = raw.dtype.kind
-        if not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _JOINT_LIMIT)) or raw.ndim != 1:
+        # (every object gives its feature count of values: a value that is a sequence shows in the shape)
+        if raw.shape != (len(flat),) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _JOINT_LIMIT)):
             return self._parts_one_by_one(per, binds)
         arr = raw.astype(_F32)
         out: list[tuple[int, Any]] = []
         i = 0
-        for t, lst, b in present:
-            n = len(lst)
+        for t, n, b in present:
             j = i + n * b.nf
-            if j > arr.shape[0]:  # (a feature that is a sequence: the type-by-type path says so)
-                return self._parts_one_by_one(per, binds)
             if b.featureless:
                 out.append((t, n))
             elif b.cols is None:
@@ -317,8 +315,6 @@ class OneObsBuilder:
             else:
                 out.append((t, arr[i:j].reshape(n, b.nf)[:, b.cols]))
             i = j
-        if i != arr.shape[0]:
-            return self._parts_one_by_one(per, binds)
         return out, starts
 
     def _parts_one_by_one(self, per: list, binds: list) -> tuple[list[tuple[int, Any]], list[int]]:

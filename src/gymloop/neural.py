@@ -395,7 +395,9 @@ def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[
     """One choice per row: the argmax (greedy) or a sample (Gumbel-max, the agent's generator)."""
     if greedy:
         return logits.argmax(-1).tolist()
-    return (logits + rng.gumbel(size=logits.shape)).argmax(-1).tolist()
+    g = rng.gumbel(size=logits.shape)
+    g += logits
+    return g.argmax(-1).tolist()
 
 
 def _runner_of(policy: NumpyPolicy, runtime: str) -> Any:

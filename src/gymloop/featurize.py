@@ -145,6 +145,32 @@ OneObs = tuple[
 ]
 
 
+def _joint_features(present: list[tuple[int, list[Any], EntityBinding]]) -> list[np.ndarray] | None:
+    """Every present type's features ``(n, n_features)`` float32, converted and checked together
+    (one array, one dot product), or ``None`` when the joint check refuses (a value that is not a
+    number, not finite, or beyond 2**53 in magnitude: see :data:`_JOINT_LIMIT`)."""
+    flat: list[Any] = []
+    try:
+        for _, lst, b in present:
+            flat += b.schema.flat(lst)
+        raw = np.array(flat)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    k = raw.dtype.kind
+    # (every object gives its feature count of values: a value that is a sequence shows in the shape)
+    if raw.shape != (len(flat),) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _JOINT_LIMIT)):
+        return None
+    arr = raw.astype(_F32)
+    out = []
+    i = 0
+    for _, lst, b in present:
+        n = len(lst)
+        j = i + n * b.nf
+        out.append(arr[i:j].reshape(n, b.nf))
+        i = j
+    return out
+
+
 class OneObsBuilder:
     """The single-observation builder: one observation → :data:`OneObs`, checked like a batch.
 
@@ -283,53 +309,20 @@ class OneObsBuilder:
         numbers are those :func:`checked_features` gives type by type: the joint check admits
         floats only up to 2**53 in magnitude, where a float64 holds every int exactly.
         """
-        starts = []
+        starts: list[int] = []
         present = []
-        flat: list[Any] = []
         o = 0
-        try:
-            for t, lst in enumerate(per):
-                starts.append(o)
-                if lst is None:
-                    continue
-                o += len(lst)
-                b = binds[t]
-                flat += b.schema.flat(lst)
-                present.append((t, len(lst), b))
-            raw = np.array(flat)
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-            return self._parts_one_by_one(per, binds)
-        k = raw.dtype.kind
-        # (every object gives its feature count of values: a value that is a sequence shows in the shape)
-        if raw.shape != (len(flat),) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _JOINT_LIMIT)):
-            return self._parts_one_by_one(per, binds)
-        arr = raw.astype(_F32)
-        out: list[tuple[int, Any]] = []
-        i = 0
-        for t, n, b in present:
-            j = i + n * b.nf
-            if b.featureless:
-                out.append((t, n))
-            elif b.cols is None:
-                out.append((t, arr[i:j].reshape(n, b.nf)))
-            else:
-                out.append((t, arr[i:j].reshape(n, b.nf)[:, b.cols]))
-            i = j
-        return out, starts
-
-    def _parts_one_by_one(self, per: list, binds: list) -> tuple[list[tuple[int, Any]], list[int]]:
-        """:meth:`parts`, type by type (:func:`checked_features` names the first bad value)."""
-        out: list[tuple[int, Any]] = []
-        starts = []
-        o = 0
-        at = self._at
         for t, lst in enumerate(per):
             starts.append(o)
-            if lst is None:
-                continue
-            o += len(lst)
-            b = binds[t]
-            arr = checked_features(b.schema, lst, at)
+            if lst is not None:
+                o += len(lst)
+                present.append((t, lst, binds[t]))
+        arrays = _joint_features(present)
+        if arrays is None:  # type by type: checked_features names the first bad value
+            at = self._at
+            arrays = [checked_features(b.schema, lst, at) for _, lst, b in present]
+        out: list[tuple[int, Any]] = []
+        for (t, lst, b), arr in zip(present, arrays):
             if b.featureless:
                 out.append((t, len(lst)))
             elif b.cols is None:

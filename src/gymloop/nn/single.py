@@ -199,8 +199,8 @@ class OneActorTables:
       gives each action type's ``(first column, width)``).
     """
 
-    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "lo", "hi", "strides",
-                 "c", "j", "work")
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "clamp", "c",
+                 "j", "work")
 
     def __init__(self, p: NumpyPolicy) -> None:
         blk = p.readout
@@ -210,11 +210,11 @@ class OneActorTables:
         rp = p.relpos
         self.relpos = rp
         self.c, self.j = _centering_of(C)
-        self.lo = self.hi = self.strides = None
-        if rp is not None:  # the positions' last column is 0: clamped to [1, 1], it adds the offset
-            self.lo = np.append(-rp.extent, _ONE)
-            self.hi = np.append(rp.extent, _ONE)
-            self.strides = np.append(rp.strides, rp.offset)
+        # relative positions: (lower bounds, upper bounds, strides); the positions' last column is
+        # 0, clamped to [1, 1] it adds the index's offset
+        self.clamp = None
+        if rp is not None:
+            self.clamp = (np.append(-rp.extent, _ONE), np.append(rp.extent, _ONE), np.append(rp.strides, rp.offset))
         self.work: dict[int, np.ndarray] = {}  # per row count, B's starting value (read-only)
         n_rel = dh if rp is not None else 0
         self.nb = nb = C + 1 + 2 * n_rel
@@ -299,12 +299,13 @@ class OneActorTables:
         n1 = B[:, : C + 1]
         u = B[r, : C + 1].dot(self.mq)
         rp = self.relpos
-        if rp is not None and positions is not None:
+        cl = self.clamp
+        if rp is not None and cl is not None and positions is not None:  # (clamp is set with relpos)
             dh = self.dh
             rel = positions[r] - positions  # query minus key, clamped to the extent
-            np.maximum(rel, self.lo, out=rel)
-            np.minimum(rel, self.hi, out=rel)
-            ix = rel.dot(self.strides)
+            np.maximum(rel, cl[0], out=rel)
+            np.minimum(rel, cl[1], out=rel)
+            ix = rel.dot(cl[2])
             np.rint(ix, out=ix)
             rp.kv.take(ix.astype(np.intp), axis=0, out=B[:, C + 1 :])  # keys and values
             att = u.reshape(C + 1 + dh, self.H).T.dot(B[:, : C + 1 + dh].T)
@@ -534,6 +535,7 @@ def logits_one(
                 lg = heads[o : o + n].reshape(1, n)
                 out.append(lg if mask is None else np.where(mask, lg, _NEG_INF))
             else:
+                assert emb is not None  # (set whenever heads is not)
                 out.append(p._categorical_logits(name, emb, mask))
             continue
         wq, bq, wk, bk = p.qk[name]

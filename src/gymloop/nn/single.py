@@ -67,10 +67,14 @@ class SummaryCandidates(NamedTuple):
     rows: np.ndarray
 
 
-def _centering(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(I - 1/d, a column of 1/d)``: ``x.dot(c)`` centers the rows of ``x``, ``y.dot(j)`` averages them."""
-    c = np.eye(d) - 1.0 / d
-    return c.astype(_F32), np.full((d, 1), 1.0 / d, dtype=_F32)
+def _centering_eps(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``[x | 1]`` (``d + 1`` columns): ``c`` centers ``x`` and maps the 1 to ``sqrt(eps d)``,
+    ``j`` averages over ``d``, so that ``((xc * xc) @ j)`` is the variance of ``x`` plus
+    LayerNorm's eps (1e-5)."""
+    c = np.zeros((d + 1, d + 1))
+    c[:d, :d] = np.eye(d) - 1.0 / d
+    c[d, d] = math.sqrt(float(_LN_EPS) * d)
+    return c.astype(_F32), np.full((d + 1, 1), 1.0 / d, dtype=_F32)
 
 
 class OneObsTables:
@@ -108,8 +112,9 @@ class OneObsTables:
         w = np.zeros((K, d + 1), dtype=_F32)
         w[F:, d] = 1.0  # every row's last column is 1: its LayerNorm's eps rides on it
         start = np.zeros((T, K), dtype=_F32)
-        self.lw = np.zeros((T, d), dtype=_F32)
-        self.lb = np.zeros((T, d), dtype=_F32)
+        # the LayerNorm's weight and bias, and for the last column 0 and 1: the embeddings come with a 1
+        self.lw = np.zeros((T, d + 1), dtype=_F32)
+        self.lb = np.ones((T, d + 1), dtype=_F32)
         for t, e in enumerate(embeds):
             _, m, sd, clip, wt, b, lw, lb = e
             m64, sd64 = m.astype(_F64), sd.astype(_F64)
@@ -122,8 +127,8 @@ class OneObsTables:
             w[F + t, :d] = b
             start[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
             start[t, F + t] = 1.0
-            self.lw[t] = lw
-            self.lb[t] = lb
+            self.lw[t, :d] = lw
+            self.lb[t, :d] = lb
         self.psel = None
         if position_idx is not None:
             P = len(position_idx[0])
@@ -138,12 +143,7 @@ class OneObsTables:
                 start[t, other] = 0.0
                 w[F + t, :d] = w[F + t, :d].astype(_F64) - z[other].astype(_F64) @ w[other, :d].astype(_F64)
         self.lo, self.hi, self.mean, self.w, self.start = lo, hi, mean, w, start
-        # centering of [h | 1] that maps the 1 to sqrt(eps d): the mean of the squares is the variance plus eps
-        c = np.zeros((d + 1, d + 1))
-        c[:d, :d] = np.eye(d) - 1.0 / d
-        c[d, d] = math.sqrt(float(_LN_EPS) * d)
-        self.c = c.astype(_F32)
-        self.j = np.full((d + 1, 1), 1.0 / d, dtype=_F32)
+        self.c, self.j = _centering_eps(d)
         self.layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]] = {}
         self.cached = 0  # numbers held by the cached layouts
 
@@ -209,7 +209,7 @@ class OneActorTables:
         self.C, self.H, self.dh = C, H, dh
         rp = p.relpos
         self.relpos = rp
-        self.c, self.j = _centering_of(C)
+        self.c, self.j = _centering_eps(C)
         # relative positions: (lower bounds, upper bounds, strides); the positions' last column is
         # 0, clamped to [1, 1] it adds the index's offset
         self.clamp = None
@@ -288,14 +288,13 @@ class OneActorTables:
         C = self.C
         L = x.shape[0]
         xc = x.dot(self.c)
-        v = (xc * xc).dot(self.j)
-        v += _LN_EPS
+        v = (xc * xc).dot(self.j)  # variance plus eps
         np.sqrt(v, out=v)
         B = self.work.get(L)
         if B is None:
             B = self._work(L)
         B = B.copy()
-        np.divide(xc, v, out=B[:, :C])
+        np.divide(xc[:, :C], v, out=B[:, :C])
         n1 = B[:, : C + 1]
         u = B[r, : C + 1].dot(self.mq)
         rp = self.relpos
@@ -320,7 +319,7 @@ class OneActorTables:
         R = att.dot(B)  # (H, nb): per head the weighted rows, column C the weights' sum
         R /= R[:, C : C + 1]
         xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and a 1
-        xr[:C] += x[r]
+        xr[:C] += x[r, :C]
         P = xr.dot(self.wm)
         xc1 = P[:C]
         inv = _F32(1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5))
@@ -347,18 +346,9 @@ class OneActorTables:
         return b
 
 
-_CENTERING: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _centering_of(d: int) -> tuple[np.ndarray, np.ndarray]:
-    cj = _CENTERING.get(d)
-    if cj is None:
-        cj = _CENTERING[d] = _centering(d)
-    return cj
-
-
 def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Embeddings ``(L, d)`` and positions ``(L, P)`` (or ``None``) of one observation's rows."""
+    """Embeddings ``(L, d + 1)`` (the last column 1) and positions ``(L, P + 1)`` (the last column 0)
+    of one observation's rows (positions ``None`` without relative positions)."""
     one = p.one_tables
     raw_positions = None
     if p.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
@@ -372,7 +362,8 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
                 if not isinstance(x, int) and not np.isfinite(x).all():
                     _bad_features(p, [(t, x)])
         embs = [p.embed(t, x) for t, x in parts]
-        return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
+        x = embs[0] if len(embs) == 1 else np.concatenate(embs)
+        return np.concatenate([x, np.ones((x.shape[0], 1), dtype=_F32)], axis=1), None
     if len(parts) == one.T:
         counts = tuple([x.shape[0] for _, x in parts])
     else:
@@ -403,9 +394,9 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
     v = (hc * hc).dot(one.j)  # variance plus eps
     np.sqrt(v, out=v)
     hc /= v
-    x = hc[:, : one.d] * lw
-    x += lb
-    return x, positions
+    hc *= lw
+    hc += lb
+    return hc, positions
 
 
 def _in_frame(p: NumpyPolicy, parts: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
@@ -500,7 +491,8 @@ def logits_one(
         InvalidObservationError: a position relative to the egocentric frame's origin is not finite
             (features far beyond the positions' scale).
     """
-    x, positions = _embed(p, parts, g)
+    xe, positions = _embed(p, parts, g)
+    x = xe[:, : p.d]
     if p.blocks:
         L = x.shape[0]
         x = x.reshape(1, L, p.d)
@@ -511,10 +503,11 @@ def logits_one(
         for blk in p.blocks:
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)
+        xe = np.concatenate([x, np.ones((L, 1), dtype=_F32)], axis=1)
     one = p.one_actor
     heads = emb = None
     if one is not None and actor_rows.shape[0] == 1:
-        heads = one.actor(x, int(actor_rows[0]), positions)
+        heads = one.actor(xe, int(actor_rows[0]), positions)
     elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:

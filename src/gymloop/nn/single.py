@@ -6,7 +6,9 @@ decision: the embeddings of every entity type in one product (:class:`OneObsTabl
 block only at the actors' rows, the summary only when a global decision asks for it. Its inputs come
 from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation builder
 (:class:`gymloop.featurize.OneObsBuilder`) bound to the checkpoint, which checks every value; the ONNX exporter
-(:func:`gymloop.export.onnx.policy_to_onnx`) writes this same function as a graph.
+(:func:`gymloop.export.onnx.policy_to_onnx`) writes the same inputs and outputs as a graph (its
+operations those of the network as trained, not the folded tables below: the outputs agree to
+float32 rounding).
 
 A decision costs a few dozen numpy calls on tiny arrays, each worth about half a microsecond
 whatever its size, so the path is written as few and large operations: everything that does not
@@ -81,16 +83,19 @@ class OneObsTables:
     """Precomputed tables of the one-observation embedding path (every entity type has features).
 
     The rows of all types go through one product. A row of type ``t`` is laid out over ``K``
-    columns: every type's feature columns (its own raw features in its block, every other block
-    holding that type's normalization mean, position columns 0), then one indicator column per
-    type (1 at ``t``). The normalization clip is applied in raw units (``clip(x, mean - c*sd, mean +
-    c*sd) - mean``: the other blocks become exactly 0 but for the position columns, whose constant
-    is taken off the type's bias; the indicators stay), the division by ``sd`` is folded into the
-    stacked weights ``w`` and each type's bias sits in its indicator's row of ``w``. The
-    positions are one product ``psel`` of the raw layout (exact: the other columns are 0).
+    columns: every type's feature columns (its own raw features in its block; every other type's
+    block holding that other type's normalization mean, its position columns 0), then one
+    indicator column per type (1 at ``t``). The normalization clip is applied in raw units
+    (``clip(x, mean - c*sd, mean + c*sd) - mean``: the other blocks become exactly 0 but for the
+    position columns, whose constant is taken off the type's bias; the indicators stay), the
+    division by ``sd`` is folded into the stacked weights ``w`` and each type's bias sits in its
+    indicator's row of ``w``, whose last column gives every row a 1 (the LayerNorm's eps rides on
+    it: :func:`_centering_eps`). The positions are one product ``psel`` of the raw layout (exact:
+    the other columns are 0), with a last column of 0s.
 
     :meth:`layout` gives, per count of rows of each type, the starting rows of an observation and
-    its rows' LayerNorm weights and biases (cached: a game's observations come in few shapes).
+    its rows' LayerNorm weights and biases, extended by 0 and 1 so that the embeddings keep a
+    last column of 1s (cached: a game's observations come in few shapes).
     """
 
     __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "w", "start", "lw", "lb", "psel", "c",
@@ -150,7 +155,7 @@ class OneObsTables:
     def layout(self, counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]:
         """``(start, lw, lb, rows)`` of an observation with ``counts[t]`` rows of type ``t``: its
         starting layout ``(L, K)`` (copy it before writing), its rows' LayerNorm weights and biases
-        ``(L, d)`` (read-only) and each type's rows."""
+        ``(L, d + 1)`` (read-only) and each type's rows."""
         lay = self.layouts.get(counts)
         if lay is not None:
             return lay
@@ -191,12 +196,16 @@ class OneActorTables:
     * ``wv``: per head ``[Wv_h Wp_h; bv_h Wp_h (+ the output bias, head 0); 0; Wp_h]``, stacked:
       the value projection, the relative values and the output projection folded into one matrix,
       applied to ``p_h^T B`` of every head at once (the column of 1s carries the softmax's sum, so
-      the normalization is one division);
-    * ``wm``: the actor's row after attention ``x`` to ``[x centered | x centered @ W1 / sqrt 2 |
-      x @ heads]``: the MLP's LayerNorm is then one scalar, its GELU an erf of the folded input;
-      ``w2c`` and ``bc`` carry the MLP's output through the heads (every actor-bound categorical
-      head's weights and every select-entity head's query projection, side by side: ``heads``
-      gives each action type's ``(first column, width)``).
+      the normalization is one division); a last output column passes head 0's 1 on;
+    * ``wm``: the actor's row after attention and its 1, ``[x | 1]``, to ``[x centered | x centered
+      @ W1 / sqrt 2 | x @ heads + the heads' bias]``: the MLP's LayerNorm is then one scalar, its
+      GELU an erf of the folded input; ``w2c`` carries the MLP's output through the heads (every
+      actor-bound categorical head's weights and every select-entity head's query projection,
+      side by side: ``heads`` gives each action type's ``(first column, width)``).
+
+    Every ``(L, d + 1)`` input of :meth:`actor` has the last column 1 (:func:`_embed` gives it), on
+    which the readout LayerNorm's eps rides; the work matrix starts from a cached template per row
+    count (:attr:`work`).
     """
 
     __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "clamp", "c",
@@ -282,9 +291,9 @@ class OneActorTables:
         return t
 
     def actor(self, x: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
-        """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d)`` (after the full
-        blocks) with positions ``(L, P + 1)`` (their last column 0, as :class:`OneObsTables` gives
-        them): ``(n_heads_columns,)``, sliced by :attr:`heads`."""
+        """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d + 1)`` (after the full
+        blocks; the last column 1) with positions ``(L, P + 1)`` (the last column 0), as
+        :func:`_embed` gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
         C = self.C
         L = x.shape[0]
         xc = x.dot(self.c)

@@ -542,6 +542,8 @@ class NeuralAgent:
         logits = self._logits_one(parts, g, rows, requests)
         rng = self.rng
         greedy = self.greedy
+        if len(logits) == 1 and obs.is_single_actor:  # (what pack_result gives for one actor and one type)
+            return decode[0][_choose(logits[0], rng, greedy)[0]]
         per_type = []
         for lg, vals in zip(logits, decode):
             per_type.append([vals[i] for i in _choose(lg, rng, greedy)])

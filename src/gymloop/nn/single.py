@@ -380,7 +380,8 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
         for t, x in parts:
             cl[t] = x.shape[0]
         counts = tuple(cl)
-    start, lw, lb, rows = one.layout(counts)
+    lay = one.layouts.get(counts)
+    start, lw, lb, rows = lay if lay is not None else one.layout(counts)
     Z = start.copy()
     cols = one.cols
     if g is None:

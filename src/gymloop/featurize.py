@@ -52,6 +52,10 @@ __all__ = [
 
 _F32 = np.float32
 _FLOAT64_MAX = float(np.finfo(np.float64).max)
+#: :meth:`OneObsBuilder.parts`'s joint check: a sum of squares at most this has every value finite
+#: and at most 2**53 in magnitude (float64 holds every int there exactly, so the joint float64
+#: array rounds to the float32 that each type's own array gives)
+_JOINT_LIMIT = float(2**106)
 #: ``[r]`` for each row ``r`` a single actor commonly has, read-only (:data:`OneObs`'s ``actor_rows``)
 _ONE_ROW = tuple(np.array([r], dtype=np.intp) for r in range(1024))
 for _a in _ONE_ROW:
@@ -139,6 +143,32 @@ OneObs = tuple[
     list["list[Any] | None"], list[tuple[int, Any]], "np.ndarray | None", list[int], np.ndarray, list[ActionBinding],
     list["np.ndarray | None"],
 ]
+
+
+def _joint_features(present: list[tuple[int, list[Any], EntityBinding]]) -> list[np.ndarray] | None:
+    """Every present type's features ``(n, n_features)`` float32, converted and checked together
+    (one array, one dot product), or ``None`` when the joint check refuses (a value that is not a
+    number, not finite, or beyond 2**53 in magnitude: see :data:`_JOINT_LIMIT`)."""
+    flat: list[Any] = []
+    try:
+        for _, lst, b in present:
+            flat += b.schema.flat(lst)
+        raw = np.array(flat)
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    k = raw.dtype.kind
+    # (every object gives its feature count of values: a value that is a sequence shows in the shape)
+    if raw.shape != (len(flat),) or not (k in "biu" or (k == "f" and np.vdot(raw, raw) <= _JOINT_LIMIT)):
+        return None
+    arr = raw.astype(_F32)
+    out = []
+    i = 0
+    for _, lst, b in present:
+        n = len(lst)
+        j = i + n * b.nf
+        out.append(arr[i:j].reshape(n, b.nf))
+        i = j
+    return out
 
 
 class OneObsBuilder:
@@ -272,18 +302,27 @@ class OneObsBuilder:
     def parts(self, per: list, binds: list) -> tuple[list[tuple[int, Any]], list[int]]:
         """Per present type ``(t, checked features (n, n_features) float32 in the binding's columns)``,
         or ``(t, n)`` for a featureless type; and each type's first row in the observation's
-        sequence (the types' objects one type after another)."""
-        out: list[tuple[int, Any]] = []
-        starts = []
+        sequence (the types' objects one type after another).
+
+        Every type's features are converted and checked together (one array, one dot product);
+        when that refuses, type by type (:func:`checked_features`, which names the bad value). The
+        numbers are those :func:`checked_features` gives type by type: the joint check admits
+        floats only up to 2**53 in magnitude, where a float64 holds every int exactly.
+        """
+        starts: list[int] = []
+        present = []
         o = 0
-        at = self._at
         for t, lst in enumerate(per):
             starts.append(o)
-            if lst is None:
-                continue
-            o += len(lst)
-            b = binds[t]
-            arr = checked_features(b.schema, lst, at)
+            if lst is not None:
+                o += len(lst)
+                present.append((t, lst, binds[t]))
+        arrays = _joint_features(present)
+        if arrays is None:  # type by type: checked_features names the first bad value
+            at = self._at
+            arrays = [checked_features(b.schema, lst, at) for _, lst, b in present]
+        out: list[tuple[int, Any]] = []
+        for (t, lst, b), arr in zip(present, arrays):
             if b.featureless:
                 out.append((t, len(lst)))
             elif b.cols is None:

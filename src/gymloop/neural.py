@@ -395,7 +395,9 @@ def _choose(logits: np.ndarray, rng: np.random.Generator, greedy: bool) -> list[
     """One choice per row: the argmax (greedy) or a sample (Gumbel-max, the agent's generator)."""
     if greedy:
         return logits.argmax(-1).tolist()
-    return (logits + rng.gumbel(size=logits.shape)).argmax(-1).tolist()
+    g = rng.gumbel(size=logits.shape)
+    g += logits
+    return g.argmax(-1).tolist()
 
 
 def _runner_of(policy: NumpyPolicy, runtime: str) -> Any:
@@ -540,6 +542,8 @@ class NeuralAgent:
         logits = self._logits_one(parts, g, rows, requests)
         rng = self.rng
         greedy = self.greedy
+        if len(logits) == 1 and obs.is_single_actor:  # (what pack_result gives for one actor and one type)
+            return decode[0][_choose(logits[0], rng, greedy)[0]]
         per_type = []
         for lg, vals in zip(logits, decode):
             per_type.append([vals[i] for i in _choose(lg, rng, greedy)])

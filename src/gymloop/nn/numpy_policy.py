@@ -36,7 +36,7 @@ from .heads import POINTER, head_of, summary_actions
 from .inputs import FrameIndex, Packed, pack
 from .numpy_ops import erf, fold, gelu, gelu2, lin, ln, norm, softmax_last
 from .shapes import NetSpec, check_weights, expected_shapes, resolve
-from .single import OBS_SUMMARY, OneObsTables, logits_one
+from .single import OBS_SUMMARY, OneActorTables, OneObsTables, logits_one
 
 __all__ = ["OBS_SUMMARY", "NumpyPolicy", "NumpyOutput", "erf", "gelu", "check_weights", "expected_shapes", "segment_argmax"]
 
@@ -187,7 +187,8 @@ class NumpyPolicy:
         ``labels`` and ``among``; ``cfg``: the :class:`NetConfig`; ``position_idx``: per entity type
         the columns of the relative-position features (``None`` without relpos); ``one_tables``: the
         :class:`~gymloop.nn.single.OneObsTables` of the one-decision path (``None`` when an entity
-        type has no features).
+        type has no features); ``one_actor``: its :class:`~gymloop.nn.single.OneActorTables` (``None``
+        without a readout block).
 
     Example:
         >>> import os, tempfile
@@ -299,6 +300,7 @@ class NumpyPolicy:
         if self.embeds and all(e[0] == "embed" for e in self.embeds):
             pidx = None if self.position_idx is None else [self.position_idx[n] for n in self.entity_names]
             self.one_tables = OneObsTables(self.embeds, [len(ents[n]) for n in self.entity_names], ng, d, pidx)
+        self.one_actor = OneActorTables.of(self)
 
     @classmethod
     def from_file(cls, path: Any) -> NumpyPolicy:

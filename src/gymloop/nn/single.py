@@ -6,7 +6,31 @@ decision: the embeddings of every entity type in one product (:class:`OneObsTabl
 block only at the actors' rows, the summary only when a global decision asks for it. Its inputs come
 from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation builder
 (:class:`gymloop.featurize.OneObsBuilder`) bound to the checkpoint, which checks every value; the ONNX exporter
-(:func:`gymloop.export.onnx.policy_to_onnx`) writes this same function as a graph.
+(:func:`gymloop.export.onnx.policy_to_onnx`) writes the same inputs and outputs as a graph (its
+operations those of the network as trained, not the folded tables below: the outputs agree to
+float32 rounding).
+
+A decision costs a few dozen numpy calls on tiny arrays, each worth about half a microsecond
+whatever its size, so the path is written as few and large operations: everything that does not
+depend on the observation is folded into tables when the policy is built. The common decision (one
+actor, a readout block) goes through :class:`OneActorTables`: the readout's query of that one actor
+against every row's key and relative-position key in one product, the values and the output
+projection folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the
+linear heads folded into the MLP's last layer.
+
+Example:
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from gymloop.games.snake import snake
+    >>> from gymloop.neural import random_checkpoint
+    >>> from gymloop.nn.numpy_policy import NumpyPolicy
+    >>> path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
+    >>> random_checkpoint(path, snake)
+    >>> policy = NumpyPolicy.from_file(path)   # types in network order: Body, Food, Head
+    >>> parts = [(1, np.array([[3, 4]], np.float32)), (2, np.array([[1, 1]], np.float32))]
+    >>> (lg,) = logits_one(policy, parts, None, np.array([1]), [("Move", None, None)])
+    >>> lg.shape
+    (1, 4)
 """
 
 from __future__ import annotations
@@ -22,10 +46,17 @@ from .numpy_ops import lin, norm, softmax_last
 if TYPE_CHECKING:
     from .numpy_policy import NumpyPolicy
 
-__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneObsTables", "logits_one"]
+__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneActorTables", "OneObsTables", "logits_one"]
 
 _F32 = np.float32
+_F64 = np.float64
 _NEG_INF = np.float32(-np.inf)
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
+_LN_EPS = np.float32(1e-5)
+_SQRT2 = math.sqrt(2.0)
+_erf = math.erf
+_max_reduce = np.maximum.reduce
 #: marks a request of :func:`logits_one` answered from the observation summary
 OBS_SUMMARY = "summary"
 
@@ -38,60 +69,301 @@ class SummaryCandidates(NamedTuple):
     rows: np.ndarray
 
 
+def _centering_eps(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """For rows ``[x | 1]`` (``d + 1`` columns): ``c`` centers ``x`` and maps the 1 to ``sqrt(eps d)``,
+    ``j`` averages over ``d``, so that ``((xc * xc) @ j)`` is the variance of ``x`` plus
+    LayerNorm's eps (1e-5)."""
+    c = np.zeros((d + 1, d + 1))
+    c[:d, :d] = np.eye(d) - 1.0 / d
+    c[d, d] = math.sqrt(float(_LN_EPS) * d)
+    return c.astype(_F32), np.full((d + 1, 1), 1.0 / d, dtype=_F32)
+
+
 class OneObsTables:
     """Precomputed tables of the one-observation embedding path (every entity type has features).
 
-    The rows of all types go through one product: type ``t``'s raw features sit in its own column
-    block of a ``(L, F)`` matrix (zeros elsewhere); the normalization clip is applied in raw units
-    (``clip(x, mean - c*sd, mean + c*sd) - mean``) and the division by ``sd`` is folded into the
-    stacked weights. ``table`` holds per type ``[block mask | bias | ln weight | ln bias]``.
+    The rows of all types go through one product. A row of type ``t`` is laid out over ``K``
+    columns: every type's feature columns (its own raw features in its block; every other type's
+    block holding that other type's normalization mean, its position columns 0), then one
+    indicator column per type (1 at ``t``). The normalization clip is applied in raw units
+    (``clip(x, mean - c*sd, mean + c*sd) - mean``: the other blocks become exactly 0 but for the
+    position columns, whose constant is taken off the type's bias; the indicators stay), the
+    division by ``sd`` is folded into the stacked weights ``w`` and each type's bias sits in its
+    indicator's row of ``w``, whose last column gives every row a 1 (the LayerNorm's eps rides on
+    it: :func:`_centering_eps`). The positions are one product ``psel`` of the raw layout (exact:
+    the other columns are 0), with a last column of 0s.
+
+    :meth:`layout` gives, per count of rows of each type, the starting rows of an observation and
+    its rows' LayerNorm weights and biases, extended by 0 and 1 so that the embeddings keep a
+    last column of 1s (cached: a game's observations come in few shapes).
     """
 
-    __slots__ = ("F", "offs", "nfs", "lo", "hi", "mean", "w", "table", "psel", "d")
+    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "w", "start", "lw", "lb", "psel", "c",
+                 "j", "layouts", "cached")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
         widths = [nf + ng for nf in nfs]
+        self.T = T = len(embeds)
         self.F = F = sum(widths)
-        self.offs = list(np.cumsum(widths) - widths)
-        self.nfs = nfs
+        self.K = K = F + T
         self.d = d
-        T = len(embeds)
-        lo, hi, mean, ws = [], [], [], []
-        table = np.zeros((T, F + 3 * d), dtype=_F32)
+        self.offs = [int(o) for o in np.cumsum(widths) - widths]
+        self.nfs = nfs
+        self.cols = [slice(o, o + nf) for o, nf in zip(self.offs, nfs)]
+        self.gcols = [slice(o + nf, o + nf + ng) for o, nf in zip(self.offs, nfs)]
+        lo = np.zeros(K, dtype=_F32)
+        hi = np.ones(K, dtype=_F32)  # (the indicator columns pass the clip unchanged)
+        mean = np.zeros(K, dtype=_F32)
+        w = np.zeros((K, d + 1), dtype=_F32)
+        w[F:, d] = 1.0  # every row's last column is 1: its LayerNorm's eps rides on it
+        start = np.zeros((T, K), dtype=_F32)
+        # the LayerNorm's weight and bias, and for the last column 0 and 1: the embeddings come with a 1
+        self.lw = np.zeros((T, d + 1), dtype=_F32)
+        self.lb = np.ones((T, d + 1), dtype=_F32)
         for t, e in enumerate(embeds):
-            _, m, sd, clip, w, b, lw, lb = e
-            m64, sd64 = m.astype(np.float64), sd.astype(np.float64)
-            lo.append(m64 - float(clip) * sd64)
-            hi.append(m64 + float(clip) * sd64)
-            mean.append(m)
-            ws.append(w.astype(np.float64) / sd64[:, None])
+            _, m, sd, clip, wt, b, lw, lb = e
+            m64, sd64 = m.astype(_F64), sd.astype(_F64)
             o = self.offs[t]
-            table[t, o : o + widths[t]] = 1.0
-            table[t, F : F + d] = b
-            table[t, F + d : F + 2 * d] = lw
-            table[t, F + 2 * d :] = lb
-        self.lo = np.concatenate(lo).astype(_F32)
-        self.hi = np.concatenate(hi).astype(_F32)
-        self.mean = np.concatenate(mean).astype(_F32)
-        self.w = np.ascontiguousarray(np.concatenate(ws), dtype=_F32)
-        self.table = table
+            blk = slice(o, o + widths[t])
+            lo[blk] = m64 - float(clip) * sd64
+            hi[blk] = m64 + float(clip) * sd64
+            mean[blk] = m
+            w[blk, :d] = wt.astype(_F64) / sd64[:, None]
+            w[F + t, :d] = b
+            start[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
+            start[t, F + t] = 1.0
+            self.lw[t, :d] = lw
+            self.lb[t, :d] = lb
         self.psel = None
         if position_idx is not None:
             P = len(position_idx[0])
-            self.psel = np.zeros((F, P), dtype=_F32)
+            self.psel = np.zeros((K, P + 1), dtype=_F32)  # (and a column of 0s: see OneActorTables.actor)
+            pcols = [self.offs[t] + col for t, cols in enumerate(position_idx) for col in cols]
             for t, cols in enumerate(position_idx):
-                for j, c in enumerate(cols):
-                    self.psel[self.offs[t] + c, j] = 1.0
+                for i, col in enumerate(cols):
+                    self.psel[self.offs[t] + col, i] = 1.0
+            z = np.minimum(np.maximum(np.zeros(K, dtype=_F32), lo), hi) - mean
+            for t in range(T):
+                other = [c for c in pcols if not self.offs[t] <= c < self.offs[t] + widths[t]]
+                start[t, other] = 0.0
+                w[F + t, :d] = w[F + t, :d].astype(_F64) - z[other].astype(_F64) @ w[other, :d].astype(_F64)
+        self.lo, self.hi, self.mean, self.w, self.start = lo, hi, mean, w, start
+        self.c, self.j = _centering_eps(d)
+        self.layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]] = {}
+        self.cached = 0  # numbers held by the cached layouts
+
+    def layout(self, counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]:
+        """``(start, lw, lb, rows)`` of an observation with ``counts[t]`` rows of type ``t``: its
+        starting layout ``(L, K)`` (copy it before writing), its rows' LayerNorm weights and biases
+        ``(L, d + 1)`` (read-only) and each type's rows."""
+        lay = self.layouts.get(counts)
+        if lay is not None:
+            return lay
+        typ = np.repeat(np.arange(self.T), counts)
+        rows, s = [], 0
+        for n in counts:
+            rows.append(slice(s, s + n))
+            s += n
+        arrays = [self.start.take(typ, axis=0), self.lw.take(typ, axis=0), self.lb.take(typ, axis=0)]
+        for a in arrays:
+            a.flags.writeable = False
+        lay = (arrays[0], arrays[1], arrays[2], rows)
+        size = s * (self.K + 2 * self.d)
+        if self.cached + size > _LAYOUT_CACHE:
+            self.layouts.clear()
+            self.cached = 0
+        if size <= _LAYOUT_CACHE // 8:
+            self.layouts[counts] = lay
+            self.cached += size
+        return lay
+
+
+_LAYOUT_CACHE = 1 << 22  # numbers the cached layouts of one policy may hold (16 MB)
+
+
+class OneActorTables:
+    """Precomputed tables of the readout block at ONE actor and the linear heads that read its output.
+
+    Every row of the observation gets one row of a work matrix ``B = [n1 | 1 | rk | v]``: its
+    normalized readout input ``n1``, a 1, and (with relative positions) the relative-position key
+    and value of the row seen from the actor (the value then gated). With ``q_h`` the actor's
+    query of head ``h`` (pre-scaled) and ``p_h`` that head's attention weights:
+
+    * ``mq``: the actor's ``[n1 | 1]`` to the ``(d + 1 [+ d_head], H)`` matrix ``U`` whose column
+      ``h`` is ``[Wk_h q_h; bk_h . q_h; q_h]``: the query and the key projection folded, so that
+      ``B @ U`` is every head's score of every row (key plus relative-position key) in one product;
+    * ``wg``: ``[n1 | 1]`` to the value gate (with gated relative positions);
+    * ``wv``: per head ``[Wv_h Wp_h; bv_h Wp_h (+ the output bias, head 0); 0; Wp_h]``, stacked:
+      the value projection, the relative values and the output projection folded into one matrix,
+      applied to ``p_h^T B`` of every head at once (the column of 1s carries the softmax's sum, so
+      the normalization is one division); a last output column passes head 0's 1 on;
+    * ``wm``: the actor's row after attention and its 1, ``[x | 1]``, to ``[x centered | x centered
+      @ W1 / sqrt 2 | x @ heads + the heads' bias]``: the MLP's LayerNorm is then one scalar, its
+      GELU an erf of the folded input; ``w2c`` carries the MLP's output through the heads (every
+      actor-bound categorical head's weights and every select-entity head's query projection,
+      side by side: ``heads`` gives each action type's ``(first column, width)``).
+
+    Every ``(L, d + 1)`` input of :meth:`actor` has the last column 1 (:func:`_embed` gives it), on
+    which the readout LayerNorm's eps rides; the work matrix starts from a cached template per row
+    count (:attr:`work`).
+    """
+
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "clamp", "c",
+                 "j", "work")
+
+    def __init__(self, p: NumpyPolicy) -> None:
+        blk = p.readout
+        assert blk is not None  # made only with a readout block
+        C, H, dh = p.d, p.H, p.dh
+        self.C, self.H, self.dh = C, H, dh
+        rp = p.relpos
+        self.relpos = rp
+        self.c, self.j = _centering_eps(C)
+        # relative positions: (lower bounds, upper bounds, strides); the positions' last column is
+        # 0, clamped to [1, 1] it adds the index's offset
+        self.clamp = None
+        if rp is not None:
+            self.clamp = (np.append(-rp.extent, _ONE), np.append(rp.extent, _ONE), np.append(rp.strides, rp.offset))
+        self.work: dict[int, np.ndarray] = {}  # per row count, B's starting value (read-only)
+        n_rel = dh if rp is not None else 0
+        self.nb = nb = C + 1 + 2 * n_rel
+        w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
+        # [n1 | 1] -> q (pre-scaled), and q -> U (flattened row-major over (C + 1 + n_rel, H))
+        wq = np.concatenate([w_in[:, :C], b_in[None, :C]]) * float(p.scale)
+        wk, bk = w_in[:, C : 2 * C], b_in[C : 2 * C]
+        head = np.arange(C) // dh
+        a = np.zeros((C + 1 + n_rel, H, C))
+        for h in range(H):
+            on = head == h
+            a[:C, h, on] = wk[:, on]
+            a[C, h, on] = bk[on]
+            if n_rel:
+                a[C + 1 + np.arange(dh), h, h * dh + np.arange(dh)] = 1.0
+        self.mq = np.ascontiguousarray(wq @ a.reshape(-1, C).T, dtype=_F32)
+        self.wg = None
+        if blk.gated:
+            self.wg = np.concatenate([w_in[:, 3 * C :], b_in[None, 3 * C :]]).astype(_F32)
+        # values and output projection, per head: p_h^T B @ wv_h
+        wv, bv = w_in[:, 2 * C : 3 * C], b_in[2 * C : 3 * C]
+        wp, bp = blk.wp.astype(_F64), blk.bp.astype(_F64)
+        big = np.zeros((H * nb, C + 1))  # (the last column: 1, from head 0's column of 1s)
+        for h in range(H):
+            hs = slice(h * dh, (h + 1) * dh)
+            o = h * nb
+            big[o : o + C, :C] = wv[:, hs] @ wp[hs]
+            big[o + C, :C] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
+            if n_rel:
+                big[o + C + 1 + dh : o + nb, :C] = wp[hs]
+        big[C, C] = 1.0
+        self.wv = big.astype(_F32)
+        # the MLP and the heads after it
+        names = [n for n in p.action_space if n not in p.summary_actions]
+        hw, hb, self.heads = [], [], {}
+        o = 0
+        for n in names:
+            w, b = p.heads[n] if n in p.heads else p.qk[n][:2]
+            self.heads[n] = (o, w.shape[1])
+            o += w.shape[1]
+            hw.append(w.astype(_F64))
+            hb.append(b.astype(_F64))
+        wc = np.concatenate(hw, axis=1) if hw else np.zeros((C, 0))
+        bcons = np.concatenate(hb) if hb else np.zeros(0)
+        w1, b1 = blk.w1.astype(_F64), blk.b1.astype(_F64)
+        w2, b2 = blk.w2.astype(_F64) * _SQRT2, blk.b2.astype(_F64)  # (w2 already holds gelu's halving)
+        self.hid = w1.shape[1]
+        cen = np.eye(C) - 1.0 / C
+        wm = np.zeros((C + 1, C + self.hid + wc.shape[1]))
+        wm[:C] = np.concatenate([cen, cen @ w1 / _SQRT2, wc], axis=1)
+        wm[C, C + self.hid :] = b2 @ wc + bcons  # (the heads' bias, on the row's last entry, 1)
+        self.wm = wm.astype(_F32)
+        self.b1 = (b1 / _SQRT2).astype(_F32)
+        self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
+
+    @classmethod
+    def of(cls, p: NumpyPolicy) -> OneActorTables | None:
+        """The tables of ``p`` (``None`` without a readout block, or when folding overflows float32)."""
+        if p.readout is None:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            t = cls(p)
+        if not all(np.isfinite(a).all() for a in (t.mq, t.wv, t.wm, t.b1, t.w2c) + ((t.wg,) if t.wg is not None else ())):
+            return None
+        return t
+
+    def actor(self, x: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
+        """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d + 1)`` (after the full
+        blocks; the last column 1) with positions ``(L, P + 1)`` (the last column 0), as
+        :func:`_embed` gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
+        C = self.C
+        L = x.shape[0]
+        xc = x.dot(self.c)
+        v = (xc * xc).dot(self.j)  # variance plus eps
+        np.sqrt(v, out=v)
+        B = self.work.get(L)
+        if B is None:
+            B = self._work(L)
+        B = B.copy()
+        np.divide(xc[:, :C], v, out=B[:, :C])
+        n1 = B[:, : C + 1]
+        u = B[r, : C + 1].dot(self.mq)
+        rp = self.relpos
+        cl = self.clamp
+        if rp is not None and cl is not None and positions is not None:  # (clamp is set with relpos)
+            dh = self.dh
+            rel = positions[r] - positions  # query minus key, clamped to the extent
+            np.maximum(rel, cl[0], out=rel)
+            np.minimum(rel, cl[1], out=rel)
+            ix = rel.dot(cl[2])
+            np.rint(ix, out=ix)
+            rp.kv.take(ix.astype(np.intp), axis=0, out=B[:, C + 1 :])  # keys and values
+            att = u.reshape(C + 1 + dh, self.H).T.dot(B[:, : C + 1 + dh].T)
+            if self.wg is not None:
+                g = n1.dot(self.wg)
+                vals = B[:, C + 1 + dh :]
+                vals *= np.maximum(g, _ZERO, out=g) if rp.gate_kind == "relu" else rp.activate(g)
+        else:
+            att = u.reshape(C + 1, self.H).T.dot(n1.T)
+        att -= _max_reduce(att, 1)[:, None]  # (H, L): every head's scores
+        np.exp(att, out=att)
+        R = att.dot(B)  # (H, nb): per head the weighted rows, column C the weights' sum
+        R /= R[:, C : C + 1]
+        xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and a 1
+        xr[:C] += x[r, :C]
+        P = xr.dot(self.wm)
+        xc1 = P[:C]
+        inv = _F32(1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5))
+        hid = self.hid
+        h = P[C : C + hid]
+        h *= inv
+        h += self.b1
+        e = np.array(list(map(_erf, h.tolist())), dtype=_F32)
+        e += _ONE
+        e *= h
+        out = e.dot(self.w2c)
+        out += P[C + hid :]
+        return out
+
+    def _work(self, L: int) -> np.ndarray:
+        """B's starting value for ``L`` rows: 0, and the column of 1s (cached, read-only)."""
+        b = np.zeros((L, self.nb), dtype=_F32)
+        b[:, self.C] = 1.0
+        b.flags.writeable = False
+        if len(self.work) >= 64:
+            self.work.clear()
+        if L <= 1024:
+            self.work[L] = b
+        return b
 
 
 def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Embeddings ``(L, d)`` and positions ``(L, P)`` (or ``None``) of one observation's rows."""
+    """Embeddings ``(L, d + 1)`` (the last column 1) and positions ``(L, P + 1)`` (the last column 0)
+    of one observation's rows (positions ``None`` without relative positions)."""
     one = p.one_tables
-    ng = len(p.global_features)
     raw_positions = None
     if p.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
         if one is not None and one.psel is not None and p.position_idx is not None:
-            raw_positions = np.concatenate([x[:, p.position_idx[p.entity_names[t]]] for t, x in parts])
+            raw = np.concatenate([x[:, p.position_idx[p.entity_names[t]]] for t, x in parts])
+            raw_positions = np.concatenate([raw, np.zeros((raw.shape[0], 1), dtype=_F32)], axis=1)
         parts = _in_frame(p, parts)
     if one is None:  # a featureless type: embed type by type (no relpos then)
         if p.frame is not None:
@@ -99,36 +371,43 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
                 if not isinstance(x, int) and not np.isfinite(x).all():
                     _bad_features(p, [(t, x)])
         embs = [p.embed(t, x) for t, x in parts]
-        return (embs[0] if len(embs) == 1 else np.concatenate(embs)), None
-    counts = [x.shape[0] for _, x in parts]
-    L = sum(counts)
-    Z = np.zeros((L, one.F), dtype=_F32)
-    s = 0
-    offs, nfs = one.offs, one.nfs
-    for (t, x), n in zip(parts, counts):
-        o = offs[t]
-        e = s + n
-        Z[s:e, o : o + nfs[t]] = x
-        if ng:
-            Z[s:e, o + nfs[t] : o + nfs[t] + ng] = g
-        s = e
+        x = embs[0] if len(embs) == 1 else np.concatenate(embs)
+        return np.concatenate([x, np.ones((x.shape[0], 1), dtype=_F32)], axis=1), None
+    if len(parts) == one.T:
+        counts = tuple([x.shape[0] for _, x in parts])
+    else:
+        cl = [0] * one.T
+        for t, x in parts:
+            cl[t] = x.shape[0]
+        counts = tuple(cl)
+    lay = one.layouts.get(counts)
+    start, lw, lb, rows = lay if lay is not None else one.layout(counts)
+    Z = start.copy()
+    cols = one.cols
+    if g is None:
+        for t, x in parts:
+            Z[rows[t], cols[t]] = x
+    else:
+        gcols = one.gcols
+        for t, x in parts:
+            Z[rows[t], cols[t]] = x
+            Z[rows[t], gcols[t]] = g
     if p.frame is not None and not np.isfinite(Z).all():  # (the inputs are checked; offsets in a frame may overflow)
         _bad_features(p, parts)
-    positions = raw_positions if raw_positions is not None or one.psel is None else Z @ one.psel
-    F, d = one.F, one.d
-    tab = one.table if len(parts) == len(p.embeds) else one.table.take([t for t, _ in parts], axis=0)
-    tab = tab.repeat(counts, axis=0)
+    positions = raw_positions if raw_positions is not None or one.psel is None else Z.dot(one.psel)
     np.maximum(Z, one.lo, out=Z)
     np.minimum(Z, one.hi, out=Z)
     Z -= one.mean
-    Z *= tab[:, :F]
-    z = Z @ one.w
-    z += tab[:, F : F + d]
-    np.maximum(z, _F32(0.0), out=z)
-    z = norm(z)
-    z *= tab[:, F + d : F + 2 * d]
-    z += tab[:, F + 2 * d :]
-    return z, positions
+    h = Z.dot(one.w)  # (L, d + 1): the embedding before its LayerNorm, and a 1
+    np.maximum(h, _ZERO, out=h)
+    hc = h.dot(one.c)
+    v = (hc * hc).dot(one.j)  # variance plus eps
+    np.sqrt(v, out=v)
+    hc /= v
+    hc *= lw
+    hc += lb
+    return hc, positions
+
 
 def _in_frame(p: NumpyPolicy, parts: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
     """One observation's rows with the other entities' positions in the reference's frame
@@ -165,14 +444,13 @@ def _readout(p: NumpyPolicy, x: np.ndarray, rows: np.ndarray, positions: np.ndar
     n = rows.shape[0]
     a = norm(x) @ blk.w_in
     a += blk.b_in  # (L, 3d [+ dh])
-    if n == 1:
-        return _readout_actor(p, x, a, int(rows[0]), positions)
     q = a.take(rows, axis=0)[:, :C].reshape(n, H, 1, dh)
     att = (q @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(n, H, L)
     rp = p.relpos
     vals = None
     if rp is not None and positions is not None:
-        ridx = rp.index(positions.take(rows, axis=0)[:, None, :] - positions)  # (n, L): query minus key
+        pos = positions[:, :-1]
+        ridx = rp.index(pos.take(rows, axis=0)[:, None, :] - pos)  # (n, L): query minus key
         kv = rp.kv.take(ridx, axis=0)  # (n, L, 2 dh): keys and values
         att += q.reshape(n, H, dh) @ kv[..., :dh].transpose(0, 2, 1)
         vals = kv[..., dh:]
@@ -184,29 +462,6 @@ def _readout(p: NumpyPolicy, x: np.ndarray, rows: np.ndarray, positions: np.ndar
     if vals is not None:
         y += att @ vals
     return blk.finish(x.take(rows, axis=0), y.reshape(n, C))
-
-def _readout_actor(p: NumpyPolicy, x: np.ndarray, a: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
-    """:func:`_readout` for a single actor at row ``r`` (two-dimensional arrays throughout)."""
-    blk = p.readout
-    assert blk is not None  # called only with a readout block
-    L, C = x.shape
-    H, dh = p.H, p.dh
-    q = a[r, :C]
-    att = (q.reshape(H, 1, dh) @ a[:, C : 2 * C].reshape(L, H, dh).transpose(1, 2, 0)).reshape(H, L)
-    rp = p.relpos
-    vals = None
-    if rp is not None and positions is not None:
-        kv = rp.kv.take(rp.index(positions[r] - positions), axis=0)  # (L, 2 dh): query minus key
-        att += q.reshape(H, dh) @ kv[:, :dh].T
-        vals = kv[:, dh:]
-        if blk.gated:
-            vals = vals * rp.activate(a[:, 3 * C :])
-    att *= p.scale
-    att = softmax_last(att)
-    y = (att.reshape(H, 1, L) @ a[:, 2 * C : 3 * C].reshape(L, H, dh).transpose(1, 0, 2)).reshape(H, dh)
-    if vals is not None:
-        y += att @ vals
-    return blk.finish(x[r : r + 1], y.reshape(1, C))
 
 def _summary(p: NumpyPolicy, x: np.ndarray) -> np.ndarray:
     """The observation summary ``(1, d)`` of one observation's embeddings ``x`` ``(L, d)`` (the value head's input)."""
@@ -246,17 +501,24 @@ def logits_one(
         InvalidObservationError: a position relative to the egocentric frame's origin is not finite
             (features far beyond the positions' scale).
     """
-    x, positions = _embed(p, parts, g)
+    xe, positions = _embed(p, parts, g)
+    x = xe[:, : p.d]
     if p.blocks:
         L = x.shape[0]
         x = x.reshape(1, L, p.d)
         idx = None
         if p.relpos is not None and positions is not None:
-            idx = p.relpos.index(positions[:, None, :] - positions[None, :, :])[None]
+            pos = positions[:, :-1]
+            idx = p.relpos.index(pos[:, None, :] - pos[None, :, :])[None]
         for blk in p.blocks:
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)
-    if p.readout is None:
+        xe = np.concatenate([x, np.ones((L, 1), dtype=_F32)], axis=1)
+    one = p.one_actor
+    heads = emb = None
+    if one is not None and actor_rows.shape[0] == 1:
+        heads = one.actor(xe, int(actor_rows[0]), positions)
+    elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:
         emb = _readout(p, x, actor_rows, positions)
@@ -269,19 +531,30 @@ def logits_one(
             if summary is None:
                 summary = _summary(p, x)
             out.append(p._categorical_logits(name, summary, mask))
-        elif cand is None:
-            out.append(p._categorical_logits(name, emb, mask))
+            continue
+        if cand is None:
+            if heads is not None:
+                o, n = one.heads[name]  # type: ignore[union-attr]  # (heads comes from one)
+                lg = heads[o : o + n].reshape(1, n)
+                out.append(lg if mask is None else np.where(mask, lg, _NEG_INF))
+            else:
+                assert emb is not None  # (set whenever heads is not)
+                out.append(p._categorical_logits(name, emb, mask))
+            continue
+        wq, bq, wk, bk = p.qk[name]
+        if type(cand) is SummaryCandidates:
+            if summary is None:
+                summary = _summary(p, x)
+            q = summary @ wq + bq
+            cand = cand.rows
+        elif heads is not None:
+            o, n = one.heads[name]  # type: ignore[union-attr]
+            q = heads[o : o + n].reshape(1, n)
         else:
-            src = emb
-            if type(cand) is SummaryCandidates:
-                if summary is None:
-                    summary = _summary(p, x)
-                src, cand = summary, cand.rows
-            wq, bq, wk, bk = p.qk[name]
-            q = src @ wq + bq
-            k = x.take(cand, axis=0) @ wk + bk
-            lg = (q @ k.T) * p.qk_scale
-            if mask is not None:
-                lg = np.where(mask, lg, _NEG_INF)
-            out.append(lg)
+            q = emb @ wq + bq
+        k = x.take(cand, axis=0) @ wk + bk
+        lg = (q @ k.T) * p.qk_scale
+        if mask is not None:
+            lg = np.where(mask, lg, _NEG_INF)
+        out.append(lg)
     return out

@@ -1,11 +1,12 @@
 """An agent's policy as one ONNX model (``gymloop export AGENT --onnx OUT.onnx``).
 
 The graph is built directly from the weights of the agent's
-:class:`~gymloop.nn.numpy_policy.NumpyPolicy` with ``onnx.helper`` (no torch), mirroring the numpy
-runtime's one-decision function :func:`gymloop.nn.single.logits_one` op for op (its inputs are what
+:class:`~gymloop.nn.numpy_policy.NumpyPolicy` with ``onnx.helper`` (no torch), computing what the
+numpy runtime's one-decision function :func:`gymloop.nn.single.logits_one` computes (that function
+folds more at load time, so the operations differ; the parity tests hold them equal). Its inputs are what
 :meth:`gymloop.neural.ObsEncoder.prepare_one` gives it: the single-observation builder
 :class:`gymloop.featurize.OneObsBuilder` bound to the checkpoint, which checks every value, so the
-graph, like that function, takes finite features), so onnxruntime's outputs equal
+graph, like that function, takes finite features; onnxruntime's outputs equal
 ``gl.load``'s up to float32 rounding. One model call is one decision point: one observation, any number of actors.
 
 Inputs (``docs/onnx.md`` has the full contract; the model's metadata ``gymloop.io`` lists them):

@@ -34,8 +34,8 @@ MAX_SEED = 2**63 - 1
 MAX_THREADS = 1024
 #: the bounds of the factor ``PPOConfig.target_kl`` applies to the learning rate.
 LR_SCALE_RANGE = (0.1, 10.0)
-#: ``PPOConfig.target_kl`` never raises the learning rate above this.
-MAX_ADAPTED_LR = 1e-2
+#: ``PPOConfig.target_kl`` never raises the learning rate above this (the one-pass rate).
+MAX_ADAPTED_LR = BASE_LR
 #: the values of ``PPOConfig.adv_norm``.
 ADV_NORMS = ("minibatch", "rollout", "running", "max", "none")
 
@@ -84,7 +84,7 @@ class PPOConfig:
             the policy moved) near this: after an update whose KL was below half of it, the
             rate of the next ones is multiplied by 1.5, after one above twice it divided by 1.5,
             within :data:`LR_SCALE_RANGE` times the (annealed) ``lr`` and at most
-            :data:`MAX_ADAPTED_LR` (1e-2) unless ``lr`` is larger. A fixed rate that suits one
+            :data:`MAX_ADAPTED_LR` (3e-3) unless ``lr`` is larger. A fixed rate that suits one
             game moves another's policy too little to learn in its budget (docs/training.md:
             ``approx_kl`` at 0.001-0.002 on the suite's arcade and fire games); ``None``: the
             annealed ``lr`` as it is.

@@ -43,11 +43,11 @@ def test_the_factor_stays_within_its_range_and_under_the_largest_adapted_rate():
     for _ in range(50):
         s.observe(1.0)
     assert s.scale == pytest.approx(lo)
-    s = StepSize(0.01, lr=4e-3)  # raised at most to MAX_ADAPTED_LR
+    s = StepSize(0.01, lr=MAX_ADAPTED_LR / 4)  # raised at most to MAX_ADAPTED_LR
     for _ in range(50):
         s.observe(0.0)
-    assert 4e-3 * s.scale == pytest.approx(MAX_ADAPTED_LR)
-    s = StepSize(0.01, lr=5e-2)  # a rate set above it is never raised
+    assert s.scale == pytest.approx(4)
+    s = StepSize(0.01, lr=MAX_ADAPTED_LR * 2)  # a rate set above it is never raised
     s.observe(0.0)
     assert s.scale == 1.0
 

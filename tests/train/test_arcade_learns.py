@@ -6,8 +6,9 @@ random columns; each one the ship is under when it lands pays 1, each one missed
 matters is where a falling thing is relative to the ship, and the ship's entity type has no ``y``:
 ``relpos="auto"`` encodes the offsets along ``x`` alone (``net.relpos_1d``) and the learning rate
 follows the update's KL (``ppo.target_kl``); docs/training.md. Each test trains with the defaults
-and ``steps`` only (one torch thread) and asserts that the trained ship catches clearly more than a
-random one.
+and ``steps`` only (one torch thread, about 7 s) and asserts that the trained ship catches clearly
+more than a random one: at 100K steps it scores about 8 on seeds 0-2 (random -15); with
+``net.relpos_1d=False`` -8.6, -14.5 and -15.1.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ def test_positions_along_x_alone_get_the_relative_encoding():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_ship_on_one_row_learns_to_catch_with_the_defaults(seed):
-    trainer = Trainer(catch, TrainConfig(steps=40_960, seed=seed, threads=1))
+    trainer = Trainer(catch, TrainConfig(steps=98_304, seed=seed, threads=1))
     trainer.train()
     trained = evaluate(catch, trainer.policy, episodes=100)["episode_return"]
     random_level = evaluate(catch, None, episodes=100)["episode_return"]
     assert random_level < -8, f"the game became easy for a random ship: {random_level}"
-    assert trained > random_level + 10, (trained, random_level)
+    assert trained > random_level + 15, (trained, random_level)

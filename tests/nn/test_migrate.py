@@ -21,7 +21,8 @@ LEGACY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "legacy", "sn
 def test_a_version_1_document_gets_the_options_its_first_files_lack_and_nothing_else_changes():
     old = {"format_version": 1, "net": {"d_model": 16, "readout": True}, "step": 3}
     new = current_document(old)
-    assert new["net"] == {"d_model": 16, "readout": True, "summary_mean": False, "summary_count": False, "frame": None}
+    assert new["net"] == {"d_model": 16, "readout": True, "summary_mean": False, "summary_count": False, "frame": None,
+                          "relpos_1d": False}
     assert new["step"] == 3 and old["net"] == {"d_model": 16, "readout": True}  # the input is left as it is
     full = {"format_version": FORMAT_VERSION, "net": NetConfig().to_dict()}
     assert current_document(full) == full

@@ -74,7 +74,7 @@ _IR_VERSION = 8  # the IR version of opset 17: readable by older runtimes than o
 
 #: the ``net`` fields the exporter expresses; any other field must keep NetConfig's default
 _KNOWN_NET = frozenset({"d_model", "n_layer", "n_head", "d_qk", "relpos", "norm_clip", "mlp_ratio", "readout", "summary_mean",
-                        "summary_count", "frame"})
+                        "summary_count", "frame", "relpos_1d"})
 _GATES = frozenset({"relu", "gelu", "sigmoid", "linear", None})
 _HEADS = frozenset({LINEAR, SUMMARY, POINTER})
 _LN_EPS = 1e-5

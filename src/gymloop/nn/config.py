@@ -111,6 +111,10 @@ class NetConfig:
             that moves the way it faces needs the world in its own frame, a rotation that one
             attention layer and a small MLP do not learn from an angle (docs/training.md);
             ``None`` disables it. Checkpoints written before this option load with ``None``.
+        relpos_1d: ``relpos="auto"`` also enables the encoding on ``x`` alone when every entity
+            type has ``x`` but some lack ``y`` (a ship that moves along one row: the suite's
+            ``invaders``: without it the ship has to learn from absolute columns whether a bomb or
+            an alien is above it; docs/training.md). Checkpoints written before this option load with ``False``.
     """
 
     d_model: int = 32
@@ -124,6 +128,7 @@ class NetConfig:
     summary_mean: bool = True
     summary_count: bool = True
     frame: FrameConfig | str | None = "auto"
+    relpos_1d: bool = True
 
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if a field is out of its range (:data:`SPECS`) or
@@ -182,6 +187,8 @@ class NetConfig:
         if self.relpos == "auto":
             if entity_features and all("x" in f and "y" in f for f in entity_features.values()):
                 return RelposConfig()
+            if self.relpos_1d and entity_features and all("x" in f for f in entity_features.values()):
+                return RelposConfig(position_features=["x"], extent=[10])
             return None
         assert isinstance(self.relpos, RelposConfig)
         missing = {t: [p for p in self.relpos.position_features if p not in f] for t, f in entity_features.items()}
@@ -192,7 +199,7 @@ class NetConfig:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("d_model", "n_layer", "n_head", "d_qk", "norm_clip", "mlp_ratio", "readout", "summary_mean",
-                                       "summary_count")}
+                                       "summary_count", "relpos_1d")}
         r = self.relpos
         d["relpos"] = r if isinstance(r, str) or r is None else {
             "position_features": list(r.position_features), "extent": list(r.extent), "value_gate": r.value_gate,
@@ -236,6 +243,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "summary_mean": Range("bool"),
         "summary_count": Range("bool"),
         "frame": Range("any", text='"auto", None, or a FrameConfig (the `net.frame.` fields below)'),
+        "relpos_1d": Range("bool"),
     },
     "FrameConfig": {
         "reference": Range("str", text="an entity type of the game with the position (and heading) features"),

@@ -9,7 +9,7 @@ older documents: what an older document means is written here and only here.
 Example:
     >>> old = {"format_version": 1, "net": {"d_model": 16, "n_layer": 1}}
     >>> current_document(old)["net"]
-    {'d_model': 16, 'n_layer': 1, 'readout': False, 'summary_mean': False, 'summary_count': False, 'frame': None}
+    {'d_model': 16, 'n_layer': 1, 'readout': False, 'summary_mean': False, 'summary_count': False, 'frame': None, 'relpos_1d': False}
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ FORMAT_VERSION = 1
 #: Network options added after the first files of format version 1 were written, each with the
 #: value that rebuilds the network such a file holds (new files record every option):
 #: ``readout`` (those files ran every block over every entity), ``summary_mean`` (their summary
-#: was attention alone), ``summary_count`` (their summary had no entity count) and ``frame``
-#: (positions as the game gave them).
-_V1_LATER_NET_OPTIONS: dict[str, Any] = {"readout": False, "summary_mean": False, "summary_count": False, "frame": None}
+#: was attention alone), ``summary_count`` (their summary had no entity count), ``frame``
+#: (positions as the game gave them) and ``relpos_1d`` (no encoding on ``x`` alone).
+_V1_LATER_NET_OPTIONS: dict[str, Any] = {"readout": False, "summary_mean": False, "summary_count": False, "frame": None,
+                                         "relpos_1d": False}
 
 
 def _v1(doc: dict[str, Any]) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def check_net_sizes(net: Any, shapes: Mapping[str, tuple[int, ...]] | None, wher
     readout = net.get("readout", _DEFAULT.readout)
     if not isinstance(readout, bool):
         raise bad("readout", readout, "true or false")
-    for k in ("summary_mean", "summary_count"):
+    for k in ("summary_mean", "summary_count", "relpos_1d"):
         if not isinstance(net.get(k, getattr(_DEFAULT, k)), bool):
             raise bad(k, net.get(k), "true or false")
     rp = net.get("relpos", _DEFAULT.relpos)

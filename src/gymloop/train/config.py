@@ -32,6 +32,10 @@ MAX_ROLLOUT = 2**30
 MAX_SEED = 2**63 - 1
 #: the most PyTorch threads a configuration may ask for.
 MAX_THREADS = 1024
+#: the bounds of the factor ``PPOConfig.target_kl`` applies to the learning rate.
+LR_SCALE_RANGE = (0.1, 10.0)
+#: ``PPOConfig.target_kl`` never raises the learning rate above this (the one-pass rate).
+MAX_ADAPTED_LR = BASE_LR
 #: the values of ``PPOConfig.adv_norm``.
 ADV_NORMS = ("minibatch", "rollout", "running", "max", "none")
 
@@ -76,6 +80,14 @@ class PPOConfig:
             pays (docs/training.md); ``False`` trains on the game's own rewards.
         chunk_size: a minibatch is run through the network in chunks of at most this many
             slot-steps, grouped by entity count to keep padding small.
+        target_kl: the learning rate adapts to keep each update's mean ``approx_kl`` (how far
+            the policy moved) near this: after an update whose KL was below half of it, the
+            rate of the next ones is multiplied by 1.5, after one above twice it divided by 1.5,
+            within :data:`LR_SCALE_RANGE` times the (annealed) ``lr`` and at most
+            :data:`MAX_ADAPTED_LR` (3e-3) unless ``lr`` is larger. A fixed rate that suits one
+            game moves another's policy too little to learn in its budget (docs/training.md:
+            ``approx_kl`` at 0.001-0.002 on the suite's arcade and fire games); ``None``: the
+            annealed ``lr`` as it is.
     """
 
     lr: float | None = None
@@ -95,6 +107,7 @@ class PPOConfig:
     minibatch_size: int | None = None
     chunk_size: int = 512
     scale_rewards: bool = True
+    target_kl: float | None = 0.008
 
     def check(self) -> None:
         """Raise :class:`ConfigError` naming the field, its value, its range and the fix for a field
@@ -491,6 +504,7 @@ SPECS: dict[str, dict[str, Range]] = {
                                 note="; a divisor of the rollout (num_envs * agents_per_game * rollout_steps)"),
         "chunk_size": Range("int", lo=1),
         "scale_rewards": Range("bool"),
+        "target_kl": Range("float", lo=0, lo_open=True, none="a fixed learning rate"),
     },
     "LeagueConfig": {
         "enabled": Range("bool", note="; True needs agents_per_game = 2 and no opponents"),

@@ -19,7 +19,7 @@ import torch
 
 from ..errors import GymloopError, TrainingError
 from ..nn.torch_policy import Policy
-from .normalize import AdvantageNormalizer, RewardScaler
+from .normalize import AdvantageNormalizer, RewardScaler, StepSize
 from .optim import Adam
 
 __all__ = ["Diverged", "Snapshot", "StopSignals", "TrainState", "all_finite", "torch_errors"]
@@ -36,6 +36,7 @@ class TrainState(Protocol):
     gen: torch.Generator
     rng: np.random.Generator
     adv_norm: AdvantageNormalizer
+    step_size: StepSize
     step: int
     update: int
 
@@ -141,6 +142,7 @@ class Snapshot:
         self.rng_state: dict[str, Any] = {}
         self.scalers: list[dict[str, Any] | None] = []  # per environment group
         self.adv_norm: dict[str, Any] = {}  # the running advantage statistics
+        self.step_size: dict[str, Any] = {}  # the learning rate's factor
         self.step = 0
         self.update = 0
 
@@ -169,6 +171,7 @@ class Snapshot:
         self.rng_state = copy.deepcopy(dict(t.rng.bit_generator.state))
         self.scalers = [None if sc is None else sc.state() for sc in t.reward_scalers]
         self.adv_norm = t.adv_norm.state()
+        self.step_size = t.step_size.state()
         self.step, self.update = t.step, t.update
 
     def restore(self, t: TrainState) -> None:
@@ -187,4 +190,6 @@ class Snapshot:
                 sc.load(saved)
         if self.adv_norm:
             t.adv_norm.load(self.adv_norm)
+        if self.step_size:
+            t.step_size.load(self.step_size)
         t.step, t.update = self.step, self.update

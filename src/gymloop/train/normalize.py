@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from .config import ADV_NORMS
+from .config import ADV_NORMS, LR_SCALE_RANGE, MAX_ADAPTED_LR
 
-__all__ = ["AdvantageNormalizer", "RewardScaler"]
+__all__ = ["AdvantageNormalizer", "RewardScaler", "StepSize"]
 
 
 class RewardScaler:
@@ -119,3 +119,45 @@ class AdvantageNormalizer:
     def load(self, d: dict[str, Any]) -> None:
         """Take a :meth:`state` back."""
         self.var_ema, self.weight = float(d["var_ema"]), float(d["weight"])
+
+
+class StepSize:
+    """The factor on the learning rate that keeps the policy's steps near ``PPOConfig.target_kl``.
+
+    After each update, :meth:`observe` takes its mean ``approx_kl``: below half the target, the
+    factor grows by 1.5; above twice the target, it shrinks by 1.5; within :data:`LR_SCALE_RANGE`,
+    and never taking a learning rate ``lr`` above :data:`MAX_ADAPTED_LR` (a rate set above it
+    only shrinks). Without a target (``None``) the factor stays 1.
+
+    Example:
+        >>> s = StepSize(0.01)
+        >>> s.observe(0.001); s.observe(0.001); round(s.scale, 2)
+        2.25
+        >>> s.observe(0.05); s.scale
+        1.5
+    """
+
+    def __init__(self, target: float | None, lr: float = 0.0) -> None:
+        self.target = target
+        self.scale = 1.0
+        lo, hi = LR_SCALE_RANGE
+        self.bounds = (lo, max(1.0, min(hi, MAX_ADAPTED_LR / lr)) if lr > 0 else hi)
+
+    def observe(self, kl: float | None) -> None:
+        """Fold one update's mean ``approx_kl`` in (``None`` or NaN: no actor acted; nothing changes)."""
+        target = self.target
+        if target is None or kl is None or not math.isfinite(kl):
+            return
+        lo, hi = self.bounds
+        if kl < target / 2:
+            self.scale = min(self.scale * 1.5, hi)
+        elif kl > target * 2:
+            self.scale = max(self.scale / 1.5, lo)
+
+    def state(self) -> dict[str, Any]:
+        """The factor, as JSON values (what a checkpoint keeps)."""
+        return {"scale": self.scale}
+
+    def load(self, d: dict[str, Any]) -> None:
+        """Take a :meth:`state` back."""
+        self.scale = float(d["scale"])

@@ -33,7 +33,7 @@ from ..vector import VecEnv
 from .config import TrainConfig
 from .guards import Diverged, Snapshot, StopSignals, torch_errors
 from .league import League
-from .normalize import AdvantageNormalizer, RewardScaler
+from .normalize import AdvantageNormalizer, RewardScaler, StepSize
 from .optim import make_adam
 from .rollout import Group, Players, Rollout, collect, gae, join, make_groups, overlap_seed
 from .run_dir import AGENT_FILE, MetricsFile, Progress, RunDir, check_same_game, episode_metric_names, plot_curve, recorded_shape
@@ -166,6 +166,7 @@ class Trainer:
             self.policy = Policy(env.obs_space, env.action_space, cfg.net)
         self.optim = make_adam(self.policy.parameters(), self.lr)
         self.adv_norm = AdvantageNormalizer(cfg.ppo.adv_mode(), cfg.ppo.adv_decay)
+        self.step_size = StepSize(cfg.ppo.target_kl, self.lr)
         resumed = self.run_dir.load(self) if self.resume and self.run_dir else None
         if not self.resume and not cfg.init_from:
             self.policy.update_norms(self.policy.pack(stack([g.batch for g in self.groups])))
@@ -198,6 +199,8 @@ class Trainer:
             resumed.load_scalers(self.reward_scalers)
             if resumed.adv_norm is not None:
                 self.adv_norm.load(resumed.adv_norm)
+            if resumed.step_size is not None:
+                self.step_size.load(resumed.step_size)
         if self.run_dir:
             self.tb = self.run_dir.tensorboard(self.step if self.resume else None)
 
@@ -247,7 +250,7 @@ class Trainer:
         """Collect a rollout and update on it; its row of ``metrics.csv``."""
         p = self.cfg.ppo
         frac = 1.0 - self.update / loop.n_updates
-        loop.lr = self.lr * frac if p.anneal_lr else self.lr
+        loop.lr = (self.lr * frac if p.anneal_lr else self.lr) * self.step_size.scale
         for g in self.optim.param_groups:
             g["lr"] = loop.lr
         ent = p.ent_coef * frac if p.anneal_entropy else p.ent_coef
@@ -258,6 +261,7 @@ class Trainer:
         rollout = self._collect()
         t1 = time.time()
         update_stats = self._update(rollout, ent)
+        self.step_size.observe(update_stats.get("loss/approx_kl"))
         t2 = time.time()
         self.threads.record(threads, (t2 - t0) / loop.per_update)
         self.update += 1

@@ -61,10 +61,11 @@ PROGRESS_EPISODES = 100
 @dataclass(frozen=True)
 class Resumed:
     """What :meth:`RunDir.load` read for the parts of the state made after it: the reward scalers'
-    and the advantage normalizer's statistics (``None`` where the optimizer file has none)."""
+    and the advantage normalizer's statistics, the learning rate's factor (``None`` where the optimizer file has none)."""
 
     reward_scaler: dict[str, Any] | None = None
     adv_norm: dict[str, Any] | None = None
+    step_size: dict[str, Any] | None = None
 
     def load_scalers(self, scalers: list[RewardScaler | None]) -> None:
         """Load each group's saved statistics into ``scalers`` (one per environment group); saved for
@@ -126,6 +127,7 @@ class RunDir:
         if scalers:  # the first group's statistics, and each group's
             meta["reward_scaler"] = json.dumps({**scalers[0].state(), "groups": [sc.state() for sc in scalers]})
         meta["adv_norm"] = json.dumps(t.adv_norm.state())
+        meta["step_size"] = json.dumps(t.step_size.state())
         write_safetensors(self.file(OPTIM_FILE), tensors, meta)  # first: see the docstring
         write_agent(path, agent_tensors, info)
         return path
@@ -175,7 +177,8 @@ class RunDir:
             t.rng.bit_generator.state = json.loads(meta["numpy_rng"])
         log.info("resumed from %s at step %d", path, t.step)
         return Resumed(json.loads(meta["reward_scaler"]) if "reward_scaler" in meta else None,
-                       json.loads(meta["adv_norm"]) if "adv_norm" in meta else None)
+                       json.loads(meta["adv_norm"]) if "adv_norm" in meta else None,
+                       json.loads(meta["step_size"]) if "step_size" in meta else None)
 
     # ------------------------------------------------------------------ the records
     def metrics_file(self, resume_step: int | None) -> MetricsFile:

@@ -171,6 +171,11 @@ def test_cli_rates_a_library_writes_it_back_and_draws_the_plot(tmp_path: Path, c
     assert "--level takes LEVEL=AGENT" in capsys.readouterr().err
 
 
+def test_agents_given_after_the_options_with_agent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rate", "cycles", "--episodes", "2", "--agent", "random", "--agent", "scripted", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["agents"]) == {"random", "scripted"}
+
+
 def test_two_specs_of_one_name_are_both_rated(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rate", "cycles", "random", "random", "--episodes", "2", "--json"]) == 0
     assert set(json.loads(capsys.readouterr().out)["agents"]) == {"random", "random#2"}

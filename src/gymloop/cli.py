@@ -292,7 +292,7 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         lib = library(lib_path)
         for name in lib.names():  # each checked against the game before any game is played
             add(name, lib.load(name, seed=args.seed, game=game))
-    for spec in args.agents:
+    for spec in [*args.agents, *(args.more_agents or [])]:
         add(describe(spec) if not os.path.exists(spec) else os.path.splitext(os.path.basename(os.path.normpath(spec)))[0], spec)
     if not agents:
         raise ConfigError("gymloop rate needs agents: specs (random, scripted, module:Class, checkpoint paths) and/or --library LIB")
@@ -486,6 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "95% interval instead. Needs pip install 'gymloop[rate]'.")
     ra.add_argument("game", help=game_help)
     ra.add_argument("agents", nargs="*", metavar="AGENT", help="random, scripted, module:Class or a checkpoint path")
+    ra.add_argument("--agent", action="append", default=None, metavar="AGENT", dest="more_agents",
+                    help="one more agent (repeatable; the same as a positional AGENT, also after the options)")
     ra.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     ra.add_argument("--library", action="append", default=None, metavar="LIB", help="every agent of an agent library (repeatable)")
     ra.add_argument("--episodes", type=int, default=10, help="games per pair (per group of seats; per agent in a one-player game)")

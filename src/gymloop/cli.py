@@ -411,6 +411,12 @@ def build_parser() -> argparse.ArgumentParser:
     games = bundled_games()
     game_arg_help = "an option of the game function (repeatable), typed from its signature, e.g. --game-arg size=12"
     game_help = f"bundled game name ({', '.join(g.name for g in games)}) or module:function"
+
+    def add_game(p: argparse.ArgumentParser) -> None:
+        """The GAME argument and its --game-arg options, as every command that plays a game takes them."""
+        p.add_argument("game", help=game_help)
+        p.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+
     two = [g.name for g in games if g.agents == 2]
     many = ", ".join(f"{g.agents} for {g.name}" for g in games if g.agents > 1)
     agents_help = f"agents per game (default: what the game declares{': ' + many if many else ''}; else 1)"
@@ -427,16 +433,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.set_defaults(fn=_cmd_bench)
 
     c = sub.add_parser("check", help="check a game: schemas, masks, determinism, clean close")
-    c.add_argument("game", help=game_help)
-    c.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    add_game(c)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--steps", type=int, default=500)
     c.add_argument("--agents", type=int, default=None, help=agents_help)
     c.set_defaults(fn=_cmd_check)
 
     t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
-    t.add_argument("game", help=game_help)
-    t.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    add_game(t)
     t.add_argument("--steps", type=int, default=None,
                    help="environment steps of PPO, rounded up to whole rollouts (default 3,000,000, about 4 minutes for snake on 2 cores; "
                         "with --demos 0)")
@@ -484,11 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "seeds, each agent in each seat in turn, and rates them with openskill's Plackett-Luce model "
                                     "(mu ± sigma; sorted by mu - 3 sigma). A one-player game gets each agent's mean score with a "
                                     "95% interval instead. Needs pip install 'gymloop[rate]'.")
-    ra.add_argument("game", help=game_help)
+    add_game(ra)
     ra.add_argument("agents", nargs="*", metavar="AGENT", help="random, scripted, module:Class or a checkpoint path")
     ra.add_argument("--agent", action="append", default=None, metavar="AGENT", dest="more_agents",
                     help="one more agent (repeatable; the same as a positional AGENT, also after the options)")
-    ra.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
     ra.add_argument("--library", action="append", default=None, metavar="LIB", help="every agent of an agent library (repeatable)")
     ra.add_argument("--episodes", type=int, default=10, help="games per pair (per group of seats; per agent in a one-player game)")
     ra.add_argument("--seed", type=int, default=0)
@@ -509,8 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "cluster-robust one, each game one cluster). Metrics: "
                                     "the return (sum of rewards), the game's final score (when it differs from the return), the episode "
                                     "length in decisions, and every metric the game reports itself.")
-    ev.add_argument("game", help=game_help)
-    ev.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    add_game(ev)
     ev.add_argument("--agent", default=None, metavar="PATH",
                     help="agent checkpoint: the agent.safetensors of gymloop train (or its --out folder), or an enn-trainer checkpoint; "
                          "'scripted': the game's scripted agent; 'random': the random agent alone (default: the random agent and "
@@ -528,8 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     lb.set_defaults(fn=_cmd_library)
 
     r = sub.add_parser("run", help="play a game with an agent (random by default), print the scores, record traces")
-    r.add_argument("game", help=game_help)
-    r.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    add_game(r)
     r.add_argument("--episodes", type=int, default=10)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--agents", type=int, default=None, help=agents_help)
@@ -547,8 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Without --agent you take the first seat (arrows or WASD) and the other seats are "
                                     "random. Watching agents, SPACE or a direction key takes over the drawn seat, SPACE "
                                     "or Enter hands back.")
-    pl.add_argument("game", help=game_help)
-    pl.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    add_game(pl)
     pl.add_argument("--agent", action="append", metavar="SPEC", help=seat_help)
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
@@ -571,8 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=_cmd_export)
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
-    rc.add_argument("game", help=game_help)
-    rc.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+    add_game(rc)
     rc.add_argument("--agent", action="append", metavar="SPEC", help=seat_help.replace("human (play only), ", ""))
     rc.add_argument("--out", required=True, help="the video file: .gif or .mp4")
     rc.add_argument("--seed", type=int, default=0)

@@ -20,4 +20,6 @@ if importlib.util.find_spec("gymnasium") is None or importlib.util.find_spec("st
 if importlib.util.find_spec("entity_gym") is None:
     collect_ignore += ["src/gymloop/adapters/entity_gym.py", "src/gymloop/adapters/entity_gym_vec.py", "src/gymloop/adapters/_entity_gym_lib.py"]
 if importlib.util.find_spec("onnx") is None or importlib.util.find_spec("onnxruntime") is None:
-    collect_ignore += ["src/gymloop/export/onnx.py"]
+    collect_ignore += ["src/gymloop/export/onnx.py", "src/gymloop/export/runtime.py"]
+if importlib.util.find_spec("openskill") is None:
+    collect_ignore += ["src/gymloop/rating.py"]

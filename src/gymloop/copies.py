@@ -131,20 +131,17 @@ class _Copy:
         self.index = index
         self.log: list[_Seen] = []
         self.driver = driver
-        self.resume: greenlet.greenlet | None = None
         seats = [_Seat(self, i, RandomAgent(derive_seed(seed, index, 0, generation=1) + i)) for i in range(agents)]
         game_seed = derive_seed(seed, index, 0)
         self.task = greenlet.greenlet(
             lambda: run(game, seats[0] if agents == 1 else seats, seed=game_seed, max_steps=steps), parent=driver
         )
-        self.resume = self.task
+        self.resume: greenlet.greenlet = self.task  # where the copy continues: its run, then its game at an agent call
         self.done = False
 
     def step(self) -> None:
         """Let the copy run to its next agent call (or to its end)."""
-        g = self.resume
-        assert g is not None
-        g.switch()
+        self.resume.switch()
         if self.task.dead:
             self.done = True
 
@@ -189,7 +186,7 @@ def _play(game: Callable[..., Any], seed: int, indices: Sequence[int], agents: i
                     c.step()
     finally:
         for c in copies:  # (a failure elsewhere: close the others' games, their finally blocks run)
-            if not c.task.dead and c.resume is not None and not c.resume.dead:
+            if not c.task.dead and not c.resume.dead:
                 c.resume.throw(greenlet.GreenletExit)
     return {c.index: c.log for c in copies}
 

@@ -32,6 +32,13 @@ _FALSE = {"0", "false", "no", "off"}
 _DRIVEN = ("display",)  # parameters the drivers pass, never options
 
 
+def _function(game: Any) -> Any:
+    """The function under any ``functools.partial`` layers."""
+    while isinstance(game, functools.partial):
+        game = game.func
+    return game
+
+
 def game_options(game: Any) -> dict[str, inspect.Parameter]:
     """The options a game loop takes: its parameters after ``agent`` and ``seed``, but ``display``."""
     fn = game
@@ -48,9 +55,7 @@ def game_options(game: Any) -> dict[str, inspect.Parameter]:
 
 
 def _signature_text(game: Any) -> str:
-    fn = game
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn = _function(game)
     try:
         return f"{getattr(fn, '__name__', 'game')}{inspect.signature(fn)}"
     except (TypeError, ValueError):
@@ -58,9 +63,7 @@ def _signature_text(game: Any) -> str:
 
 
 def _hints(game: Any) -> dict[str, Any]:
-    fn = game
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    fn = _function(game)
     try:
         return typing.get_type_hints(fn)
     except Exception:  # (a name the annotations use that cannot be resolved: fall back to the raw annotations)
@@ -129,11 +132,8 @@ def bind_game_args(game: Any, pairs: Sequence[str] | None) -> Any:
     options = game_options(game)
     sig = _signature_text(game)
     hints = _hints(game)
-    fn = game
-    while isinstance(fn, functools.partial):
-        fn = fn.func
     try:
-        takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values())
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(_function(game)).parameters.values())
     except (TypeError, ValueError):
         takes_any = False
     values: dict[str, Any] = {}

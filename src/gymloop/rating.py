@@ -39,7 +39,7 @@ from .games.registry import game_name
 from .runtime.seeding import derive_seed
 from .spaces import declared_agents
 
-__all__ = ["Rating", "RatingTable", "PlayerRating", "rate", "ratings_model", "RATINGS_FORMAT", "DEFAULT_MU", "DEFAULT_SIGMA"]
+__all__ = ["Rating", "RatingTable", "PlayerRating", "rate", "rate_pair", "ratings_model", "RATINGS_FORMAT", "DEFAULT_MU", "DEFAULT_SIGMA"]
 
 #: ``format`` of a ratings document (in a library: :func:`write_ratings`)
 RATINGS_FORMAT = "gymloop-ratings/1"
@@ -88,6 +88,21 @@ class Rating:
         return cls(mu, sigma)
 
 
+def rate_pair(a: Rating, b: Rating, outcome: str, model: Any = None) -> tuple[Rating, Rating]:
+    """Both ratings after one game of ``a`` against ``b``: ``outcome`` is ``a``'s (``"win"``,
+    ``"draw"`` or ``"loss"``); ``model``: :func:`ratings_model` (made when not given).
+
+    Raises:
+        ConfigError: another outcome, or openskill missing.
+    """
+    ranks = {"win": [0, 1], "draw": [0, 0], "loss": [1, 0]}.get(outcome)
+    if ranks is None:
+        raise ConfigError(f"outcome must be 'win', 'draw' or 'loss', got {outcome!r}")
+    m = model or ratings_model()
+    [[a2], [b2]] = m.rate([[m.rating(mu=a.mu, sigma=a.sigma)], [m.rating(mu=b.mu, sigma=b.sigma)]], ranks=ranks)
+    return Rating(float(a2.mu), float(a2.sigma)), Rating(float(b2.mu), float(b2.sigma))
+
+
 class PlayerRating:
     """A player's running rating, updated from each result against a rated opponent.
 
@@ -112,13 +127,10 @@ class PlayerRating:
         Raises:
             ConfigError: another outcome, or openskill missing.
         """
-        ranks = {"win": [0, 1], "draw": [0, 0], "loss": [1, 0]}.get(outcome)
-        if ranks is None:
-            raise ConfigError(f"PlayerRating.update: outcome must be 'win', 'draw' or 'loss', got {outcome!r}")
-        m = ratings_model()
-        me, them = m.rating(mu=self.rating.mu, sigma=self.rating.sigma), m.rating(mu=opponent.mu, sigma=opponent.sigma)
-        [[me2], _] = m.rate([[me], [them]], ranks=ranks)
-        self.rating = Rating(float(me2.mu), float(me2.sigma))
+        try:
+            self.rating, _ = rate_pair(self.rating, opponent, outcome)
+        except ConfigError as e:
+            raise ConfigError(f"PlayerRating.update: {e}") from None
 
 
 @dataclass

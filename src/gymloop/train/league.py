@@ -36,7 +36,7 @@ from ..checkpoint import write_agent
 from ..errors import CheckpointError
 from ..files import make_folder, open_input, write_atomic
 from ..nn.torch_policy import Policy, policy_from_file, policy_info, policy_tensors
-from ..rating import DEFAULT_MU, DEFAULT_SIGMA, RATINGS_FORMAT, ratings_model
+from ..rating import DEFAULT_MU, DEFAULT_SIGMA, RATINGS_FORMAT, Rating, rate_pair, ratings_model
 from .config import LeagueConfig
 
 __all__ = ["League", "LEAGUE_DIR", "SIGMA_FLOOR"]
@@ -129,18 +129,16 @@ class League:
         for a, o in zip(mine[ended].tolist(), theirs[ended].tolist()):
             if a > o:
                 m.wins += 1
-                ranks = [0, 1]
+                outcome = "win"
             elif a < o:
                 m.losses += 1
-                ranks = [1, 0]
+                outcome = "loss"
             else:
                 m.draws += 1
-                ranks = [0, 0]
-            me = self.model.rating(mu=self.mu, sigma=self.sigma)
-            them = self.model.rating(mu=m.mu, sigma=m.sigma)
-            [[me2], [them2]] = self.model.rate([[me], [them]], ranks=ranks)
-            self.mu, self.sigma = float(me2.mu), max(float(me2.sigma), SIGMA_FLOOR)
-            m.mu, m.sigma = float(them2.mu), float(them2.sigma)
+                outcome = "draw"
+            me, them = rate_pair(Rating(self.mu, self.sigma), Rating(m.mu, m.sigma), outcome, self.model)
+            self.mu, self.sigma = me.mu, max(me.sigma, SIGMA_FLOOR)
+            m.mu, m.sigma = them.mu, them.sigma
             self.games += 1
 
     def after_update(self, update: int, step: int) -> None:

@@ -93,12 +93,12 @@ _DX = (-SPEED, 0, SPEED)  # by Slide value
 class _Sky:
     """One episode's state: everything a copy knows lives here (nothing at module or class level)."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, lives: int = LIVES) -> None:
         self.rng = rng
         self.basket = Basket(WIDTH // 2)
         self.fruit: list[Fruit] = []
         self.rocks: list[Rock] = []
-        self.lives = LIVES
+        self.lives = lives
         self.caught = 0
         self.frame = 0
 
@@ -175,8 +175,7 @@ def skyfall(agent: Any, seed: int, display: Display = HEADLESS, lives: int = LIV
 
         font = pygame.font.Font(None, 20)
     while True:
-        sky = _Sky(rng)
-        sky.lives = lives
+        sky = _Sky(rng, lives)
         while not sky.over and sky.frame < MAX_FRAMES:
             sky.step(agent.act(sky.observe(), Slide))
             if screen is not None:

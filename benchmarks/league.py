@@ -8,7 +8,11 @@ policy plays both seats), the same budget, one torch thread each; then
   place in training and its rating (target >= 0.8), where the random agent ranks, and the final
   agent's score against the first snapshot (target >= 70%, wins plus half the draws);
 * the two runs' final agents and the random agent are rated together: the league's agent should be
-  at least as strong as plain self-play's (its rating's interval above or overlapping).
+  at least as strong as plain self-play's (its rating's interval above or overlapping);
+* the ratings go into the league's library (``write_ratings``), ``library.pick(level="easy")`` and
+  ``pick(level="hard")`` play each other (``2 * --episodes`` games): hard should score above 50%;
+* ten of the trained agents (snapshots spread over the run, and the final one) are rated again,
+  ``--episodes`` games per pair, timed: the issue's target is under a minute on two cores.
 
 Usage::
 
@@ -23,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any
 
 import numpy as np
@@ -59,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.steps, args.episodes, args.snapshot_every = [0], 30_000, 2, 2
 
+    from gymloop.agent_library import library, write_ratings
     from gymloop.games.duel import duel
     from gymloop.rating import rate
 
@@ -83,17 +89,30 @@ def main(argv: list[str] | None = None) -> int:
                  episodes=args.episodes * 2, seed=seed)
         lr, pr = h.ratings["league"], h.ratings["plain"]
         w2, d2, l2 = h.wins[("league", "plain")]
+        write_ratings(lib, t.document())
+        picked = library(lib)
+        easy, hard = picked.pick(level="easy"), picked.pick(level="hard")
+        eh = rate(duel, {"hard": agents[hard], "easy": agents[easy]}, episodes=args.episodes * 2, seed=seed + 1)
+        w3, d3, l3 = eh.wins[("hard", "easy")]
+        trained = snaps + ["final"]
+        ten = [trained[i] for i in sorted({round(k * (len(trained) - 1) / 9) for k in range(10)})]
+        t0 = time.perf_counter()
+        rate(duel, {n: agents[n] for n in ten}, episodes=args.episodes, seed=seed)
+        rate_s = time.perf_counter() - t0
         rows.append({"seed": seed, "snapshots": len(snaps), "spearman": rho, "random_lowest": random_last,
                      "final_vs_first": vs_first, "league_mu": lr.mu, "league_sigma": lr.sigma, "plain_mu": pr.mu,
-                     "plain_sigma": pr.sigma, "league_vs_plain": (w2 + 0.5 * d2) / max(1, w2 + d2 + l2)})
+                     "plain_sigma": pr.sigma, "league_vs_plain": (w2 + 0.5 * d2) / max(1, w2 + d2 + l2),
+                     "easy": easy, "hard": hard, "hard_vs_easy": (w3 + 0.5 * d3) / max(1, w3 + d3 + l3),
+                     "rated_agents": len(ten), "rate_s": rate_s})
     tmp.cleanup()
     print(f"duel, {args.steps:,} steps per run, {args.episodes} games per pair when rating")
     print(f"{'seed':>4} {'snaps':>5} {'spearman':>8} {'random last':>11} {'final vs first':>14} {'league mu':>12} "
-          f"{'plain mu':>12} {'league vs plain':>15}")
+          f"{'plain mu':>12} {'league vs plain':>15} {'hard vs easy':>22} {'rate 10 (s)':>11}")
     for r in rows:
         print(f"{r['seed']:4d} {r['snapshots']:5d} {r['spearman']:8.2f} {str(r['random_lowest']):>11} {r['final_vs_first']:14.0%} "
               f"{r['league_mu']:6.1f} ± {r['league_sigma']:3.1f} {r['plain_mu']:6.1f} ± {r['plain_sigma']:3.1f} "
-              f"{r['league_vs_plain']:15.0%}")
+              f"{r['league_vs_plain']:15.0%} {r['hard'] + ' vs ' + r['easy'] + ' ' + format(r['hard_vs_easy'], '.0%'):>22} "
+              f"{r['rate_s']:11.1f}")
     figs = [
         figure("league snapshots: Spearman of training order and rating (duel, min over seeds)", min(r["spearman"] for r in rows),
                "", target=">= 0.8"),
@@ -101,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                "%", target=">= 70%"),
         figure("league's final agent against plain self-play's, same budget (score, median over seeds)",
                100 * float(np.median([r["league_vs_plain"] for r in rows])), "%", baseline="plain self-play", target=">= 50%"),
+        figure('league library: pick(level="hard") against pick(level="easy"), score (min over seeds)',
+               100 * min(r["hard_vs_easy"] for r in rows), "%", target="> 50%"),
+        figure(f"gymloop rate: {min(r['rated_agents'] for r in rows)} trained duel agents, {args.episodes} games per pair "
+               "(max over seeds)", max(r["rate_s"] for r in rows), "s", target="< 60 s"),
     ]
     run.write(args, figs, rows)
     return 0

@@ -361,39 +361,44 @@ class NumpyPolicy:
             y += (att.transpose(0, 2, 1, 3) @ vals).transpose(0, 2, 1, 3)
         return blk.finish(x, y.transpose(0, 2, 1, 3).reshape(S, L, C))
 
-    def _readout_rows(self, x: np.ndarray, a: np.ndarray, pad: np.ndarray | None, rows: np.ndarray, positions: np.ndarray | None) -> np.ndarray:
-        """The readout block's output at flat ``rows`` of ``x`` ``(S, L, d)``; ``a`` is the block's
-        input projection of every row, ``(S, L, 3d [+ dh])``."""
-        blk = self.readout
-        assert blk is not None  # called only with a readout block
+    def _readout_rows(self, x: np.ndarray, a: np.ndarray, pad: np.ndarray | None, rows: np.ndarray,
+                      positions: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The readout block's input and attention output at flat ``rows`` of ``x`` ``(S, L, d)``,
+        ``(n, d)`` each (:meth:`_Block.finish` makes the block's output of them); ``a`` is the
+        block's input projection of every row, ``(S, L, 3d [+ dh])``."""
         S, L, C = x.shape
         H, dh = self.H, self.dh
         n = rows.shape[0]
-        slot = None if S == 1 else rows // L
         af = a.reshape(S * L, -1)
         q = af[rows, :C].reshape(n, H, 1, dh)
-        ak = a if slot is None else a[slot]  # (1 or n, L, 3d [+ dh])
+        slot = None if S == 1 else rows // L
+        if n == S and slot is not None and np.array_equal(slot, np.arange(S)):
+            ak, pos_k, pad_k = a, positions, pad  # one actor a slot, in slot order: no gathers
+        else:
+            ak = a if slot is None else a[slot]  # (1 or n, L, 3d [+ dh])
+            pos_k = positions if slot is None or positions is None else positions[slot]  # (1 or n, L, P)
+            pad_k = pad if slot is None or pad is None else pad[slot]
         att = (q @ ak[..., C : 2 * C].reshape(-1, L, H, dh).transpose(0, 2, 3, 1)).reshape(n, H, L)
         rp = self.relpos
         vals = None
-        if rp is not None and positions is not None:
-            pos_k = positions if slot is None else positions[slot]  # (1 or n, L, P)
+        if rp is not None and positions is not None and pos_k is not None:
             ridx = rp.index(positions.reshape(S * L, -1)[rows][:, None, :] - pos_k)  # (n, L): query minus key
             att += q.reshape(n, H, dh) @ rp.keys[ridx].transpose(0, 2, 1)
             vals = rp.values[ridx]  # (n, L, dh)
-            if blk.gated:
+            if self.readout is not None and self.readout.gated:
                 vals *= rp.activate(ak[..., 3 * C :])
         att *= self.scale
-        if pad is not None:
-            att = np.where(pad[0][None, None, :] if slot is None else pad[slot][:, None, :], _MASKED, att)
+        if pad_k is not None:
+            att = np.where(pad_k[:, None, :], _MASKED, att)
         att = softmax_last(att)
         y = (att[:, :, None, :] @ ak[..., 2 * C : 3 * C].reshape(-1, L, H, dh).transpose(0, 2, 1, 3)).reshape(n, H, dh)
         if vals is not None:
             y += att @ vals
-        return blk.finish(x.reshape(S * L, C)[rows], y.reshape(n, C))
+        return x.reshape(S * L, C)[rows], y.reshape(n, C)
 
-    def _readout_value(self, a: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
-        """The readout block's output at each slot's value query, ``(S, d)``."""
+    def _readout_value(self, a: np.ndarray, pad: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The readout block's input and attention output at each slot's value query, ``(S, d)``
+        each (the summary is :meth:`_Block.finish` of them, then :meth:`_count_term`)."""
         blk = self.readout
         assert blk is not None and blk.vq is not None  # called only with a readout block (which has the value query)
         S, L, _ = a.shape
@@ -411,12 +416,18 @@ class NumpyPolicy:
             else:
                 keep = (~pad).astype(_F32)[..., None]
                 y0 = y0 + (vals * keep).sum(1) / np.maximum(keep.sum(1), _F32(1))
-        out = blk.finish(np.broadcast_to(blk.vq, (S, C)), y0)
-        if blk.count is not None:  # plus the entity count, normalized, times a learned vector (net.summary_count)
-            mean, sd, vec = blk.count
-            n = np.full((S, 1), _F32(L)) if pad is None else (~pad).sum(1, keepdims=True).astype(_F32)
-            out = out + np.clip((n - mean) / sd, -self.cfg.norm_clip, self.cfg.norm_clip) * vec
-        return out
+        return np.broadcast_to(blk.vq, (S, C)), y0
+
+    def _count_term(self, summary: np.ndarray, pad: np.ndarray | None, L: int) -> np.ndarray:
+        """``summary`` plus the entity count, normalized, times a learned vector (net.summary_count;
+        unchanged without it)."""
+        blk = self.readout
+        if blk is None or blk.count is None:
+            return summary
+        mean, sd, vec = blk.count
+        S = summary.shape[0]
+        n = np.full((S, 1), _F32(L)) if pad is None else (~pad).sum(1, keepdims=True).astype(_F32)
+        return summary + np.clip((n - mean) / sd, -self.cfg.norm_clip, self.cfg.norm_clip) * vec
 
     def _categorical_logits(self, name: str, emb: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         w, b = self.heads[name]
@@ -462,18 +473,37 @@ class NumpyPolicy:
         summary = None
         if self.readout is not None:
             blk = self.readout
-            a = lin(norm(x), blk.w_in, blk.b_in)
+            if pad is None or self.blocks:
+                a = lin(norm(x), blk.w_in, blk.b_in)
+            else:  # the projection of the real rows only: padding's embeddings are 0 (no block ran), projected to the bias
+                real = np.flatnonzero(p.valid)
+                af = np.empty((S * L, blk.w_in.shape[1]), _F32)
+                af[...] = blk.b_in
+                af[real] = lin(norm(flat[real]), blk.w_in, blk.b_in)
+                a = af.reshape(S, L, -1)
             names = [n for n in self.action_space if n not in summary_names]
             rows = [p.actors[n] for n in names]
             allrows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
             uniq, inv = np.unique(allrows, return_inverse=True)
-            emb = self._readout_rows(x, a, pad, uniq, p.positions) if uniq.size else np.zeros((0, d), _F32)
+            # the actors' rows and the value queries go through the block's MLP together
+            ins, ys = [], []
+            if uniq.size:
+                xr, yr = self._readout_rows(x, a, pad, uniq, p.positions)
+                ins.append(xr)
+                ys.append(yr)
+            if need_summary:
+                xv, yv = self._readout_value(a, pad)
+                ins.append(xv)
+                ys.append(yv)
+            out_rows = blk.finish(np.concatenate(ins), np.concatenate(ys)) if len(ins) > 1 else \
+                blk.finish(ins[0], ys[0]) if ins else np.zeros((0, d), _F32)
+            emb = out_rows[: uniq.size]
             o = 0
             for n, r in zip(names, rows):
                 actor_emb[n] = emb[inv[o : o + r.size]]
                 o += r.size
             if need_summary:
-                summary = self._readout_value(a, pad)
+                summary = self._count_term(out_rows[uniq.size :], pad, L)
         else:
             for n in self.action_space:
                 if n not in summary_names:

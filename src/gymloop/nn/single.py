@@ -469,7 +469,7 @@ def _summary(p: NumpyPolicy, x: np.ndarray) -> np.ndarray:
         return x.mean(0, keepdims=True) if x.shape[0] else np.zeros((1, p.d), dtype=_F32)
     blk = p.readout
     a = lin(norm(x[None]), blk.w_in, blk.b_in)
-    return p._readout_value(a, None)
+    return p._count_term(blk.finish(*p._readout_value(a, None)), None, x.shape[0])
 
 def logits_one(
     p: NumpyPolicy,

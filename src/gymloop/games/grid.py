@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ..agent import act_all
 from ..obs import Obs
+from .rules import Rules
 
 __all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "play_pair", "take_food"]
 
@@ -92,25 +93,19 @@ def take_food(food: list[Any], occupied: bytearray, size: int, x: int, y: int) -
             break
 
 
-class Board:
-    """A seeded game on a ``size`` × ``size`` board of cells: the rules' base (:class:`~gymloop.games.snake.SnakeGame`,
+class Board(Rules):
+    """:class:`~gymloop.games.rules.Rules` on a ``size`` × ``size`` board of cells (:class:`~gymloop.games.snake.SnakeGame`,
     :class:`~gymloop.games.duel.DuelGame`).
 
     Attributes:
         size: cells per side.
-        rng: the game's ``random.Random(seed)``: every random choice of the rules, in order.
     """
 
-    __slots__ = ("size", "rng")
+    __slots__ = ("size",)
 
     def __init__(self, seed: int, size: int) -> None:
         self.size = size
-        self.rng = random.Random(seed)
-        self.reset()
-
-    def reset(self) -> None:
-        """Start an episode (the rules' own; the constructor calls it once)."""
-        raise NotImplementedError
+        super().__init__(seed)
 
 
 class PairRules(Protocol):

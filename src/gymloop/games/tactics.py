@@ -47,7 +47,6 @@ Example:
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -58,6 +57,7 @@ from ..spaces import game as declare_game
 from .board import ENEMY, MARK, UNIT, WALL, GameView, fmt
 from .grid import Cell
 from .registry import register_game
+from .rules import Rules
 
 if TYPE_CHECKING:
     from ..render.draw import Canvas
@@ -162,14 +162,10 @@ def hit_chance(distance: int) -> float:
     return 1.0 - 0.1 * distance
 
 
-class TacticsGame:
+class TacticsGame(Rules):
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "units", "enemies", "walls", "wall_cells", "turn", "score", "killed", "over")
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.reset()
+    __slots__ = ("units", "enemies", "walls", "wall_cells", "turn", "score", "killed", "over")
 
     def reset(self) -> None:
         rng = self.rng

@@ -38,7 +38,6 @@ Example:
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -47,6 +46,7 @@ from ...obs import Obs
 from ...spaces import game as declare_game
 from ..board import ENEMY, UNIT, GameView, fmt
 from ..registry import register_game
+from ..rules import Rules
 
 if TYPE_CHECKING:
     from ...render.draw import Canvas
@@ -90,7 +90,7 @@ _DELTA = ((0, 0), (0, 1), (0, -1), (-1, 0), (1, 0))  # indexed by a Go's value
 _NEIGHBOURS = ((0, 1), (0, -1), (-1, 0), (1, 0))
 
 
-class FiresGame:
+class FiresGame(Rules):
     """The rules, independent of who plays.
 
     Attributes:
@@ -101,13 +101,12 @@ class FiresGame:
         steps: steps played this episode.
     """
 
-    __slots__ = ("size", "rng", "n_fighters", "fighters", "fires", "score", "put_out", "steps")
+    __slots__ = ("size", "n_fighters", "fighters", "fires", "score", "put_out", "steps")
 
     def __init__(self, seed: int, fighters: int = 1, size: int = SIZE) -> None:
         self.size = size
-        self.rng = random.Random(seed)
         self.n_fighters = fighters
-        self.reset()
+        super().__init__(seed)
 
     def reset(self) -> None:
         """Start an episode: fighters and :data:`START_FIRES` fires on random cells."""

@@ -59,6 +59,7 @@ from ...obs import Obs
 from ...schema import entity
 from ...spaces import game as declare_game
 from ..registry import register_game
+from ..rules import Rules
 
 __all__ = ["Ship", "Alien", "Bomb", "Shot", "Status", "Control", "InvadersGame", "invaders", "InvadersAgent", "WIDTH", "HEIGHT",
            "MAX_TICKS"]
@@ -128,14 +129,10 @@ _NO_FIRE = [True, True, True, False, False, False]
 _ANY = [True] * 6
 
 
-class InvadersGame:
+class InvadersGame(Rules):
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "ship", "aliens", "bombs", "shots", "lives", "kills", "tick", "at_wall", "over")
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.reset()
+    __slots__ = ("ship", "aliens", "bombs", "shots", "lives", "kills", "tick", "at_wall", "over")
 
     def reset(self) -> None:
         self.ship = Ship(WIDTH // 2)

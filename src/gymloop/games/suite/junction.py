@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -42,6 +41,7 @@ from ...actions import global_decision
 from ...obs import Obs
 from ...spaces import game as declare_game
 from ..registry import register_game
+from ..rules import Rules
 
 __all__ = ["Road", "Car", "Signal", "Phase", "JunctionGame", "junction", "JunctionAgent", "MAX_TICKS", "MAX_QUEUE", "AMBER"]
 
@@ -84,14 +84,10 @@ _ROADS = list(Road)
 _GREEN = {Phase.NORTH_SOUTH: (0, 1), Phase.EAST_WEST: (2, 3)}  # each phase's roads, by value
 
 
-class JunctionGame:
+class JunctionGame(Rules):
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "queues", "rates", "phase", "amber", "since_switch", "tick", "crossed", "turned_away", "switches")
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.reset()
+    __slots__ = ("queues", "rates", "phase", "amber", "since_switch", "tick", "crossed", "turned_away", "switches")
 
     def reset(self) -> None:
         rng = self.rng

@@ -36,7 +36,6 @@ Example:
 
 from __future__ import annotations
 
-import random
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from ...obs import Obs
 from ...spaces import game as declare_game
 from ..grid import DELTA, MOVES, Cell, Move
 from ..registry import register_game
+from ..rules import Rules
 
 __all__ = ["Agent", "Key", "Door", "Exit", "Wall", "Clock", "Move", "KeyDoorGame", "keydoor", "KeyDoorAgent", "WIDTH", "HEIGHT",
            "MAX_STEPS", "shortest_path"]
@@ -93,14 +93,10 @@ class Clock:
     steps_left: int
 
 
-class KeyDoorGame:
+class KeyDoorGame(Rules):
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "agent", "key", "door", "exit", "walls", "blocked", "steps", "over")
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.reset()
+    __slots__ = ("agent", "key", "door", "exit", "walls", "blocked", "steps", "over")
 
     def reset(self) -> None:
         rng = self.rng

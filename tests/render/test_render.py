@@ -749,3 +749,22 @@ def test_waiting_for_the_first_key_says_so_in_the_title(display):
     assert kb.act(gl.Obs().actor(Head(1, 1)), Move) is Move.LEFT
     assert seen and "press a direction key to start" in seen[0]
     assert pygame.display.get_caption()[0] == "gymloop: snake"  # restored
+
+
+def test_a_view_in_screen_coordinates_draws_y_downward(display):
+    game = make_game(build_obs=lambda st: gl.Obs(score=st.t).actor(Unit(1, 0)))
+    frames = {}
+    for y_up in (True, False):
+        register_view(game, GameView(draw_entities, 4, 4, name="screen", y_up=y_up))
+        viewer = Viewer(game, window=False, capture=True)
+        gl.run(game, Watch(gl.RandomAgent(0), viewer), seed=0, max_steps=1)
+        assert viewer.canvas.y_up is y_up
+        frames[y_up] = (viewer.frames[0], viewer.canvas)
+    up, c_up = frames[True]
+    down, c_down = frames[False]
+    # the unit at y=0: on the bottom row with y growing upward, on the top row in screen coordinates
+    assert c_up.center(1, 0)[1] > c_up.center(1, 3)[1]
+    assert c_down.center(1, 0)[1] < c_down.center(1, 3)[1]
+    assert c_down.center(1, 0) == c_up.center(1, 3)
+    assert pixel(up, c_up, 1, 0) == pixel(down, c_down, 1, 0)  # the same unit, drawn where each view puts it
+    assert pixel(down, c_down, 1, 0) != pixel(down, c_down, 1, 3)

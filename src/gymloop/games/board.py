@@ -69,6 +69,8 @@ class GameView:
             one, as :func:`~gymloop.render.draw_entities` does).
         types: entity classes known before the first observation (the game's declared ones):
             their colours in :func:`~gymloop.render.draw_entities` follow the game's spaces.
+        y_up: ``y`` grows upward (row 0 at the bottom, as in the bundled grid games); ``False``
+            for a game in screen coordinates (``y`` grows downward, as in pygame).
 
     Example:
         >>> from gymloop.render import GameView, draw_entities
@@ -86,6 +88,7 @@ class GameView:
     cell: int = CELL
     legend: bool | None = None
     types: tuple[type, ...] = ()
+    y_up: bool = True
 
     @property
     def shows_legend(self) -> bool:

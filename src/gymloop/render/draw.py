@@ -109,7 +109,8 @@ def surface_to_array(surface: Any) -> Any:
 class Canvas:
     """A board of ``width`` × ``height`` cells on a pygame surface, under a one-line text bar.
 
-    Cell ``(x, y)`` is drawn with ``y`` growing upward; cells off the board are not drawn. A board
+    Cell ``(x, y)`` is drawn with ``y`` growing upward (:attr:`y_up`; ``False``: downward, as in
+    screen coordinates); cells off the board are not drawn. A board
     too large for :data:`MAX_SIDE` pixels is drawn at fewer pixels per cell (``cell`` may be a
     float, even below 1: a game in pixel coordinates): below :data:`MIN_CELL` pixels there are no
     grid lines and each cell is drawn as a marker of :data:`MARKER` pixels around its centre.
@@ -149,6 +150,8 @@ class Canvas:
         self.footer_lines: list[str] = []
         #: the entity types' colours and legend of :func:`draw_entities` (made at its first frame)
         self.legend: Legend | None = None
+        #: whether ``y`` grows upward (row 0 at the bottom); ``False`` for a game in screen coordinates
+        self.y_up = True
         self._pg = pygame_module()
 
     @classmethod
@@ -196,11 +199,11 @@ class Canvas:
         c = self.cell
         if c < MIN_CELL:
             cx = math.floor((x + 0.5) * c)
-            cy = self.bar + math.floor((self.height - 0.5 - y) * c)
+            cy = self.bar + math.floor(((self.height - 0.5 - y) if self.y_up else (y + 0.5)) * c)
             side = max(2, MARKER - 2 * inset)
             return self._pg.Rect(cx - side // 2, cy - side // 2, side, side)
         left = math.floor(x * c + 0.5)
-        top = self.bar + math.floor((self.height - 1 - y) * c + 0.5)
+        top = self.bar + math.floor(((self.height - 1 - y) if self.y_up else y) * c + 0.5)
         side = round(c) - 2 * inset
         return self._pg.Rect(left + inset, top + inset, side, side)
 

@@ -175,6 +175,7 @@ class Viewer:
         self.canvas = Canvas.offscreen(w, h, cell, BAR, panel, footer)
         self.canvas.fits = sized and cell != self.cell
         self.canvas.legend = legend
+        self.canvas.y_up = self.view.y_up
         self.canvas.footer_lines = keys
         if self.window:
             try:

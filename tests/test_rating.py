@@ -181,6 +181,17 @@ def test_two_specs_of_one_name_are_both_rated(capsys: pytest.CaptureFixture[str]
     assert set(json.loads(capsys.readouterr().out)["agents"]) == {"random", "random#2"}
 
 
+def test_agents_may_follow_the_options_and_other_leftovers_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rate", "cycles", "--episodes", "2", "random", "scripted", "--json"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["agents"]) == {"random", "scripted"}
+    with pytest.raises(SystemExit):
+        main(["rate", "cycles", "random", "--episodes", "2", "--nonsense"])
+    assert "unrecognized arguments: --nonsense" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["eval", "snake", "--episodes", "2", "stray"])
+    assert "unrecognized arguments: stray" in capsys.readouterr().err
+
+
 def test_path_like_library_arguments(tmp_path: Path) -> None:
     d = _library(tmp_path, 2)
     write_ratings(os.fspath(d), _doc({"u0": 1.0, "u1": 2.0}))

@@ -491,7 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_game(ra)
     ra.add_argument("agents", nargs="*", metavar="AGENT", help="random, scripted, module:Class or a checkpoint path")
     ra.add_argument("--agent", action="append", default=None, metavar="AGENT", dest="more_agents",
-                    help="one more agent (repeatable; the same as a positional AGENT, also after the options)")
+                    help="one more agent (repeatable; the same as a positional AGENT)")
     ra.add_argument("--library", action="append", default=None, metavar="LIB", help="every agent of an agent library (repeatable)")
     ra.add_argument("--episodes", type=int, default=10, help="games per pair (per group of seats; per agent in a one-player game)")
     ra.add_argument("--seed", type=int, default=0)
@@ -587,7 +587,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gymloop`` console script."""
     from .errors import GymloopError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # `gymloop rate` takes its agents before and after the options alike
+        if getattr(args, "fn", None) is not _cmd_rate or any(e.startswith("-") for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.agents = [*args.agents, *extra]
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # `module:function` games next to the user, as `python -m` would find them
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -196,3 +196,62 @@ def test_path_like_library_arguments(tmp_path: Path) -> None:
     d = _library(tmp_path, 2)
     write_ratings(os.fspath(d), _doc({"u0": 1.0, "u1": 2.0}))
     assert gl.library(d).pick(level="hard") == "u1"
+
+
+def test_write_ratings_refuses_what_it_could_not_read_back(tmp_path: Path) -> None:
+    d = _library(tmp_path, 2)
+    archive = tmp_path / "lib.safetensors"
+    gl.pack_library(archive, d)
+    good = _doc({"u0": 1.0, "u1": 2.0})
+    bad_rating = {**good, "agents": {**good["agents"], "u1": {"mu": float("nan"), "sigma": -1.0}}}
+    cases = [
+        ({"agents": {"u0": {"mu": 30, "sigma": 2}}}, "not a gymloop ratings document"),  # no format
+        (bad_rating, r"the rating of 'u1': mu must be finite and sigma positive"),
+        ({**good, "levels": ["easy"]}, "levels must map level names to agent names"),
+    ]
+    for where in (d, archive):
+        for doc, match in cases:
+            with pytest.raises(gl.ConfigError, match=match):
+                write_ratings(where, doc)
+        with pytest.raises(gl.ConfigError, match=r"got RatingTable \(pass table.document\(\)\)"):
+            write_ratings(where, RatingTable("duel", 2, 10, 0, ratings={"u0": Rating(1.0, 1.0)}))
+        with pytest.raises(gl.ConfigError, match="level 'boss' names 'u1', which has no rating here"):
+            write_ratings(where, _doc({"u0": 1.0}), levels={"boss": "u1"})
+        assert gl.library(where).ratings() == {}  # nothing was written
+
+
+def test_bad_ratings_in_a_file_are_named_and_the_library_still_opens_to_be_rated_again(tmp_path: Path) -> None:
+    d = _library(tmp_path, 2)
+    good = _doc({"u0": 1.0, "u1": 2.0})
+    (d / "ratings.json").write_text(json.dumps({**good, "levels": {"easy": "u0", "boss": "nobody"}}))
+    with pytest.raises(gl.CheckpointError, match="level 'boss' names 'nobody', which has no rating here.*gymloop rate GAME"):
+        gl.library(d).pick(level="easy")
+    (d / "ratings.json").write_text(json.dumps({**good, "agents": {"u0": {"mu": "x", "sigma": 1}}}))
+    archive = tmp_path / "lib.safetensors"
+    with pytest.raises(gl.CheckpointError, match="the rating of 'u0': expected"):
+        gl.pack_library(archive, d)
+    (d / "ratings.json").unlink()
+    gl.pack_library(archive, d)
+    from gymloop.checkpoint import SafetensorsFile, write_safetensors
+
+    f = SafetensorsFile(archive)  # an archive whose stored ratings went bad (written by something else)
+    meta = dict(f.metadata)
+    lib_doc = json.loads(meta["gymloop_library"])
+    lib_doc["ratings"] = {"format": good["format"], "agents": {"u0": {"mu": 1.0, "sigma": 0.0}}}
+    meta["gymloop_library"] = json.dumps(lib_doc)
+    meta.pop("checksum", None)
+    write_safetensors(tmp_path / "bad.safetensors", {k: f.tensor(k) for k in f.keys()}, meta)
+    lib = gl.library(tmp_path / "bad.safetensors")  # it opens: its agents load, its ratings are named as bad
+    assert lib.load("u0", seed=0) is not None
+    with pytest.raises(gl.CheckpointError, match="its ratings: the rating of 'u0': mu must be finite and sigma positive"):
+        lib.ratings()
+    write_ratings(tmp_path / "bad.safetensors", good)  # and rating it again mends it
+    assert gl.library(tmp_path / "bad.safetensors").pick(level="hard") == "u1"
+
+
+def test_pick_takes_numpy_quantiles(tmp_path: Path) -> None:
+    import numpy as np
+
+    d = _library(tmp_path, 3)
+    write_ratings(d, _doc({"u0": 1.0, "u1": 2.0, "u2": 3.0}))
+    assert gl.library(d).pick(level=np.float32(0.5)) == "u1" and gl.library(d).pick(level=np.float64(1.0)) == "u2"

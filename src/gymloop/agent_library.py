@@ -46,6 +46,7 @@ import difflib
 import json
 import logging
 import math
+import numbers
 import os
 import re
 import threading
@@ -65,7 +66,7 @@ from .checkpoint import (
     tensors_checksum,
     write_safetensors,
 )
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, GymloopError
 from .files import check_output, open_input, write_atomic
 from .neural import NeuralAgent, load
 from .nn.migrate import current_document
@@ -230,17 +231,17 @@ class AgentLibrary:
                 raise ConfigError(f"pick rating must be a finite number (a mu on openskill's scale, 25 for a new player), got {rating!r}")
             return min(by_skill, key=lambda n: abs(r[n].mu - float(rating)))
         named = (self._ratings_doc() or {}).get("levels", {})
-        if isinstance(level, str) and level in named and named[level] in r:
+        if isinstance(level, str) and level in named:  # (a named level's agent is rated: checked when read)
             return str(named[level])
         q = LEVELS.get(level) if isinstance(level, str) else level
-        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.0 <= float(q) <= 1.0:
+        if isinstance(q, bool) or not isinstance(q, numbers.Real) or not 0.0 <= float(q) <= 1.0:
             known = sorted({*LEVELS, *named})
             raise ConfigError(f"pick level must be one of {known} or a quantile in [0, 1], got {level!r}")
         return by_skill[int(round(float(q) * (len(by_skill) - 1)))]
 
     def _ratings_doc(self) -> dict[str, Any] | None:
-        if self.kind == "archive":
-            return self._ratings
+        if self.kind == "archive":  # (checked when read: a library with bad ratings still opens, to be rated again)
+            return None if self._ratings is None else _checked_ratings(self._ratings, f"{self.path}: its ratings", CheckpointError)
         path = os.path.join(self.path, RATINGS_FILE)
         if not os.path.isfile(path):
             return None
@@ -430,10 +431,29 @@ def _parse_ratings(text: str, where: str) -> dict[str, Any]:
         doc = json.loads(text)
     except (ValueError, RecursionError) as e:
         raise CheckpointError(f"{where}: the ratings are not valid JSON: {e}") from None
-    if not isinstance(doc, dict) or doc.get("format") != RATINGS_FORMAT or not isinstance(doc.get("agents", {}), dict):
-        raise CheckpointError(f"{where}: not a gymloop ratings document (format {RATINGS_FORMAT!r}); rate the library "
-                              "again with gymloop rate --into")
-    return doc
+    return _checked_ratings(doc, where, CheckpointError)
+
+
+def _checked_ratings(doc: Any, where: str, error: type[GymloopError]) -> dict[str, Any]:
+    """``doc`` as a ratings document (:meth:`RatingTable.document() <gymloop.rating.RatingTable.document>`):
+    its format, every agent's rating, and levels that name rated agents; anything else is ``error``."""
+    fix = "rate the library again with gymloop rate GAME --library LIB --into LIB"
+    if not isinstance(doc, Mapping) or doc.get("format") != RATINGS_FORMAT or not isinstance(doc.get("agents", {}), Mapping):
+        raise error(f"{where}: not a gymloop ratings document (a mapping with format {RATINGS_FORMAT!r} and its agents' "
+                    f"ratings, as RatingTable.document() gives), got {type(doc).__name__}; {fix}")
+    agents = dict(doc.get("agents", {}))
+    for name, r in agents.items():
+        try:
+            Rating.from_json(r, f"{where}: the rating of {name!r}")
+        except ConfigError as e:
+            raise error(f"{e}; {fix}") from None
+    levels = doc.get("levels", {})
+    if not isinstance(levels, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in levels.items()):
+        raise error(f"{where}: levels must map level names to agent names (e.g. {{'easy': 'u00040'}}), got {levels!r}; {fix}")
+    for lv, name in levels.items():
+        if name not in agents:
+            raise error(f"{where}: level {lv!r} names {name!r}, which has no rating here (rated: {sorted(agents)}); {fix}")
+    return {**doc, "agents": agents, "levels": dict(levels)} if levels else {**doc, "agents": agents}
 
 
 def write_ratings(path: str | os.PathLike, ratings: Mapping[str, Any], levels: Mapping[str, str] | None = None) -> int:
@@ -445,15 +465,24 @@ def write_ratings(path: str | os.PathLike, ratings: Mapping[str, Any], levels: M
 
     Raises:
         CheckpointError: ``path`` is not an agent library, or a level names an agent it does not hold.
+        ConfigError: ``ratings`` is not a ratings document, a rating is not finite (or its sigma not
+            positive), or a level names an agent without a rating.
     """
+    if not isinstance(ratings, Mapping):
+        hint = " (pass table.document())" if hasattr(ratings, "document") else ""
+        raise ConfigError(f"write_ratings: expected a ratings document (a mapping, as RatingTable.document() gives), "
+                          f"got {type(ratings).__name__}{hint}")
     lib = library(path)
     doc = dict(ratings)
-    doc["agents"] = {n: v for n, v in dict(doc.get("agents", {})).items() if n in lib}
+    agents = doc.get("agents", {})
+    if isinstance(agents, Mapping):
+        doc["agents"] = {n: v for n, v in agents.items() if n in lib}
     if levels:
         for lv, name in levels.items():
             if name not in lib:
                 raise CheckpointError(f"write_ratings: level {lv!r} names {name!r}, which agent library {lib.path} does not hold")
         doc["levels"] = dict(levels)
+    doc = _checked_ratings(doc, "write_ratings", ConfigError)
     text = json.dumps(doc, indent=1)
     if lib.kind == "folder":
         write_atomic(os.path.join(lib.path, RATINGS_FILE), [text.encode()])
@@ -499,5 +528,4 @@ def _parse_archive(f: SafetensorsFile) -> tuple[dict[str, dict[str, Any]], dict[
         ids[name] = ent["id"]
         if "checksum" in ent:
             sums[name] = ent["checksum"]
-    ratings = doc.get("ratings")
-    return infos, ids, sums, (None if ratings is None else _parse_ratings(json.dumps(ratings), f"{p}: its ratings"))
+    return infos, ids, sums, doc.get("ratings")

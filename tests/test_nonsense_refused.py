@@ -7,6 +7,8 @@ zero game copies, behaviour cloning or replay from a trace of another game.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import pytest
@@ -105,3 +107,45 @@ def test_a_renamed_feature_or_entity_type_in_the_metadata_is_named(agent, tmp_pa
     write_safetensors(bad, t, {**meta, "gymloop": json.dumps(doc)})
     with pytest.raises(gl.CheckpointError, match=r"the weights embed the entity types \['Food'\] and the metadata names \['Apple'\] instead"):
         gl.load(bad)
+
+
+@dataclass
+class Marker:
+    v: float
+
+
+class Flip(Enum):
+    A = 0
+    B = 1
+
+
+def _never_asks(agent, seed):
+    """A game whose episodes end before any decision (as a bad option can make them)."""
+    while True:
+        agent.game_over(gl.Obs(score=0))
+
+
+def test_a_game_that_never_asks_for_a_decision_stops_with_an_error_instead_of_hanging():
+    from gymloop.obs import EMPTY_EPISODES
+
+    with pytest.raises(gl.EnvStateError, match=f"ended {EMPTY_EPISODES} episodes in a row without asking for a decision"):
+        gl.run(_never_asks, gl.RandomAgent(0), seed=0, max_steps=10)
+    with pytest.raises(gl.GameError, match=f"ended {EMPTY_EPISODES} episodes in a row without asking for a decision"):
+        gl.VecEnv(_never_asks, num_envs=2, seed=0).reset()
+    # an occasional empty episode is fine: the count starts again at every decision
+    seen = []
+
+    def sometimes(agent, seed):
+        while True:
+            for _ in range(EMPTY_EPISODES - 1):
+                agent.game_over(gl.Obs(score=0))
+            seen.append(agent.act(gl.Obs(score=0).actor(Marker(1.0)), Flip))
+            agent.game_over(gl.Obs(score=1))
+
+    r = gl.run(sometimes, gl.RandomAgent(0), seed=0, max_steps=3)
+    assert r.steps == 3 and len(seen) == 3
+    env = gl.VecEnv(sometimes, num_envs=1, seed=0)
+    env.reset()
+    for _ in range(3):
+        env.step(env.sample_actions())
+    env.close()

@@ -28,7 +28,7 @@ import greenlet
 from .actions import action_spec
 from .errors import ConfigError, InvalidActionError, InvalidObservationError
 from .featurize import ObsValidator
-from .obs import Obs, check_score, no_actor_message
+from .obs import EMPTY_EPISODES, Obs, check_score, empty_episodes_error, no_actor_message
 from .spaces import check_agents, declared_types
 
 __all__ = ["Agent", "RandomAgent", "run", "act_all", "RunResult", "EpisodeResult"]
@@ -187,6 +187,7 @@ class _RunAgent:
         self.index = index
         self.state = state
         self.ep_len = 0
+        self.empty = 0  # episodes ended in a row without a decision
 
     def _before(self) -> None:
         st = self.state
@@ -229,6 +230,9 @@ class _RunAgent:
         st.result.episodes.append(
             EpisodeResult(self.index, check_score(obs.score), self.ep_len, bool(truncated), obs.metrics)
         )
+        self.empty = self.empty + 1 if self.ep_len == 0 else 0
+        if self.empty >= EMPTY_EPISODES:
+            raise empty_episodes_error(f"run, agent {self.index}")
         self.ep_len = 0
         if st.max_episodes is not None and len(st.result.episodes) >= st.max_episodes:
             st.result.stopped = "max_episodes"

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .actions import ActionSpec, action_spec
-from .errors import InvalidObservationError, SchemaError
+from .errors import EnvStateError, InvalidObservationError, SchemaError
 from .schema import _cache as _schema_cache
 from .schema import schema_of
 
@@ -584,6 +584,18 @@ def _value_name(v: Any) -> str:
     if isinstance(v, Enum):
         return f"{type(v).__name__}.{v.name}"
     return repr(v)
+
+
+#: episodes in a row that a game may end without asking one decision before it is stopped (a game
+#: that never asks would otherwise keep its caller waiting forever)
+EMPTY_EPISODES = 1000
+
+
+def empty_episodes_error(where: str) -> EnvStateError:
+    """The error of a game that ended :data:`EMPTY_EPISODES` episodes in a row without a decision."""
+    return EnvStateError(f"{where}: the game ended {EMPTY_EPISODES} episodes in a row without asking for a decision "
+                         "(agent.act); an episode must ask at least once. Check the game's start conditions "
+                         "(e.g. an option such as lives=0 that ends every episode at once)")
 
 
 def check_score(score: Any, where: str = "") -> float:

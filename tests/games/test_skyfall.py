@@ -65,6 +65,17 @@ def test_lives_is_a_game_option() -> None:
     assert all(not e.truncated for e in r.episodes)
 
 
+@pytest.mark.parametrize("lives", ["0", "-2"])
+def test_lives_below_one_is_refused_not_an_endless_loop_of_empty_episodes(lives: str) -> None:
+    from gymloop.game_args import bind_game_args
+
+    game = bind_game_args(skyfall, [f"lives={lives}"])
+    with pytest.raises(gl.ConfigError, match=r"lives must be a whole number >= 1.*--game-arg lives=3"):
+        gl.run(game, gl.RandomAgent(0), seed=0, max_steps=10)
+    with pytest.raises(gl.GameError, match=r"lives must be a whole number >= 1"):
+        gl.VecEnv(game, num_envs=2, seed=0).reset()
+
+
 pygame = pytest.importorskip("pygame")
 
 

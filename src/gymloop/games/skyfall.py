@@ -32,6 +32,7 @@ from enum import Enum
 from typing import Any
 
 from ..display import HEADLESS, Display
+from ..errors import ConfigError
 from ..obs import Obs
 from ..spaces import game as declare_game
 from .registry import register_game
@@ -165,8 +166,14 @@ def skyfall(agent: Any, seed: int, display: Display = HEADLESS, lives: int = LIV
         agent: the agent that slides the basket.
         seed: the seed of every random draw.
         display: where to draw (headless by default: nothing is drawn, nothing waits).
-        lives: rocks the basket may take in an episode.
+        lives: rocks the basket may take in an episode (at least 1).
+
+    Raises:
+        ConfigError: ``lives`` is not a whole number of at least 1.
     """
+    if isinstance(lives, bool) or not isinstance(lives, int) or lives < 1:
+        raise ConfigError(f"skyfall: lives must be a whole number >= 1 (rocks the basket may take), got {lives!r}; "
+                          "e.g. --game-arg lives=3")
     rng = random.Random(seed)
     screen = display.screen((WIDTH, HEIGHT), "Skyfall")
     font = None

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..errors import InvalidObservationError
-from ..obs import Obs, check_score
+from ..obs import EMPTY_EPISODES, Obs, check_score, empty_episodes_error
 
 __all__ = ["EpisodeState"]
 
@@ -41,6 +41,7 @@ class EpisodeState:
         self.ep_len = np.zeros(n, dtype=np.int64)
         self.metrics: dict[str, dict[int, float]] = {}
         self.final_obs: dict[int, Obs] = {}
+        self.empty = [0] * n  # episodes ended in a row without a decision
 
     def game_over(self, s: int, obs: Obs, truncated: bool) -> None:
         """Slot ``s``'s game ended its episode with ``obs`` (``agent.game_over``)."""
@@ -52,6 +53,11 @@ class EpisodeState:
             r = score - prev
             self.reward_acc[s] += r
             self.ep_ret[s] += r
+            self.empty[s] = 0
+        else:
+            self.empty[s] += 1
+            if self.empty[s] >= EMPTY_EPISODES:
+                raise empty_episodes_error(f"slot {self.slot_lo + s}")
         self.prev_score[s] = math.nan
         if truncated:
             self.trunc[s] = True

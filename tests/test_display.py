@@ -95,8 +95,39 @@ def test_bad_displays_are_refused(kwargs: dict[str, Any], match: str) -> None:
 
 
 def test_bad_screen_sizes_are_refused() -> None:
-    with pytest.raises(gl.ConfigError, match="two positive ints"):
-        gl.Display.window().screen((0, 10))
+    for size in ((0, 10), (640,), (float("nan"), 480), "big"):
+        with pytest.raises(gl.ConfigError, match=r"must be \(width, height\), two positive ints"):
+            gl.Display.window().screen(size)  # type: ignore[arg-type]
+
+
+def test_events_nobody_reads_cannot_fill_the_queue_and_lose_the_window_s_close() -> None:
+    from gymloop.display import EVENT_BACKLOG
+
+    d = gl.Display.window(fps=None)
+    d.screen((20, 20))
+    for _ in range(EVENT_BACKLOG + 100):  # a mouse moving over a game that reads no events
+        pygame.event.post(pygame.event.Event(pygame.MOUSEMOTION, pos=(1, 1), rel=(1, 0), buttons=(0, 0, 0)))
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=pygame.K_LEFT, mod=0, unicode="", scancode=0))
+    for _ in range(64):
+        d.tick()
+    left = pygame.event.get()
+    assert [e.type for e in left] == [pygame.KEYDOWN]  # the motion went, the key stayed for whoever reads keys
+    for _ in range(10):  # a game that reads its events keeps them all: a short queue is left as it is
+        pygame.event.post(pygame.event.Event(pygame.MOUSEMOTION, pos=(1, 1), rel=(1, 0), buttons=(0, 0, 0)))
+    for _ in range(64):
+        d.tick()
+    assert len(pygame.event.get(pygame.MOUSEMOTION)) == 10
+    pygame.event.post(pygame.event.Event(pygame.QUIT))
+    with pytest.raises(gl.DisplayClosed):
+        d.tick()
+
+
+def test_a_recording_leaves_the_video_driver_as_it_found_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SDL_VIDEODRIVER")
+    d = gl.Display.recording(lambda frame: None)
+    d.screen((20, 10))
+    assert "SDL_VIDEODRIVER" not in os.environ and pygame.display.get_driver() == "dummy"
+    d.close()
 
 
 def test_no_display_to_open_says_how_to_record(monkeypatch: pytest.MonkeyPatch) -> None:

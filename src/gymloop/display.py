@@ -41,6 +41,22 @@ __all__ = ["Display", "HEADLESS", "DisplayClosed", "takes_display", "with_displa
 Mode = Literal["headless", "window", "recording"]
 
 
+#: :meth:`Display.tick` looks at pygame's event queue every this many frames, and when more than
+#: :data:`EVENT_BACKLOG` events wait (a game that reads none of them: mouse motion, window events...),
+#: drops all but the quits and keys (SDL's queue holds 65,535 events; once full, a window's close is lost)
+_EVENT_CHECK_EVERY = 32
+EVENT_BACKLOG = 4096
+
+
+def _bound_event_queue(pg: Any) -> None:
+    events = pg.event.get(pump=False)
+    if len(events) > EVENT_BACKLOG:
+        keep = (pg.QUIT, pg.KEYDOWN, pg.KEYUP)
+        events = [e for e in events if e.type in keep]
+    for e in events:  # (the rest go back in their order, for the game and the keyboard to read)
+        pg.event.post(e)
+
+
 class Display:
     """Whether a game is drawn, and where: headless, in a window, or into recorded frames.
 
@@ -66,6 +82,7 @@ class Display:
         self._surface: Any = None
         self._clock: Any = None
         self._pg: Any = None
+        self._ticks = 0
 
     @classmethod
     def window(cls, fps: float | None = 30.0) -> Display:
@@ -94,14 +111,20 @@ class Display:
         """
         if self.mode == "headless":
             return None
-        w, h = (int(v) for v in size)
+        try:
+            w, h = (int(v) for v in size)
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError(f"Display.screen size must be (width, height), two positive ints, got {size!r}") from None
         if w <= 0 or h <= 0:
-            raise ConfigError(f"Display.screen size must be two positive ints, got {size!r}")
+            raise ConfigError(f"Display.screen size must be (width, height), two positive ints, got {size!r}")
         if self._surface is not None and self._surface.get_size() == (w, h):
             return self._surface
         pg = self._pg = _pygame()
-        if self.mode == "recording" and not pg.display.get_init():
-            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # offscreen: never open a window to record
+        # a recording never opens a window: SDL's dummy driver for this display only (the variable is read when
+        # the display starts, and put back at once, so a window opened later in the process is a real one)
+        offscreen = self.mode == "recording" and not pg.display.get_init() and "SDL_VIDEODRIVER" not in os.environ
+        if offscreen:
+            os.environ["SDL_VIDEODRIVER"] = "dummy"
         try:
             pg.display.init()
             self._surface = pg.display.set_mode((w, h))
@@ -109,6 +132,9 @@ class Display:
             pg.display.quit()
             raise ConfigError(f"cannot open a {w}x{h} window: {e}; on a machine without a display, record the game "
                               "instead (gymloop record GAME --out game.gif) or set SDL_VIDEODRIVER=dummy") from None
+        finally:
+            if offscreen:
+                del os.environ["SDL_VIDEODRIVER"]
         if caption:
             pg.display.set_caption(caption)
         self._clock = pg.time.Clock()
@@ -132,6 +158,9 @@ class Display:
         if pg.event.peek(pg.QUIT):
             raise DisplayClosed("the game's window was closed")
         pg.event.pump()
+        self._ticks += 1
+        if self._ticks % _EVENT_CHECK_EVERY == 0:
+            _bound_event_queue(pg)
         if self.fps is not None:
             self._clock.tick(self.fps)
 

@@ -211,6 +211,19 @@ def test_a_forward_pass_on_another_device_creates_nothing_on_the_cpu(readout, mo
             assert {t.device.type for t in tensors_of(out)} == {"meta"}
 
 
+def test_a_warm_start_is_grown_on_the_cpu_and_put_on_the_device(tmp_path):
+    from gymloop.train.warmstart import warm_start
+
+    old = str(tmp_path / "old.safetensors")
+    gl.neural.random_checkpoint(old, tg.select, seed=1)
+    with gl.VecEnv(tg.select, num_envs=4, seed=0) as env:
+        b = env.reset()
+        pol, report = warm_start(read_agent(old), env.obs_space, env.action_space, b, device="meta")
+        on_cpu, _ = warm_start(read_agent(old), env.obs_space, env.action_space, b)
+    assert report.unchanged and pol.device.type == "meta" and on_cpu.device.type == "cpu"
+    assert {t.device.type for t in [*pol.parameters(), *pol.buffers()]} == {"meta"}
+
+
 def test_a_minibatch_goes_to_the_policy_device():
     cfg = tiny(256).resolved()
     groups = make_groups(tg.select, cfg, 8)

@@ -165,7 +165,8 @@ class Trainer:
         if cfg.init_from and not self.resume:
             from .warmstart import warm_start
 
-            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, self.batch)
+            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, self.batch,
+                                                             self.device)
             cfg.net = self.policy.cfg
         else:
             self.policy = Policy(env.obs_space, env.action_space, cfg.net)

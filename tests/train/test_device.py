@@ -187,6 +187,17 @@ def test_the_per_step_move_targets_the_policy_device():
             assert isinstance(inp, Inputs) and {t.device.type for t in tensors_of(inp)} == {"meta"}
 
 
+def test_inputs_moved_once_give_what_the_batch_gives():
+    with gl.VecEnv(tg.select, num_envs=4, seed=0) as env:
+        b = env.reset()
+    pol = Policy(env.obs_space, env.action_space)
+    actions = {k: np.zeros(v.shape[0], np.int64) for k, v in b.actor_slot.items()}
+    a, c = pol(pol.pack(b), actions=actions), pol(pol.inputs(pol.pack(b), actions))
+    assert all(torch.equal(a.logprob[k], c.logprob[k]) for k in actions) and torch.equal(a.value, c.value)
+    with pytest.raises(ConfigError, match=r"give the actions to evaluate to Policy.inputs\(batch, actions\)"):
+        pol(pol.inputs(pol.pack(b)), actions=actions)
+
+
 @pytest.mark.parametrize("readout", [False, True])
 def test_a_forward_pass_on_another_device_creates_nothing_on_the_cpu(readout, monkeypatch):
     """The forward pass on the meta device: PyTorch refuses to mix a CPU tensor into it, so a factory

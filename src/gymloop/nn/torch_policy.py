@@ -669,7 +669,9 @@ class Policy(nn.Module):
         if isinstance(p, Packed):
             inp = self.inputs(p, actions)
         elif actions is not None:
-            raise ValueError("Policy.forward: give the actions to evaluate to Policy.inputs with the batch")
+            from ..errors import ConfigError
+
+            raise ConfigError("Policy.forward got Inputs and actions: give the actions to evaluate to Policy.inputs(batch, actions)")
         else:
             inp = p
         x = self.encode(inp)

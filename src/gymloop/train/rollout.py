@@ -118,7 +118,8 @@ class Players:
     """Who acts in the games: the learning policy in the learner's slots, and with frozen opponents
     (``TrainConfig.opponents``: agent 0 of each game learns) one of them in the others.
 
-    Every forward pass samples with the run's generator ``gen``, in the order of the calls.
+    Every forward pass samples with the run's generator ``gen`` (on the policy's device), in the order of the calls;
+    the actions, log-probabilities and values come back to the host as numpy arrays.
     """
 
     def __init__(self, policy: Policy, opponents: list[Policy], learner: np.ndarray, gen: torch.Generator,

@@ -152,6 +152,7 @@ class Trainer:
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.update = 0
+        log.info("training on %s", self.device)
         self.groups = make_groups(self.game, cfg, self.num_envs)
         try:
             self._setup_learner()

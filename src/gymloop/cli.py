@@ -240,6 +240,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cfg.step_timeout = None if args.step_timeout.lower() in ("none", "off") else _number("--step-timeout", args.step_timeout)
     if args.on_game_error is not None:
         cfg.on_game_error = args.on_game_error
+    if args.device is not None:
+        cfg.device = args.device
     sets = args.set or []
     _parse_overrides(cfg, [x for x in sets if not x.startswith("bc.")])
     bc_cfg = None
@@ -477,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--on-game-error", choices=["raise", "restart"], default=None,
                    help="raise (default): a game that raises stops the run (after saving the last completed update); restart: that "
                         "copy restarts with a fresh seed (a dead worker too), counted in metrics.csv (game_errors, worker_restarts)")
+    t.add_argument("--device", default=None, metavar="DEVICE",
+                   help="where the network trains (behaviour cloning and PPO): auto (the default: a CUDA GPU when PyTorch sees one, "
+                        "else the CPU), cpu, cuda or cuda:N; a GPU PyTorch does not see is an error, never a CPU run")
     t.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. ppo.lr=1e-3")
     t.add_argument("--eval-episodes", type=int, default=200,
                    help="episodes to score the random agent before training and the trained one after (default 200; 0: skip)")

@@ -11,6 +11,7 @@ Tree::
     ├── WorkerError              a worker process died or stopped answering; names the worker and its copies
     ├── EnvStateError            a call at the wrong time (step before reset, step after close)
     ├── ConfigError              an argument that cannot work (zero envs, bad worker count, ...)
+    │   └── DeviceError          a training device that is not one, or that PyTorch does not see (no GPU)
     ├── CheckpointError          a checkpoint file that is corrupt, foreign or incompatible
     ├── TraceError               a trace file that is corrupt or foreign, or a replay that diverges
     ├── TrainingError            training cannot continue (a NaN loss, ...)
@@ -34,6 +35,7 @@ __all__ = [
     "WorkerError",
     "EnvStateError",
     "ConfigError",
+    "DeviceError",
     "DisplayClosed",
     "CheckpointError",
     "TraceError",
@@ -70,6 +72,12 @@ class DisplayClosed(GymloopError):
 
 class ConfigError(GymloopError, ValueError):
     """An argument or configuration value that cannot work."""
+
+
+class DeviceError(ConfigError):
+    """A training device (``TrainConfig.device``, ``gymloop train --device``) that is not one of the
+    accepted forms, or that PyTorch cannot use here (``cuda`` without a visible GPU, ``cuda:N`` past
+    the last one); the message says what PyTorch sees."""
 
 
 class CheckpointError(GymloopError, ValueError):

@@ -12,6 +12,7 @@ final entity embeddings (global features reach it through every entity).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -26,7 +27,7 @@ from .config import NetConfig, RelposConfig
 from .heads import POINTER, head_of, summary_actions
 from .inputs import FrameIndex, Packed, pack
 
-__all__ = ["Policy", "InputNorm", "PolicyOutput"]
+__all__ = ["Inputs", "Policy", "InputNorm", "PolicyOutput", "host_to"]
 
 #: An attention product whose broadcast intermediate has at most this many elements (2 MB) is
 #: computed as an elementwise product and a sum. Written as a batched matrix product, attention
@@ -97,7 +98,7 @@ class InputNorm(nn.Module):
     def update(self, x: np.ndarray) -> None:
         if x.shape[0] == 0:
             return
-        xd = torch.from_numpy(np.asarray(x, dtype=np.float64))
+        xd = torch.from_numpy(np.asarray(x, dtype=np.float64)).to(self.mean.device)
         n = float(xd.shape[0])
         mean = xd.mean(0)
         sq = ((xd - mean) ** 2).sum(0)
@@ -386,7 +387,7 @@ class Readout(_BlockParams):
         if n == 0:
             return x.new_zeros((0, C)), value_emb
         first = torch.cumsum(counts, 0) - counts
-        dest = slot * Q + (torch.arange(n) - first[slot])
+        dest = slot * Q + (torch.arange(n, device=rows.device) - first[slot])
         xq = x.reshape(S * L, C)[rows]
         hq = h.reshape(S * L, C)[rows]
         q = x.new_zeros((S * Q, C)).index_copy(0, dest, self.query(hq)).view(S, Q, H, dh)
@@ -437,6 +438,40 @@ class Readout(_BlockParams):
         if rows.shape[0] == 0:
             return x.new_zeros((0, C)), value_emb
         return self._finish(x.reshape(S, C)[rows], v[rows]), value_emb
+
+
+def host_to(device: torch.device) -> Callable[[np.ndarray], torch.Tensor]:
+    """The function that puts a host array on ``device``: on the CPU ``torch.from_numpy`` (the array's
+    memory, no copy); on a GPU through pinned memory, without waiting for the copy (``non_blocking``)."""
+    if device.type == "cpu":
+        return torch.from_numpy
+    if device.type == "cuda":
+        return lambda a: torch.from_numpy(a).pin_memory().to(device, non_blocking=True)
+    return lambda a: torch.from_numpy(a).to(device)  # (the meta device of the tests)
+
+
+@dataclass
+class Inputs:
+    """A packed batch's arrays as the tensors a forward pass reads, on the policy's device (:meth:`Policy.inputs`):
+    ``S`` slots of at most ``L`` entities (as :class:`~gymloop.nn.inputs.Packed`)."""
+
+    S: int
+    L: int
+    feats: dict[str, torch.Tensor]  # per entity type present with features: its rows' raw features
+    parts: list[tuple[str, int]]  # the entity types present, in network order, with their numbers of rows
+    order: torch.Tensor | None  # the flat destination (in S * L) of every row of parts, type after type (None: no row)
+    pad: torch.Tensor | None  # (S, L) bool, True at padding (None: no padding)
+    valid: torch.Tensor | None  # (S, L) bool, True at real entities (only for a policy without a readout)
+    positions: torch.Tensor | None  # (S, L, P) raw position features (relative positions), or None
+    rows: torch.Tensor | None  # with a readout: the distinct actor rows (flat indices) it computes
+    #: per action type each actor's row: in ``rows`` with a readout, else in ``S * L``; a summary action's: the slot
+    actors: dict[str, torch.Tensor]
+    #: per categorical action type the masked-out choices (None: none); per select-entity action with actors each
+    #: candidate's mask
+    masks: dict[str, torch.Tensor | None]
+    #: per select-entity action with actors: the candidates' flat rows, the actor of each, the candidates per actor
+    cand: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+    actions: dict[str, torch.Tensor] | None = None  # the actions to evaluate (int64 per action type); None: sample
 
 
 @dataclass
@@ -527,6 +562,11 @@ class Policy(nn.Module):
         return Spaces(self.obs_space, self.action_space)
 
     # ------------------------------------------------------------------ inputs
+    @property
+    def device(self) -> torch.device:
+        """The device the policy's weights are on (``policy.to(device)`` moves them, with the normalizers' statistics)."""
+        return self.value_head.weight.device
+
     def pack(self, b: Any) -> Packed:
         return pack(b, self.entity_names, self.position_idx, summary_actions=self.summary_actions, frame=self.frame)
 
@@ -538,73 +578,131 @@ class Policy(nn.Module):
         if self.readout is not None and self.readout.count_norm is not None:
             self.readout.count_norm.update(p.lengths.reshape(-1, 1))
 
-    # ------------------------------------------------------------------ forward
-    def encode(self, p: Packed) -> torch.Tensor:
-        """Final entity embeddings, ``(S, L, d_model)``."""
-        d = self.cfg.d_model
-        parts, order = [], []
+    def inputs(self, p: Packed, actions: Mapping[str, np.ndarray] | None = None) -> Inputs:
+        """A packed batch (and the actions to evaluate, if any) as the tensors a forward pass reads, on the
+        policy's device: the one place a batch goes from the host to the device, each array once (through
+        pinned memory to a GPU, without waiting: :func:`host_to`); on the CPU the tensors share the arrays'
+        memory (nothing is copied)."""
+        put = host_to(self.device)
+        feats: dict[str, torch.Tensor] = {}
+        parts: list[tuple[str, int]] = []
+        order = []
         for name in self.entity_names:
             dest = p.dest[name]
             if dest.size == 0:
                 continue
             if name in self.embeds:
-                x = torch.from_numpy(p.feats[name])
+                feats[name] = put(p.feats[name])
+            parts.append((name, dest.size))
+            order.append(dest)
+        summary = self.summary_actions
+        actors: dict[str, torch.Tensor] = {}
+        rows = None
+        if self.readout is not None:
+            names = [n for n in self.action_space if n not in summary]
+            rows_np = [p.actors[n] for n in names]
+            uniq, inv = np.unique(np.concatenate(rows_np) if rows_np else np.zeros(0, np.int64), return_inverse=True)
+            rows, inv_t = put(uniq), put(inv)
+            o = 0
+            for n, r in zip(names, rows_np):
+                actors[n] = inv_t[o : o + r.size]
+                o += r.size
+        else:
+            for n in self.action_space:
+                if n not in summary:
+                    actors[n] = put(p.actors[n])
+        for n in summary:
+            actors[n] = put(p.actors[n])
+        masks: dict[str, torch.Tensor | None] = {}
+        cand: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        for name, a in self.action_space.items():
+            m = p.masks[name]
+            if head_of(a) == POINTER:
+                if p.actors[name].size:
+                    masks[name] = put(m)
+                    cand[name] = (put(p.cand[name]), put(p.cand_seg[name]), put(p.n_cand[name]))
+            else:
+                masks[name] = None if m.all() else put(~m)  # (no choice masked: no masking ops)
+        given = None
+        if actions is not None:
+            given = {n: put(np.asarray(actions[n], dtype=np.int64)) for n in self.action_space}
+        return Inputs(
+            S=p.S, L=p.L, feats=feats, parts=parts, order=put(np.concatenate(order)) if order else None,
+            pad=None if p.valid.all() else put(~p.valid), valid=put(p.valid) if self.readout is None else None,
+            positions=put(p.positions) if p.positions is not None else None, rows=rows, actors=actors, masks=masks, cand=cand,
+            actions=given,
+        )
+
+    # ------------------------------------------------------------------ forward
+    def encode(self, p: Packed | Inputs) -> torch.Tensor:
+        """Final entity embeddings, ``(S, L, d_model)``."""
+        inp = self.inputs(p) if isinstance(p, Packed) else p
+        d = self.cfg.d_model
+        parts = []
+        for name, n in inp.parts:
+            x = inp.feats.get(name)
+            if x is not None:
                 parts.append(self.embeds[name](self.norms[name](x)))
             else:
-                parts.append(self.featureless[name].expand(dest.size, d))
-            order.append(dest)
-        flat = torch.zeros(p.S * p.L, d)
-        if parts:  # (in place: the zeros are not needed twice; autograd takes the gradient of the parts through it)
-            flat.index_copy_(0, torch.from_numpy(np.concatenate(order)), torch.cat(parts))
-        x = flat.view(p.S, p.L, d)
-        pad = None if p.valid.all() else torch.from_numpy(~p.valid).view(p.S, 1, 1, p.L)
+                parts.append(self.featureless[name].expand(n, d))
+        flat = torch.zeros(inp.S * inp.L, d, device=self.device)
+        if parts and inp.order is not None:  # (in place: the zeros are not needed twice; autograd takes the gradient of the parts through it)
+            flat.index_copy_(0, inp.order, torch.cat(parts))
+        x = flat.view(inp.S, inp.L, d)
+        pad = None if inp.pad is None else inp.pad.view(inp.S, 1, 1, inp.L)
         rk = rv = None
-        if self.blocks and self.relpos is not None and p.positions is not None:
-            idx = self.relpos.indices(torch.from_numpy(p.positions))
+        if self.blocks and self.relpos is not None and inp.positions is not None:
+            idx = self.relpos.indices(inp.positions)
             rk = self.relpos.rows(self.relpos.keys, idx)
             rv = self.relpos.rows(self.relpos.values, idx)
         for blk in self.blocks:
             x = blk(x, pad, rk, rv)
         return x
 
-    def forward(self, p: Packed, actions: dict[str, np.ndarray] | None = None, generator: torch.Generator | None = None, greedy: bool = False) -> PolicyOutput:
-        """Sample (or evaluate the given) actions; returns log-probs, entropies and values."""
-        x = self.encode(p)
+    def forward(self, p: Packed | Inputs, actions: Mapping[str, np.ndarray] | None = None, generator: torch.Generator | None = None,
+                greedy: bool = False) -> PolicyOutput:
+        """Sample (or evaluate the given) actions; returns log-probs, entropies and values, on the policy's device.
+
+        ``p``: a packed batch (moved to the device here, :meth:`inputs`) or its :class:`Inputs`, which
+        then carry the actions to evaluate. ``generator``: on the policy's device.
+        """
+        if isinstance(p, Packed):
+            inp = self.inputs(p, actions)
+        elif actions is not None:
+            from ..errors import ConfigError
+
+            raise ConfigError("Policy.forward got Inputs and actions: give the actions to evaluate to Policy.inputs(batch, actions)")
+        else:
+            inp = p
+        x = self.encode(inp)
         S, L, d = x.shape
         flat = x.reshape(S * L, d)
         actor_emb: dict[str, torch.Tensor] = {}
         summary = self.summary_actions
-        if self.readout is not None:
-            names = [n for n in self.action_space if n not in summary]
-            rows = [p.actors[n] for n in names]
-            sizes = [r.size for r in rows]
-            uniq, inv = np.unique(np.concatenate(rows) if rows else np.zeros(0, np.int64), return_inverse=True)
-            pos = torch.from_numpy(p.positions) if p.positions is not None else None
-            emb, vemb = self.readout(x, None if p.valid.all() else torch.from_numpy(~p.valid), torch.from_numpy(uniq), pos)
+        if self.readout is not None and inp.rows is not None:
+            emb, vemb = self.readout(x, inp.pad, inp.rows, inp.positions)
             value = self.value_head(vemb).squeeze(-1)
-            o = 0
-            for n, k in zip(names, sizes):
-                actor_emb[n] = emb[torch.from_numpy(inv[o : o + k])]
-                o += k
+            for n in self.action_space:
+                if n not in summary:
+                    actor_emb[n] = emb[inp.actors[n]]
         else:
-            valid = torch.from_numpy(p.valid).to(x.dtype)
+            valid = cast(torch.Tensor, inp.valid).to(x.dtype)  # (set without a readout)
             vemb = (x * valid.unsqueeze(-1)).sum(1) / valid.sum(1, keepdim=True).clamp(min=1.0)
             value = self.value_head(vemb).squeeze(-1)
             for n in self.action_space:
                 if n not in summary:
-                    actor_emb[n] = flat[torch.from_numpy(p.actors[n])]
+                    actor_emb[n] = flat[inp.actors[n]]
         for n in summary:  # the value head's per-observation summary, at each deciding slot
-            actor_emb[n] = vemb[torch.from_numpy(p.actors[n])]
+            actor_emb[n] = vemb[inp.actors[n]]
         out = PolicyOutput({}, {}, {}, value, {})
         for name, a in self.action_space.items():
-            given = None if actions is None else torch.as_tensor(actions[name], dtype=torch.long)
+            given = None if inp.actions is None else inp.actions[name]
             if head_of(a) == POINTER:
-                given, lp, ent, logp = self._select(name, flat, actor_emb[name], p, given, generator, greedy)
+                given, lp, ent, logp = self._select(name, flat, actor_emb[name], inp, given, generator, greedy)
                 out.logits[name] = logp
             else:
                 logits = self.heads[name](actor_emb[name])
-                m = p.masks[name]
-                masked = None if m.all() else ~torch.from_numpy(m)  # (no choice masked: no masking ops)
+                masked = inp.masks[name]
                 if masked is not None:
                     logits = logits.masked_fill(masked, float("-inf"))
                 logp = torch.log_softmax(logits, -1)
@@ -614,8 +712,8 @@ class Policy(nn.Module):
                     elif logits.shape[0]:
                         given = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
                     else:
-                        given = torch.zeros(0, dtype=torch.long)
-                lp = logp.gather(1, given.view(-1, 1)).squeeze(1) if logits.shape[0] else torch.zeros(0)
+                        given = torch.zeros(0, dtype=torch.long, device=logits.device)
+                lp = logp.gather(1, given.view(-1, 1)).squeeze(1) if logits.shape[0] else logits.new_zeros(0)
                 pr = logp.exp()
                 ent = -(pr * (logp if masked is None else logp.masked_fill(masked, 0.0))).sum(-1)
                 out.logits[name] = logp
@@ -624,38 +722,37 @@ class Policy(nn.Module):
             out.entropy[name] = ent
         return out
 
-    def _select(self, name: str, flat: torch.Tensor, actor_emb: torch.Tensor, p: Packed, given: Any, gen: Any, greedy: bool) -> tuple:
+    def _select(self, name: str, flat: torch.Tensor, actor_emb: torch.Tensor, inp: Inputs, given: Any, gen: Any, greedy: bool) -> tuple:
         n_act = actor_emb.shape[0]
         if n_act == 0:
-            z = torch.zeros(0)
-            return torch.zeros(0, dtype=torch.long), z, z, z
-        seg = torch.from_numpy(p.cand_seg[name])
-        nc = torch.from_numpy(p.n_cand[name])
+            z = flat.new_zeros(0)
+            return torch.zeros(0, dtype=torch.long, device=flat.device), z, z, z
+        cand, seg, nc = inp.cand[name]
         q = self.qproj[name](actor_emb)
-        k = self.kproj[name](flat[torch.from_numpy(p.cand[name])])
+        k = self.kproj[name](flat[cand])
         logits = (q[seg] * k).sum(-1) * (1.0 / math.sqrt(self.cfg.d_qk))
-        mask = torch.from_numpy(p.masks[name])
+        mask = cast(torch.Tensor, inp.masks[name])  # (set for a select-entity action with actors)
         logits = logits.masked_fill(~mask, float("-inf"))
-        mx = torch.full((n_act,), float("-inf")).scatter_reduce(0, seg, logits, "amax", include_self=True)
-        z = torch.zeros(n_act).index_add(0, seg, (logits - mx[seg]).exp())
+        mx = logits.new_full((n_act,), float("-inf")).scatter_reduce(0, seg, logits, "amax", include_self=True)
+        z = logits.new_zeros(n_act).index_add(0, seg, (logits - mx[seg]).exp())
         logp = logits - (mx + z.log())[seg]
         starts = torch.cumsum(nc, 0) - nc
         if given is None:
             if greedy:
                 score = logp
             else:
-                u = torch.rand(logp.shape, generator=gen).clamp_(1e-20, 1.0)
+                u = torch.rand(logp.shape, generator=gen, device=logp.device).clamp_(1e-20, 1.0)
                 score = logp - torch.log(-torch.log(u))
-            best = torch.full((n_act,), float("-inf")).scatter_reduce(0, seg, score, "amax", include_self=True)
+            best = logp.new_full((n_act,), float("-inf")).scatter_reduce(0, seg, score, "amax", include_self=True)
             is_best = (score == best[seg]) & mask
-            pos = torch.arange(logp.shape[0])
-            first = torch.full((n_act,), logp.shape[0], dtype=torch.long).scatter_reduce(
+            pos = torch.arange(logp.shape[0], device=logp.device)
+            first = seg.new_full((n_act,), logp.shape[0]).scatter_reduce(
                 0, seg, torch.where(is_best, pos, logp.shape[0]), "amin", include_self=True
             )
             given = first - starts
         lp = logp[starts + given]
         pr = logp.exp()
-        ent = -torch.zeros(n_act).index_add(0, seg, pr * logp.masked_fill(~mask, 0.0))
+        ent = -logp.new_zeros(n_act).index_add(0, seg, pr * logp.masked_fill(~mask, 0.0))
         return given, lp, ent, logp
 
     def num_params(self) -> int:

@@ -45,6 +45,7 @@ from ..games.registry import same_game
 from ..nn.torch_policy import Policy, policy_info, policy_tensors
 from ..trace import Trace, load_trace, load_traces, merge_spaces, relayout
 from .config import BCConfig
+from .device import resolve_device
 from .optim import make_adam
 
 __all__ = ["BCConfig", "BCResult", "demo_returns", "train_bc"]
@@ -144,13 +145,15 @@ def train_bc(
         A :class:`BCResult` with the policy and per-epoch loss and agreement.
 
     Raises:
-        ConfigError: a bad configuration, or no trace / no decision to learn from.
+        ConfigError: a bad configuration, or no trace / no decision to learn from
+            (:class:`~gymloop.errors.DeviceError`: ``cfg.device`` names a GPU PyTorch does not see).
         TraceError: a trace file is invalid, was recorded with another game than ``game_name``, or
             two traces disagree on a type.
         TrainingError: the loss or its gradient became NaN or infinite.
     """
     cfg = cfg or BCConfig()
     cfg.check()
+    device = resolve_device(cfg.device, "bc.device")
     trs = _as_traces(traces)
     if game_name:
         for t in trs:
@@ -172,7 +175,7 @@ def train_bc(
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    policy = Policy(space.obs, space.action_space, cfg.net)
+    policy = Policy(space.obs, space.action_space, cfg.net).to(device)  # (built on the CPU: the same weights on every device)
     policy.update_norms(policy.pack(batch))
     optim = make_adam(policy.parameters(), cfg.lr)
     mb = min(cfg.minibatch_size, N)
@@ -202,8 +205,8 @@ def train_bc(
                 if not space.actions[n].kind.selects_entities:
                     best = out.logits[n].max(-1).values
                 else:
-                    seg = torch.from_numpy(p.cand_seg[n])
-                    best = torch.full((lp.shape[0],), float("-inf")).scatter_reduce(0, seg, out.logits[n], "amax")
+                    seg = torch.from_numpy(p.cand_seg[n]).to(device)
+                    best = lp.new_full((lp.shape[0],), float("-inf")).scatter_reduce(0, seg, out.logits[n], "amax")
                 agree.append((lp >= best).float())
             if not lps:
                 continue
@@ -237,7 +240,8 @@ def train_bc(
             make_folder(d, "the agent's folder")
         bc_info = {"traces": len(trs), "decisions": N, "history": history, "value_r2": r2,
                    "config": {k: v for k, v in asdict(cfg).items() if k != "net"}}
-        write_agent(path, policy_tensors(policy), policy_info(policy, step=0, update=0, game=game_name, behaviour_cloning=bc_info))
+        write_agent(path, policy_tensors(policy), policy_info(policy, step=0, update=0, game=game_name, behaviour_cloning=bc_info,
+                                                              device=str(device)))
     return BCResult(policy, len(trs), N, history, time.time() - t_start, r2, path)
 
 
@@ -252,7 +256,7 @@ def _fit_value(policy: Policy, batch: Batch, returns: np.ndarray, chunk: int = 1
                 policy(policy.pack(sub), greedy=True)
     finally:
         hook.remove()
-    X = torch.cat(feats).double().numpy()
+    X = torch.cat(feats).double().cpu().numpy()
     A = np.concatenate([X, np.ones((X.shape[0], 1))], axis=1)
     y = returns.astype(np.float64)
     w = np.linalg.solve(A.T @ A + 1e-3 * np.eye(A.shape[1]), A.T @ y)  # a little ridge: features may be collinear

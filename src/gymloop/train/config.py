@@ -8,8 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._ranges import Range, check_fields, describe
-from ..errors import ConfigError
+from ..errors import ConfigError, DeviceError
 from ..nn.config import NetConfig
+from .device import ACCEPTED as DEVICES
+from .device import device_problem
 
 __all__ = ["BCConfig", "LeagueConfig", "PPOConfig", "TrainConfig"]
 
@@ -215,6 +217,11 @@ class TrainConfig:
             10,000 net allocations instead of 700 (4-9% of a run's CPU time on entity-gym's
             examples; see :mod:`gymloop._gc`); both are put back when the run ends. ``False``: the
             collector as the process set it.
+        device: where the network, its forward passes and the PPO update run: ``"auto"`` (a CUDA GPU
+            when PyTorch sees one, else the CPU), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; a GPU PyTorch
+            does not see is an error, never a CPU run (:mod:`gymloop.train.device`). The games, the
+            batches and the files stay on the host; the device the run resolved is recorded in the
+            checkpoint (``device``), and a run resumes on whatever device it is given.
     """
 
     steps: int = 1_000_000
@@ -238,6 +245,7 @@ class TrainConfig:
     overlap: bool = False
     league: LeagueConfig = field(default_factory=LeagueConfig)
     tune_gc: bool = True
+    device: str = "auto"
 
     @property
     def batch_size(self) -> int:
@@ -300,6 +308,7 @@ class TrainConfig:
         each other (the minibatch against the rollout, ...), automatic fields as they resolve.
         """
         check_fields(self, SPECS["TrainConfig"])
+        _check_device(self.device, "device")
         for name, cls in (("ppo", PPOConfig), ("net", NetConfig), ("league", LeagueConfig)):
             if not isinstance(getattr(self, name), cls):
                 raise ConfigError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
@@ -393,6 +402,14 @@ class TrainConfig:
         return cls(**d)
 
 
+def _check_device(value: object, name: str) -> None:
+    """Raise :class:`~gymloop.errors.DeviceError` for a device string of no accepted form (PyTorch is
+    asked whether it sees the GPU when the run starts: :func:`~gymloop.train.device.resolve_device`)."""
+    problem = device_problem(value)
+    if problem is not None:
+        raise DeviceError(f"{name}={value!r}: {problem}")
+
+
 def _divisor_near(n: int, target: int) -> int:
     """The divisor of ``n`` nearest ``target`` (the smaller one on a tie); O(sqrt(n)).
 
@@ -424,6 +441,7 @@ class BCConfig:
         seed: seed of the network initialization and the minibatch order.
         threads: PyTorch threads.
         net: network hyperparameters (as for PPO).
+        device: where the network trains, as ``TrainConfig.device`` (``gymloop train --demos`` passes it).
     """
 
     epochs: int = 20
@@ -435,9 +453,11 @@ class BCConfig:
     seed: int = 0
     threads: int = 1
     net: NetConfig = field(default_factory=NetConfig)
+    device: str = "auto"
 
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
+        _check_device(self.device, "bc.device")
         for name in ("epochs", "minibatch_size", "threads"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -484,6 +504,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "overlap": Range("bool", note="; True needs an even num_envs and workers 0 or even"),
         "league": Range("any", text="the `league.` fields below"),
         "tune_gc": Range("bool"),
+        "device": Range("str", text=f"{DEVICES}; 'auto': a CUDA GPU when PyTorch sees one, else the CPU"),
     },
     "PPOConfig": {
         "lr": Range("float", lo=0, lo_open=True, none="automatic"),
@@ -523,6 +544,7 @@ SPECS: dict[str, dict[str, Range]] = {
         "seed": Range("int", lo=0, hi=MAX_SEED),
         "threads": Range("int", lo=1, hi=MAX_THREADS),
         "net": Range("any", text="the `net.` fields"),
+        "device": Range("str", text=f"{DEVICES}, as device"),
     },
 }
 

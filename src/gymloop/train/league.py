@@ -200,7 +200,7 @@ class League:
             for d in doc["members"]:
                 pol = None
                 if d["in_pool"]:
-                    pol = policy_from_file(read_agent(os.path.join(self.folder, f"{d['name']}.safetensors"))).eval()
+                    pol = policy_from_file(read_agent(os.path.join(self.folder, f"{d['name']}.safetensors"))).to(self.learner.device).eval()
                 self.members.append(_Member(d["name"], pol, int(d["wins"]), int(d["draws"]), int(d["losses"]),
                                             float(d["mu"]), float(d["sigma"])))
         except (KeyError, ValueError, TypeError) as e:

@@ -59,9 +59,9 @@ class PipelineResult:
 
 
 def bc_config(cfg: TrainConfig) -> BCConfig:
-    """The behaviour cloning configuration that hands over to PPO with ``cfg``: its seed, network and
-    threads, and the value head fitted to returns discounted as PPO will discount them."""
-    return BCConfig(seed=cfg.seed, net=cfg.net, gamma=cfg.ppo.gamma, threads=cfg.threads or 1)
+    """The behaviour cloning configuration that hands over to PPO with ``cfg``: its seed, network, threads
+    and device, and the value head fitted to returns discounted as PPO will discount them."""
+    return BCConfig(seed=cfg.seed, net=cfg.net, gamma=cfg.ppo.gamma, threads=cfg.threads or 1, device=cfg.device)
 
 
 def run(game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None, *, game_name: str = "", demos: str | None = None,
@@ -105,7 +105,7 @@ def run(game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None, *, game
     run_s = f" (from step {result.first_step:,}: {result.steps - result.first_step:,} in this run)" if result.first_step else ""
     rate = (result.steps - result.first_step) / max(result.seconds, 1e-9)
     say(f"trained {game_name or getattr(game, '__name__', 'game')}: {result.steps:,} steps{run_s} in {result.seconds:.0f} s "
-        f"({rate:,.0f} steps/s)" + (" (interrupted)" if result.interrupted else ""))
+        f"({rate:,.0f} steps/s on {trainer.device})" + (" (interrupted)" if result.interrupted else ""))
     _say_frame(say, trainer.policy)
     if done.trained_level is not None:
         _say_scores(say, done.random_level, done.trained_level, "trained agent")

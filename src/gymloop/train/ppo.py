@@ -31,6 +31,7 @@ from ..evaluation import evaluate_episodes
 from ..nn.torch_policy import Policy, policy_from_file
 from ..vector import VecEnv
 from .config import TrainConfig
+from .device import resolve_device
 from .guards import Diverged, Snapshot, StopSignals, torch_errors
 from .league import League
 from .normalize import AdvantageNormalizer, RewardScaler, StepSize
@@ -101,6 +102,9 @@ class Trainer:
         progress: show a progress line on stderr.
         random_level: the random agent's level per metric, drawn on ``curve.png`` as a dashed line.
 
+    The network, its forward passes and the update run on ``cfg.device`` (:mod:`.device`; resolved at
+    construction, before any game starts, into :attr:`device`); the games and the files stay on the host.
+
     Whatever ends :meth:`train` (the budget, Ctrl-C, SIGTERM, a game's error, a worker's death, a
     timeout, a diverging update, any exception) it saves the state after the last completed update
     (the weights, the optimizer, the generators) with ``metrics.csv`` and ``curve.png`` first; see
@@ -110,6 +114,7 @@ class Trainer:
     def __init__(self, game: Callable[..., Any], cfg: TrainConfig, out_dir: str | None = None, game_name: str = "",
                  resume: bool = False, progress: bool = False, random_level: Mapping[str, float] | None = None) -> None:
         cfg.check()
+        self.device = resolve_device(cfg.device)  # (before any game starts: a GPU PyTorch does not see is refused now)
         self.game = game
         if resume and out_dir:
             cfg = recorded_shape(cfg, os.path.join(out_dir, AGENT_FILE))
@@ -143,10 +148,11 @@ class Trainer:
         self.threads = ThreadChooser(cfg.threads)
         torch.set_num_threads(self.threads.next())
         torch.manual_seed(cfg.seed)
-        self.gen = torch.Generator().manual_seed(cfg.seed)
+        self.gen = torch.Generator(self.device).manual_seed(cfg.seed)  # (samples on the device)
         self.rng = np.random.default_rng(cfg.seed)
         self.step = 0
         self.update = 0
+        log.info("training on %s", self.device)
         self.groups = make_groups(self.game, cfg, self.num_envs)
         try:
             self._setup_learner()
@@ -160,10 +166,12 @@ class Trainer:
         if cfg.init_from and not self.resume:
             from .warmstart import warm_start
 
-            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, self.batch)
+            self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, self.batch,
+                                                             self.device)
             cfg.net = self.policy.cfg
         else:
             self.policy = Policy(env.obs_space, env.action_space, cfg.net)
+        self.policy.to(self.device)  # (built on the CPU: the same initial weights on every device)
         self.optim = make_adam(self.policy.parameters(), self.lr)
         self.adv_norm = AdvantageNormalizer(cfg.ppo.adv_mode(), cfg.ppo.adv_decay)
         self.step_size = StepSize(cfg.ppo.target_kl, self.lr)
@@ -176,7 +184,7 @@ class Trainer:
             learner[:] = False
             learner[0 :: cfg.agents_per_game] = True  # agent 0 of each game learns; the others are frozen opponents
             for path in cfg.opponents:
-                opp = policy_from_file(read_agent(path))
+                opp = policy_from_file(read_agent(path)).to(self.device)
                 check_same_game(self.policy, opp, path)
                 opp.eval()
                 opponents.append(opp)
@@ -452,12 +460,13 @@ def evaluate(game: Callable[..., Any], policy: Policy | None = None, episodes: i
 
 
 def policy_chooser(policy: Policy, seed: int, greedy: bool = False) -> Callable[[Batch], dict[str, np.ndarray]]:
-    """The actions ``policy`` chooses for a batch, sampled with its own generator seeded by ``seed``."""
-    gen = torch.Generator().manual_seed(seed)
+    """The actions ``policy`` chooses for a batch, sampled with its own generator seeded by ``seed`` (on the
+    policy's device, where the forward passes run)."""
+    gen = torch.Generator(policy.device).manual_seed(seed)
 
     def choose(b: Batch) -> dict[str, np.ndarray]:
         with torch.inference_mode():
             out = policy(policy.pack(b), generator=gen, greedy=greedy)
-        return {k: v.numpy() for k, v in out.actions.items()}
+        return {k: v.cpu().numpy() for k, v in out.actions.items()}
 
     return choose

@@ -118,7 +118,8 @@ class Players:
     """Who acts in the games: the learning policy in the learner's slots, and with frozen opponents
     (``TrainConfig.opponents``: agent 0 of each game learns) one of them in the others.
 
-    Every forward pass samples with the run's generator ``gen``, in the order of the calls.
+    Every forward pass samples with the run's generator ``gen`` (on the policy's device), in the order of the calls;
+    the actions, log-probabilities and values come back to the host as numpy arrays.
     """
 
     def __init__(self, policy: Policy, opponents: list[Policy], learner: np.ndarray, gen: torch.Generator,
@@ -138,7 +139,7 @@ class Players:
             packed = self.policy.pack(b)
             with torch.inference_mode():
                 out = self.policy(packed, generator=self.gen)
-            return {k: v.numpy() for k, v in out.actions.items()}, b, out
+            return {k: v.cpu().numpy() for k, v in out.actions.items()}, b, out
         learner_obs, learner_sel = take(b, self.learner_slots)
         opp_obs, opp_sel = take(b, np.flatnonzero(~self.learner))
         opp = self.league.opponent(update) if self.league is not None else self.opponents[update % len(self.opponents)]
@@ -148,8 +149,8 @@ class Players:
         actions = {}
         for k in b.actor_slot:
             a = np.zeros(b.actor_slot[k].shape[0], dtype=np.int64)
-            a[learner_sel[k]] = out.actions[k].numpy()
-            a[opp_sel[k]] = opp_out.actions[k].numpy()
+            a[learner_sel[k]] = out.actions[k].cpu().numpy()
+            a[opp_sel[k]] = opp_out.actions[k].cpu().numpy()
             actions[k] = a
         return actions, learner_obs, out
 
@@ -158,7 +159,7 @@ class Players:
         """The value of each learner slot's observation in ``b``."""
         sub = b if not self.opponents and self.league is None else take(b, self.learner_slots)[0]
         with torch.inference_mode():
-            return self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
+            return self.policy(self.policy.pack(sub), generator=self.gen).value.cpu().numpy()
 
     @torch_errors("computing values")
     def final_values(self, b: Batch) -> np.ndarray:
@@ -176,7 +177,7 @@ class Players:
         if slots.size:
             sub, _ = take(final, slots)
             with torch.inference_mode():
-                values[slots] = self.policy(self.policy.pack(sub), generator=self.gen).value.numpy()
+                values[slots] = self.policy(self.policy.pack(sub), generator=self.gen).value.cpu().numpy()
         return values
 
 
@@ -203,9 +204,9 @@ class _Recorder:
     def acted(self, acted: tuple[dict[str, np.ndarray], Batch, PolicyOutput]) -> dict[str, np.ndarray]:
         all_actions, learner_obs, out = acted
         self.observations.append(learner_obs)
-        self.actions.append({k: out.actions[k].numpy() for k in out.actions})
-        self.logprobs.append({k: out.logprob[k].numpy() for k in out.logprob})
-        self.values.append(out.value.numpy())
+        self.actions.append({k: out.actions[k].cpu().numpy() for k in out.actions})
+        self.logprobs.append({k: out.logprob[k].cpu().numpy() for k in out.logprob})
+        self.values.append(out.value.cpu().numpy())
         return all_actions
 
     def stepped(self, b: Batch, final_values: Callable[[Batch], np.ndarray]) -> None:

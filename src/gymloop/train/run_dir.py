@@ -108,7 +108,7 @@ class RunDir:
         """
         self.make()
         path = self.file(AGENT_FILE)
-        info = policy_info(t.policy, step=t.step, update=t.update, game=game_name, train_config=cfg.to_dict())
+        info = policy_info(t.policy, step=t.step, update=t.update, game=game_name, train_config=cfg.to_dict(), device=str(t.policy.device))
         agent_tensors = policy_tensors(t.policy)
         sd = t.optim.state_dict()
         tensors = {}
@@ -117,8 +117,9 @@ class RunDir:
             state_meta[str(i)] = {}
             for name, v in st.items():
                 tensors[f"state.{i}.{name}"] = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
-        tensors["torch_rng"] = t.gen.get_state().numpy()
+        tensors["torch_rng"] = t.gen.get_state().numpy()  # (a CPU tensor whatever the generator's device)
         meta = {
+            "torch_rng_device": t.gen.device.type,
             "optimizer": json.dumps({"state": state_meta, "param_groups": sd["param_groups"]}),
             "numpy_rng": json.dumps(t.rng.bit_generator.state),
             "agent": json.dumps({"step": t.step, "update": t.update, "weights_digest": _tensors_digest(agent_tensors)}),
@@ -172,7 +173,7 @@ class RunDir:
             raise CheckpointError(f"--resume: {opath} does not fit the network of {path} ({e}); delete it to resume with a "
                                   "fresh optimizer state") from None
         if "torch_rng" in tensors:
-            t.gen.set_state(torch.from_numpy(np.array(tensors["torch_rng"], dtype=np.uint8)))
+            _load_generator(t.gen, np.array(tensors["torch_rng"], dtype=np.uint8), meta.get("torch_rng_device", "cpu"))
         if "numpy_rng" in meta:
             t.rng.bit_generator.state = json.loads(meta["numpy_rng"])
         log.info("resumed from %s at step %d", path, t.step)
@@ -338,6 +339,18 @@ def recorded_shape(cfg: TrainConfig, path: str) -> TrainConfig:
         if getattr(out.ppo, name) is None and isinstance(v, (int, float)) and not isinstance(v, bool):
             setattr(out.ppo, name, kind(v))
     return out
+
+
+def _load_generator(gen: torch.Generator, state: np.ndarray, saved_on: str) -> None:
+    """Put a saved sampling generator's state into ``gen``: as it was when saved on the same kind of device;
+    else (a run resumed on another kind of device, whose generator is another algorithm) ``gen`` is seeded
+    from a digest of the saved state, so the resumed run is still determined by its checkpoint."""
+    if gen.device.type == saved_on:
+        gen.set_state(torch.from_numpy(state))
+        return
+    seed = int.from_bytes(hashlib.blake2b(state.tobytes(), digest_size=8).digest(), "little") >> 1
+    log.info("--resume: the sampling generator was saved on %s and resumes on %s: seeded from the saved state", saved_on, gen.device)
+    gen.manual_seed(seed)
 
 
 def _tensors_digest(tensors: Mapping[str, np.ndarray]) -> str:

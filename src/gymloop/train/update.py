@@ -19,7 +19,7 @@ import torch
 
 from ..batch import Batch, stack, take
 from ..errors import TrainingError
-from ..nn.torch_policy import Policy
+from ..nn.torch_policy import Policy, host_to
 from .config import PPOConfig
 from .guards import Diverged, all_finite
 from .normalize import AdvantageNormalizer
@@ -27,6 +27,13 @@ from .optim import Adam
 from .rollout import Rollout
 
 __all__ = ["Evaluation", "Losses", "Minibatch", "Samples", "evaluate", "ppo_loss", "ppo_update"]
+
+
+def _cat_host(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` as float32; one part as it is (no copy); no part: an empty array."""
+    if not parts:
+        return np.zeros(0, dtype=np.float32)
+    return np.asarray(parts[0] if len(parts) == 1 else np.concatenate(parts), dtype=np.float32)
 
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
@@ -79,9 +86,10 @@ class Losses(NamedTuple):
 
 class Samples:
     """A rollout's ``T`` steps of ``S`` slots as one batch of ``T * S`` slots, step-major (slot ``t * S + s``),
-    with its actions, log-probabilities, advantages, returns and old values flattened alike."""
+    with its actions, log-probabilities, advantages, returns and old values flattened alike (on the host; a
+    minibatch's tensors on ``device``, the policy's)."""
 
-    def __init__(self, r: Rollout) -> None:
+    def __init__(self, r: Rollout, device: torch.device | None = None) -> None:
         if r.advantages is None or r.returns is None:
             raise TrainingError("Samples: the rollout has no advantages; compute them with gymloop.train.rollout.gae first")
         self.obs = stack(r.observations)
@@ -89,6 +97,7 @@ class Samples:
         self.actions = {k: np.concatenate([step[k] for step in r.actions]) for k in self.names}
         self.logprobs = {k: np.concatenate([step[k] for step in r.logprobs]) for k in self.names}
         self.advantages, self.returns, self.old_values = r.advantages.reshape(-1), r.returns.reshape(-1), r.values.reshape(-1)
+        self.put = host_to(device or torch.device("cpu"))
 
     @property
     def num_slots(self) -> int:
@@ -107,11 +116,12 @@ class Samples:
                 if chunk.actor_slot[k].shape[0] == 0:
                     continue
                 lp = self.logprobs[k][mb_sel[k]]
-                old_lp.append(torch.from_numpy(lp if sel is None else lp[sel[k]]))
-                actor_adv.append(torch.from_numpy(adv[part[chunk.actor_slot[k]]]))
-            old_values.append(torch.from_numpy(self.old_values[slots[part]]))
-            returns.append(torch.from_numpy(self.returns[slots[part]]))
-        return Minibatch(chunks, _cat(old_lp), _cat(actor_adv).float(), _cat(old_values), _cat(returns))
+                old_lp.append(lp if sel is None else lp[sel[k]])
+                actor_adv.append(adv[part[chunk.actor_slot[k]]])
+            old_values.append(self.old_values[slots[part]])
+            returns.append(self.returns[slots[part]])
+        put = self.put
+        return Minibatch(chunks, put(_cat_host(old_lp)), put(_cat_host(actor_adv)), put(_cat_host(old_values)), put(_cat_host(returns)))
 
     def minibatches(self, rng: np.random.Generator, size: int, adv_norm: AdvantageNormalizer, chunk_size: int) -> Iterator[Minibatch]:
         """One epoch: the slots in a random order (``rng``), ``size`` at a time."""
@@ -161,7 +171,7 @@ def ppo_loss(new: Evaluation, mb: Minibatch, p: PPOConfig, ent_coef: float) -> L
             approx_kl = ((ratio - 1) - logratio).mean().item()
             clipfrac = ((ratio - 1).abs() > p.clip_coef).float().mean().item()
     else:
-        pg_loss = entropy = torch.zeros(())
+        pg_loss = entropy = new.value.new_zeros(())
     if p.clip_vloss:
         value_clipped = mb.old_values + (new.value - mb.old_values).clamp(-p.clip_coef, p.clip_coef)
         v_loss = 0.5 * torch.max((new.value - mb.returns) ** 2, (value_clipped - mb.returns) ** 2).mean()
@@ -179,7 +189,7 @@ def ppo_update(policy: Policy, optim: Adam, r: Rollout, p: PPOConfig, *, ent_coe
     Raises:
         Diverged: the loss, the gradients or the weights stopped being finite.
     """
-    data = Samples(r)
+    data = Samples(r, policy.device)
     adv_norm.observe(data.advantages)
     stats: dict[str, list[float]] = {"loss/policy": [], "loss/value": [], "loss/entropy": [], "loss/approx_kl": [], "loss/clipfrac": []}
     policy.train()

@@ -102,6 +102,7 @@ def warm_start(
     obs_space: ObsSpace,
     action_space: dict[str, ActionDesc],
     first_batch: Any = None,
+    device: torch.device | str = "cpu",
 ) -> tuple[Policy, WarmStartReport]:
     """A policy for the current spaces holding the weights of an older checkpoint.
 
@@ -111,6 +112,7 @@ def warm_start(
             ``.action_space``).
         first_batch: a :class:`~gymloop.batch.Batch` of the current game, used to seed the
             normalization statistics of new input columns (``None``: they start as identity).
+        device: where the returned policy is (it is grown on the CPU, then moved there).
 
     Returns:
         ``(policy, report)``.
@@ -213,6 +215,7 @@ def warm_start(
                                   f"{None if sv is None else tuple(sv.shape)}, new network {tuple(v.shape)})")
         d_sd[k] = sv.clone()
     dst.load_state_dict(d_sd)
+    dst.to(device)
     if not report.unchanged:
         log.warning("warm start from %s: %s; behaviour changes at step 0", where, report)
     else:

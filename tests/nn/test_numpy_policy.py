@@ -386,3 +386,22 @@ def test_module_does_not_import_torch():
         "assert sys.modules['torch'] is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_input_norm_statistics_are_recomputed_after_every_change():
+    from gymloop.nn.torch_policy import InputNorm
+
+    norm = InputNorm(2)
+    assert norm.stats()[1].tolist() == [1.0, 1.0]  # identity before two samples
+    norm.update(np.array([[0.0, 1.0], [2.0, 3.0]]))
+    mean, sd = norm.stats()
+    assert mean.tolist() == [1.0, 2.0] and norm.stats()[0] is mean  # cached until something changes
+    other = InputNorm(2)
+    other.update(np.array([[10.0, 10.0], [14.0, 10.0]]))
+    norm.load_state_dict(other.state_dict())
+    assert norm.stats()[0].tolist() == [12.0, 10.0] and norm.stats()[1].tolist()[1] == 1.0
+    holder = torch.nn.Sequential(norm)  # loaded through a parent module too
+    holder.load_state_dict({f"0.{k}": v * 0 for k, v in InputNorm(2).state_dict().items()})
+    assert norm.stats()[0].tolist() == [0.0, 0.0]
+    moved = norm.to(torch.float64)  # (same buffers: nothing to recompute)
+    assert moved.stats()[0].tolist() == [0.0, 0.0]

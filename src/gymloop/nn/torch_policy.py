@@ -93,11 +93,14 @@ class InputNorm(nn.Module):
         self.register_buffer("count", torch.tensor(0.0, dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(n, dtype=torch.float64))
         self.register_buffer("squares_sum", torch.zeros(n, dtype=torch.float64))
+        self.generation = 0  # bumped whenever the statistics change (update, load_state_dict): stats() recomputes
+        self.register_load_state_dict_post_hook(_statistics_loaded)
 
     @torch.no_grad()
     def update(self, x: np.ndarray) -> None:
         if x.shape[0] == 0:
             return
+        self.generation += 1
         xd = torch.from_numpy(np.asarray(x, dtype=np.float64)).to(self.mean.device)
         n = float(xd.shape[0])
         mean = xd.mean(0)
@@ -116,16 +119,16 @@ class InputNorm(nn.Module):
     def stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, standard deviation) as float32; sd 0 → 1, identity before 2 samples.
 
-        Computed again only when a statistic changed (:meth:`update`, ``load_state_dict`` or any
-        other in-place write bumps a buffer's version): every forward pass asks for them.
+        Computed again only when a statistic changed (:meth:`update` and ``load_state_dict`` bump
+        :attr:`generation`; moving the module makes new buffers): every forward pass asks for them.
         """
-        key = tuple((id(b), b._version) for b in (self.count, self.mean, self.squares_sum))
+        buffers = (self.count, self.mean, self.squares_sum)
         cached = self.__dict__.get("_stats")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        if cached is not None and cached[0] == self.generation and all(a is b for a, b in zip(cached[1], buffers)):
+            return cached[2]
         with torch.inference_mode(False):  # (asked inside a rollout's inference mode too: the cache serves training)
             out = self._compute_stats()
-        self.__dict__["_stats"] = (key, out)
+        self.__dict__["_stats"] = (self.generation, buffers, out)
         return out
 
     def _compute_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,6 +142,11 @@ class InputNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mean, sd = self.stats()
         return torch.clamp((x - mean) / sd, -self.clip, self.clip)
+
+
+def _statistics_loaded(module: InputNorm, incompatible_keys: Any) -> None:
+    """``load_state_dict`` wrote an :class:`InputNorm`'s statistics: its cached ``stats()`` are stale."""
+    module.generation += 1
 
 
 class Relpos(nn.Module):

@@ -60,6 +60,17 @@ def test_at_least_one_copy_plays_the_league(fraction: float, learners: int, tmp_
     assert t.learner_slots.size == learners and t.league is not None and len(t.league.pairs) == 16 - learners
 
 
+def test_a_new_run_replaces_an_earlier_run_s_league_in_its_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    Trainer(duel, _cfg(steps=8 * 2 * 16 * 4), str(out), game_name="duel").train()
+    assert gl.library(out / "league").names() == ["final", "u00002", "u00004"]
+    (out / "league" / "notes.txt").write_text("mine")
+    Trainer(duel, _cfg(steps=8 * 2 * 16 * 2), str(out), game_name="duel").train()
+    lib = gl.library(out / "league")
+    assert lib.names() == ["final", "u00002"] and set(lib.ratings()) == {"final", "u00002"}
+    assert (out / "league" / "notes.txt").read_text() == "mine"  # what the league did not write stays
+
+
 def test_resume_continues_the_league(tmp_path: Path) -> None:
     out = tmp_path / "run"
     Trainer(duel, _cfg(), str(out), game_name="duel").train()

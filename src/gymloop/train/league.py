@@ -27,6 +27,7 @@ import copy
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 #: the run folder's sub-folder of snapshots (an agent library)
 LEAGUE_DIR = "league"
 _STATE_FILE = "league.json"
+_SNAPSHOT_NAME = re.compile(r"u\d{5,}\.safetensors")  # (as after_update names them)
 #: the learner's rating uncertainty never drops below this: it keeps following the learner's progress
 SIGMA_FLOOR = 1.0
 
@@ -183,6 +185,21 @@ class League:
                          "losses": m.losses, "mu": m.mu, "sigma": m.sigma} for m in self.members],
         }
         write_atomic(os.path.join(self.folder, _STATE_FILE), [json.dumps(doc).encode()])
+
+    def start_new(self) -> None:
+        """A new run (not ``--resume``) in a folder that holds an earlier run's league: its snapshots,
+        final agent, state and ratings go, so that the library holds this run's agents alone (files
+        the league does not write stay)."""
+        if self.folder is None or not os.path.isdir(self.folder):
+            return
+        from ..agent_library import RATINGS_FILE
+
+        gone = [n for n in os.listdir(self.folder)
+                if _SNAPSHOT_NAME.fullmatch(n) or n in ("final.safetensors", _STATE_FILE, RATINGS_FILE)]
+        for n in gone:
+            os.remove(os.path.join(self.folder, n))
+        if gone:
+            log.info("league: a new run; removed the earlier run's %d league files from %s", len(gone), self.folder)
 
     def load(self) -> None:
         """Read the state :meth:`save` wrote (``--resume``); nothing when there is none."""

@@ -199,6 +199,8 @@ class Trainer:
             league = League(cfg.league, self.policy, cfg.seed, self.out_dir, self.game_name, pairs)
             if self.resume:
                 league.load()
+            else:
+                league.start_new()
         self.league = league
         self.players = Players(self.policy, opponents, learner, self.gen, league)
         for g in self.groups:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +169,8 @@ def test_cli_rates_a_library_writes_it_back_and_draws_the_plot(tmp_path: Path, c
     assert doc["format"] == "gymloop-ratings/1" and set(doc["agents"]) == {"random", "scripted"}
     assert main(["rate", "snake", "random", "--into", str(d), "--episodes", "1"]) == 2
     assert "one-player game: its agents get scores, not ratings" in capsys.readouterr().err
-    assert main(["rate", "duel", "random", "random", "--level", "easy"]) == 0  # (--level is read with --into only)
+    assert main(["rate", "duel", "random", "random", "--level", "easy=u1"]) == 2
+    assert "give --into LIB too" in capsys.readouterr().err
     assert main(["rate", "duel", "random", "random", "--into", str(d), "--level", "easy", "--episodes", "2"]) == 2
     assert "--level takes LEVEL=AGENT" in capsys.readouterr().err
 
@@ -255,3 +259,59 @@ def test_pick_takes_numpy_quantiles(tmp_path: Path) -> None:
     d = _library(tmp_path, 3)
     write_ratings(d, _doc({"u0": 1.0, "u1": 2.0, "u2": 3.0}))
     assert gl.library(d).pick(level=np.float32(0.5)) == "u1" and gl.library(d).pick(level=np.float64(1.0)) == "u2"
+
+
+@dataclass
+class _Hand:
+    v: float
+
+
+class _Call(Enum):
+    LOW = 0
+    HIGH = 1
+
+
+def _coin_pair(agents: Any, seed: int) -> None:
+    """A two-player game that does not declare its seats: the higher of two calls wins."""
+    import random as _random
+
+    a, b = agents
+    rng = _random.Random(seed)
+    while True:
+        calls = [ag.act(gl.Obs(score=0).actor(_Hand(rng.random())), _Call) for ag in (a, b)]
+        for ag, mine, theirs in ((a, calls[0], calls[1]), (b, calls[1], calls[0])):
+            ag.game_over(gl.Obs(score=float(mine.value > theirs.value)))
+
+
+def test_seats_of_an_undeclared_game_are_given_with_agents(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    mod = type(sys)("coin_pair_game")
+    mod.game = _coin_pair  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "coin_pair_game", mod)
+    t = rate(_coin_pair, {"a": "random", "b": "random"}, episodes=4, agents_per_game=2)
+    assert t.seats == 2 and set(t.ratings) == {"a", "b"} and sum(t.wins[("a", "b")]) == 4
+    with pytest.raises(gl.ConfigError, match="agents_per_game must be an int >= 1"):
+        rate(_coin_pair, {"a": "random"}, agents_per_game=0)
+    assert main(["rate", "coin_pair_game:game", "random", "random", "--agents", "2", "--episodes", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seats"] == 2
+
+
+def test_cli_checks_what_goes_into_the_library_before_playing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    import gymloop.rating as rating_mod
+
+    played = []
+    monkeypatch.setattr(rating_mod, "run", lambda *a, **k: played.append(1))  # no game may be played below
+    d = _library(tmp_path, 2)
+    for argv, message in [
+        (["duel", "--library", str(d), "--level", "easy=u0"], "--level names agents of the library the ratings go into: give --into"),
+        (["duel", "--library", str(d), "--into", str(d), "--level", "hard"], "--level takes LEVEL=AGENT"),
+        (["duel", "--library", str(d), "--into", str(d), "--level", "hard=nosuch"], "--level hard=nosuch: agent library .* has no agent 'nosuch'"),
+        (["snake", "random", "scripted", "--into", str(d)], "one-player game: its agents get scores, not ratings"),
+        (["duel", "random", "random", "--into", str(tmp_path / "missing")], "missing"),
+        (["duel", str(d), "random"], "is a folder; for every agent of an agent library give --library"),
+    ]:
+        assert main(["rate", *argv]) == 2
+        assert re.search(message, capsys.readouterr().err), argv
+    assert not played

@@ -278,9 +278,30 @@ def _cmd_rate(args: argparse.Namespace) -> int:
     from .agent_library import library, write_ratings
     from .agent_specs import describe
     from .errors import ConfigError
+    from .games import game_name
     from .rating import rate
+    from .spaces import declared_agents
 
     game = _game_loop(args)
+    seats = args.seats if args.seats is not None else declared_agents(game) or 1
+    # what is asked of the library to write into is checked before any game is played
+    if args.level and not args.into:
+        raise ConfigError("--level names agents of the library the ratings go into: give --into LIB too")
+    levels = {}
+    for kv in args.level or []:
+        lv, eq, name = kv.partition("=")
+        if not eq or not lv or not name:
+            raise ConfigError(f"--level takes LEVEL=AGENT (e.g. easy=league/u3), got {kv!r}")
+        levels[lv] = name
+    if args.into:
+        if seats == 1:
+            raise ConfigError(f"{game_name(game)} is a one-player game: its agents get scores, not ratings, so there is "
+                              "nothing to write into a library (--into)")
+        into = library(args.into)
+        for lv, name in levels.items():
+            if name not in into:
+                raise ConfigError(f"--level {lv}={name}: agent library {args.into} has no agent {name!r}; it has "
+                                  f"{', '.join(into.names()[:20])}")
     agents: dict[str, object] = {}
 
     def add(name: str, agent: object) -> None:
@@ -295,6 +316,8 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         for name in lib.names():  # each checked against the game before any game is played
             add(name, lib.load(name, seed=args.seed, game=game))
     for spec in [*args.agents, *(args.more_agents or [])]:
+        if os.path.isdir(spec):
+            raise ConfigError(f"agent {spec!r} is a folder; for every agent of an agent library give --library {spec}")
         add(describe(spec) if not os.path.exists(spec) else os.path.splitext(os.path.basename(os.path.normpath(spec)))[0], spec)
     if not agents:
         raise ConfigError("gymloop rate needs agents: specs (random, scripted, module:Class, checkpoint paths) and/or --library LIB")
@@ -304,20 +327,11 @@ def _cmd_rate(args: argparse.Namespace) -> int:
         if tty:
             print(f"\rrate: {done}/{total} games", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
-    table = rate(game, agents, episodes=args.episodes, seed=args.seed, progress=progress)
+    table = rate(game, agents, episodes=args.episodes, seed=args.seed, progress=progress, agents_per_game=seats)
     print(table.json_text() if args.json else table.table())
     if args.plot:
         table.plot(args.plot)
     if args.into:
-        if not table.ratings:
-            raise ConfigError(f"{table.game} is a one-player game: its agents get scores, not ratings, so there is nothing "
-                              "to write into a library")
-        levels = {}
-        for kv in args.level or []:
-            lv, eq, name = kv.partition("=")
-            if not eq or not lv or not name:
-                raise ConfigError(f"--level takes LEVEL=AGENT (e.g. easy=league/u3), got {kv!r}")
-            levels[lv] = name
         n = write_ratings(args.into, table.document(), levels or None)
         print(f"wrote the ratings of {n} agents into {args.into} (agents it does not hold are left out)")
     return 0
@@ -498,6 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
     ra.add_argument("--agent", action="append", default=None, metavar="AGENT", dest="more_agents",
                     help="one more agent (repeatable; the same as a positional AGENT)")
     ra.add_argument("--library", action="append", default=None, metavar="LIB", help="every agent of an agent library (repeatable)")
+    ra.add_argument("--agents", type=int, default=None, dest="seats", metavar="N",
+                    help="agents a game seats (default: as the game declares with gl.game(agents=N), else 1)")
     ra.add_argument("--episodes", type=int, default=10, help="games per pair (per group of seats; per agent in a one-player game)")
     ra.add_argument("--seed", type=int, default=0)
     ra.add_argument("--json", action="store_true", help="print JSON instead of the table")

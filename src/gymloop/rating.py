@@ -238,13 +238,15 @@ class RatingTable:
 
 
 def rate(game: Callable[..., Any], agents: Mapping[str, AgentSpec], episodes: int = 10, seed: int = 0,
-         progress: Callable[[int, int], None] | None = None) -> RatingTable:
+         progress: Callable[[int, int], None] | None = None, agents_per_game: int | None = None) -> RatingTable:
     """Play the agents against one another and rate them (see the module docstring).
 
     Each group of ``seats`` agents (every pair in a two-player game) plays ``episodes`` games; game
     ``e`` of a group uses the seed derived from ``seed`` and ``e // seats``, the agents rotating
     through the seats, so sides and seeds are balanced when ``episodes`` is a multiple of the seats.
-    The same ``seed`` gives the same table.
+    The same ``seed`` gives the same table for the same specs: each call makes their agents afresh,
+    seeded from ``seed``. An agent *object* is used as it is given: its random state carries on from
+    game to game and from one call to the next, so give specs (or fresh objects) to repeat a table.
 
     Args:
         game: the game loop.
@@ -253,16 +255,21 @@ def rate(game: Callable[..., Any], agents: Mapping[str, AgentSpec], episodes: in
         episodes: games per group (per agent, in a one-player game).
         seed: the root seed.
         progress: called with ``(games done, games in all)`` after each game.
+        agents_per_game: the seats of a game (``None``: as the game declares with
+            ``gl.game(agents=N)``, else 1).
 
     Raises:
-        ConfigError: fewer agents than seats, ``episodes`` below 1, an agent spec that is not one,
-            a game whose episode does not end, or openskill missing.
+        ConfigError: fewer agents than seats, ``episodes`` or ``agents_per_game`` below 1, an agent
+            spec that is not one, a game whose episode does not end, or openskill missing.
         CheckpointError: a checkpoint that does not fit the game (before any game is played).
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ConfigError(f"rate: episodes must be an int >= 1, got {episodes!r}")
+    if agents_per_game is not None and (isinstance(agents_per_game, bool) or not isinstance(agents_per_game, int)
+                                        or agents_per_game < 1):
+        raise ConfigError(f"rate: agents_per_game must be an int >= 1 or None, got {agents_per_game!r}")
     names = list(agents)
-    seats = declared_agents(game) or 1
+    seats = agents_per_game or declared_agents(game) or 1
     if seats > 1 and len(names) < seats:
         raise ConfigError(f"rate: {game_name(game)} seats {seats} agents a game; give at least {seats}, got {len(names)}")
     if not names:

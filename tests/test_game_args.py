@@ -37,10 +37,20 @@ def test_values_are_typed_from_the_signature() -> None:
     ("length", r"--game-arg takes key=value, got 'length'"),
     ("display=x", r"has no option 'display'"),
     ("seed=3", r"has no option 'seed'"),
+    ("bonus=nan", r"option 'bonus' .* takes a finite number, got 'nan'"),
+    ("bonus=-inf", r"takes a finite number, got '-inf'"),
 ])
 def test_bad_options_name_the_option_and_the_signature(pair: str, match: str) -> None:
     with pytest.raises(gl.ConfigError, match=match):
         bind_game_args(line, [pair])
+
+
+def test_options_are_typed_when_another_annotation_names_a_type_checking_only_import() -> None:
+    from support.typecheck_only_game import race
+
+    assert bind_game_args(race, ["laps=5", "speed=2.5", "fast=yes"]).keywords == {"laps": 5, "speed": 2.5, "fast": True}
+    with pytest.raises(gl.ConfigError, match="option 'laps' .* takes an int"):
+        bind_game_args(race, ["laps=many"])
 
 
 def test_an_option_given_twice_is_refused() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import math
 import types
 import typing
 from collections.abc import Sequence
@@ -63,11 +64,26 @@ def _signature_text(game: Any) -> str:
 
 
 def _hints(game: Any) -> dict[str, Any]:
+    """The game loop's annotations as types; with ``from __future__ import annotations`` one that
+    cannot be resolved (a name imported only for type checkers) leaves the others resolved."""
     fn = _function(game)
     try:
         return typing.get_type_hints(fn)
-    except Exception:  # (a name the annotations use that cannot be resolved: fall back to the raw annotations)
-        return dict(getattr(fn, "__annotations__", {}))
+    except Exception:  # (some annotation names something not importable at run time: resolve them one by one)
+        pass
+    out = {}
+    namespace = getattr(fn, "__globals__", {})
+    for name, ann in dict(getattr(fn, "__annotations__", {})).items():
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, namespace, {})  # (what typing.get_type_hints does, one annotation at a time)
+            except Exception:
+                ann = _BUILTIN_TYPES.get(ann, ann)
+        out[name] = ann
+    return out
+
+
+_BUILTIN_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
 
 
 def _convert(name: str, text: str, tp: Any, sig: str) -> Any:
@@ -105,9 +121,12 @@ def _convert(name: str, text: str, tp: Any, sig: str) -> Any:
             raise wrong("an int") from None
     if tp is float:
         try:
-            return float(text)
+            v = float(text)
         except ValueError:
             raise wrong("a number") from None
+        if not math.isfinite(v):
+            raise wrong("a finite number")
+        return v
     if tp is str:
         return text
     if isinstance(tp, type) and issubclass(tp, enum.Enum):

@@ -197,8 +197,8 @@ def compare_copies(game: Callable[..., Any], seed: int = 0, num_copies: int = 4,
 
     Each copy ``k`` plays with its own seed and its own seeded random agents, ``steps`` decisions.
     It runs alone (twice: a copy must not depend on an earlier run either), then among all the
-    copies resumed one decision at a time in order and in reverse order, then with copy ``k+1``
-    only. Every observation must be the same as alone.
+    copies resumed one decision at a time in order and in reverse order, and copies 1 and 0 side by
+    side (the second first). Every observation must be the same as alone.
 
     Args:
         game: the game loop.

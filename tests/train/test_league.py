@@ -122,6 +122,6 @@ def test_cli_league_flag(tmp_path: Path) -> None:
 
     out = tmp_path / "run"
     assert main(["train", "duel", "--league", "--steps", "2048", "--num-envs", "8", "--out", str(out), "--set",
-                 "league.snapshot_every=1", "--set", "threads=1"]) == 0
+                 "league.snapshot_every=1", "--set", "threads=1", "--eval-episodes", "0"]) == 0
     assert (out / "league" / "ratings.json").is_file() and (out / "league" / "final.safetensors").is_file()
     assert np.isfinite(gl.library(out / "league").ratings()["final"].mu)

@@ -244,6 +244,9 @@ def rate(game: Callable[..., Any], agents: Mapping[str, AgentSpec], episodes: in
     Each group of ``seats`` agents (every pair in a two-player game) plays ``episodes`` games; game
     ``e`` of a group uses the seed derived from ``seed`` and ``e // seats``, the agents rotating
     through the seats, so sides and seeds are balanced when ``episodes`` is a multiple of the seats.
+    The games are played and rated round by round (game ``e`` of every group, then game ``e + 1``),
+    so that every rating moves along with the others: rated group after group, an agent early in
+    the list would play all its games against opponents not rated yet.
     The same ``seed`` gives the same table for the same specs: each call makes their agents afresh,
     seeded from ``seed``. An agent *object* is used as it is given: its random state carries on from
     game to game and from one call to the next, so give specs (or fresh objects) to repeat a table.
@@ -300,8 +303,10 @@ def rate(game: Callable[..., Any], agents: Mapping[str, AgentSpec], episodes: in
     total = len(groups) * episodes
     done = 0
     per_agent: dict[str, list[float]] = {n: [] for n in names}
-    for group in groups:
-        for e in range(episodes):
+    # round by round (game e of every group, then game e + 1): each agent's rating moves with the others'
+    # instead of one group's games all at once, which rates an agent early in the list against defaults
+    for e in range(episodes):
+        for group in groups:
             k = e % seats
             order = list(group[k:] + group[:k])
             game_seed = derive_seed(seed, e // seats, 0)

@@ -23,8 +23,9 @@ lost. The day starts with 30 orders and is topped up to 20 whenever fewer wait.
 
 **Reward.** The value of each order served in time (the score is the value delivered).
 
-**Termination.** The day ends after 200 time units: the episode is *truncated* (a time limit; it
-takes 10 to 100 decisions). Each episode reports the metrics ``served`` and ``lost``.
+**Termination.** The day ends after 200 time units: the episode *terminates* (the working day is
+the game, and its clock is in the observation: nothing is earned after it; it takes 10 to 100
+decisions). Each episode reports the metrics ``served`` and ``lost``.
 
 The best order is neither the most valuable nor the nearest alone: its worth depends on where it
 is from the courier (the scripted :class:`DispatchAgent` takes the most value per time unit).
@@ -178,7 +179,7 @@ def dispatch(agent: Any, seed: int) -> None:
     while True:
         game.step(agent.act(game.observe(), Serve))
         if game.over:
-            agent.game_over(game.final(), truncated=True)
+            agent.game_over(game.final())
             game.reset()
 
 

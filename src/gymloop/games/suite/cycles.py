@@ -47,6 +47,7 @@ from ...spaces import game as declare_game
 from ..duel import OpponentBody, OpponentHead
 from ..grid import DELTA, MOVES, OPPOSITE, Move, play_pair
 from ..registry import register_game
+from ..rules import Rules
 from ..snake import Body, Head
 
 __all__ = ["Head", "Body", "OpponentHead", "OpponentBody", "Race", "Move", "CyclesGame", "cycles", "CyclesAgent", "SIZE",
@@ -61,14 +62,10 @@ class Race:
     steps_left: int
 
 
-class CyclesGame:
+class CyclesGame(Rules):
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "riders", "trails", "headings", "walls", "steps", "over", "winner")
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.reset()
+    __slots__ = ("riders", "trails", "headings", "walls", "steps", "over", "winner")
 
     def reset(self) -> None:
         rng = self.rng

@@ -49,6 +49,7 @@ from ...actions import SelectEntity
 from ...obs import Obs
 from ...spaces import game as declare_game
 from ..registry import register_game
+from ..rules import Rules
 
 __all__ = ["Courier", "Order", "Clock", "Serve", "DispatchGame", "dispatch", "DispatchAgent", "SIZE", "DAY", "MIN_ORDERS", "MAX_ORDERS"]
 
@@ -93,14 +94,10 @@ def trip(ax: int, ay: int, o: Order) -> int:
     return abs(ax - o.x) + abs(ay - o.y) + 1
 
 
-class DispatchGame:
+class DispatchGame(Rules):
     """The rules, independent of who plays."""
 
-    __slots__ = ("rng", "courier", "orders", "centres", "time", "score", "served", "lost")
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.reset()
+    __slots__ = ("courier", "orders", "centres", "time", "score", "served", "lost")
 
     def reset(self) -> None:
         rng = self.rng

@@ -495,8 +495,12 @@ class NumpyPolicy:
                 xv, yv = self._readout_value(a, pad)
                 ins.append(xv)
                 ys.append(yv)
-            out_rows = blk.finish(np.concatenate(ins), np.concatenate(ys)) if len(ins) > 1 else \
-                blk.finish(ins[0], ys[0]) if ins else np.zeros((0, d), _F32)
+            if len(ins) > 1:
+                out_rows = blk.finish(np.concatenate(ins), np.concatenate(ys))
+            elif ins:
+                out_rows = blk.finish(ins[0], ys[0])
+            else:
+                out_rows = np.zeros((0, d), _F32)
             emb = out_rows[: uniq.size]
             o = 0
             for n, r in zip(names, rows):

@@ -19,7 +19,8 @@ it full turns away.
 
 **Reward.** +1 per car that crosses, -1 per car that turns away (the score is their difference).
 
-**Termination.** 200 ticks *truncate* the episode. Each episode reports the metrics ``crossed``,
+**Termination.** The episode *terminates* after 200 ticks (the ticks left are in the
+observation: the end is part of the game). Each episode reports the metrics ``crossed``,
 ``turned_away`` and ``switches``.
 
 Example:
@@ -162,7 +163,7 @@ def junction(agent: Any, seed: int) -> None:
     while True:
         game.step(agent.act(game.observe(), Phase))
         if game.tick >= MAX_TICKS:
-            agent.game_over(game.final(), truncated=True)
+            agent.game_over(game.final())
             game.reset()
 
 

@@ -19,6 +19,10 @@
   synthetic batches, and a counter of a method's calls.
 - :mod:`support.adapters`: helpers of the Gymnasium, SB3 and PettingZoo adapter tests.
 - :mod:`support.stepping`: a VecEnv driven with random legal actions (``trajectory``, ``steps``).
+- :mod:`support.optioned`: a game with options (``--game-arg``) and a display (``line``).
+- :mod:`support.pixel_game`: a game in pixel coordinates (``shooter``, 640 x 480) for the render tests.
+- :mod:`support.typecheck_only_game`: a game whose module imports a name for type checkers only
+  (``--game-arg`` must still type its options).
 
 Fixtures live in ``conftest.py`` files: ``tests/conftest.py`` (every test), ``tests/render/conftest.py``
 (the pygame display).

@@ -22,7 +22,7 @@ from ..batch import Batch
 if TYPE_CHECKING:
     from .config import FrameConfig
 
-__all__ = ["FrameIndex", "ObsInputs", "Packed", "pack", "pack_entities", "pack_observations", "add_choices", "add_select"]
+__all__ = ["FrameIndex", "ObsInputs", "Packed", "actor_rows", "pack", "pack_entities", "pack_observations", "add_choices", "add_select"]
 
 _F32 = np.float32
 
@@ -129,6 +129,19 @@ class Packed:
     cand: dict[str, np.ndarray] = field(default_factory=dict)
     cand_seg: dict[str, np.ndarray] = field(default_factory=dict)
     n_cand: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def actor_rows(p: Packed, names: Sequence[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The distinct flat rows of the actors of action types ``names`` (sorted: the rows a readout
+    block computes, once each, however many action types an actor answers), and per action type
+    each actor's index among them."""
+    rows = [p.actors[n] for n in names]
+    uniq, inv = np.unique(np.concatenate(rows) if rows else np.zeros(0, np.int64), return_inverse=True)
+    where, o = {}, 0
+    for n, r in zip(names, rows):
+        where[n] = inv[o : o + r.size]
+        o += r.size
+    return uniq, where
 
 
 def pack_entities(

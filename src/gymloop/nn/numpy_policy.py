@@ -33,7 +33,7 @@ from ..spaces import ActionDesc
 from .blas import single_blas_thread
 from .config import RelposConfig
 from .heads import POINTER, head_of, summary_actions
-from .inputs import FrameIndex, Packed, pack
+from .inputs import FrameIndex, Packed, actor_rows, pack
 from .numpy_ops import erf, fold, gelu, gelu2, lin, ln, norm, softmax_last
 from .shapes import NetSpec, check_weights, expected_shapes, resolve
 from .single import OBS_SUMMARY, OneActorTables, OneObsTables, logits_one
@@ -481,10 +481,7 @@ class NumpyPolicy:
                 af[...] = blk.b_in
                 af[real] = lin(norm(flat[real]), blk.w_in, blk.b_in)
                 a = af.reshape(S, L, -1)
-            names = [n for n in self.action_space if n not in summary_names]
-            rows = [p.actors[n] for n in names]
-            allrows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-            uniq, inv = np.unique(allrows, return_inverse=True)
+            uniq, where = actor_rows(p, [n for n in self.action_space if n not in summary_names])
             # the actors' rows and the value queries go through the block's MLP together
             ins, ys = [], []
             if uniq.size:
@@ -502,10 +499,8 @@ class NumpyPolicy:
             else:
                 out_rows = np.zeros((0, d), _F32)
             emb = out_rows[: uniq.size]
-            o = 0
-            for n, r in zip(names, rows):
-                actor_emb[n] = emb[inv[o : o + r.size]]
-                o += r.size
+            for n, w in where.items():
+                actor_emb[n] = emb[w]
             if need_summary:
                 summary = self._count_term(out_rows[uniq.size :], pad, L)
         else:

@@ -25,7 +25,7 @@ from ..checkpoint import agent_document
 from ..spaces import ActionDesc, ObsSpace, Spaces
 from .config import NetConfig, RelposConfig
 from .heads import POINTER, head_of, summary_actions
-from .inputs import FrameIndex, Packed, pack
+from .inputs import FrameIndex, Packed, actor_rows, pack
 
 __all__ = ["Inputs", "Policy", "InputNorm", "PolicyOutput", "host_to"]
 
@@ -607,14 +607,9 @@ class Policy(nn.Module):
         actors: dict[str, torch.Tensor] = {}
         rows = None
         if self.readout is not None:
-            names = [n for n in self.action_space if n not in summary]
-            rows_np = [p.actors[n] for n in names]
-            uniq, inv = np.unique(np.concatenate(rows_np) if rows_np else np.zeros(0, np.int64), return_inverse=True)
-            rows, inv_t = put(uniq), put(inv)
-            o = 0
-            for n, r in zip(names, rows_np):
-                actors[n] = inv_t[o : o + r.size]
-                o += r.size
+            uniq, where = actor_rows(p, [n for n in self.action_space if n not in summary])
+            rows = put(uniq)
+            actors.update((n, put(w)) for n, w in where.items())
         else:
             for n in self.action_space:
                 if n not in summary:

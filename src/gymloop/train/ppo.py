@@ -169,9 +169,8 @@ class Trainer:
             self.policy, self.warm_start_report = warm_start(read_agent(cfg.init_from), env.obs_space, env.action_space, self.batch,
                                                              self.device)
             cfg.net = self.policy.cfg
-        else:
-            self.policy = Policy(env.obs_space, env.action_space, cfg.net)
-        self.policy.to(self.device)  # (built on the CPU: the same initial weights on every device)
+        else:  # (built on the CPU: the same initial weights on every device)
+            self.policy = Policy(env.obs_space, env.action_space, cfg.net).to(self.device)
         self.optim = make_adam(self.policy.parameters(), self.lr)
         self.adv_norm = AdvantageNormalizer(cfg.ppo.adv_mode(), cfg.ppo.adv_decay)
         self.step_size = StepSize(cfg.ppo.target_kl, self.lr)

@@ -293,6 +293,7 @@ def run_sb3(game: str, seed: int, steps: int, episodes: int, eval_seed: int, max
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
 
     from gymloop.adapters.sb3 import GymloopSB3VecEnv, sb3_chooser
     from gymloop.evaluation import evaluate_episodes
@@ -315,6 +316,7 @@ def run_sb3(game: str, seed: int, steps: int, episodes: int, eval_seed: int, max
                 points.append((self.num_timesteps, time.perf_counter() - t0, float(np.mean([e["r"] for e in buf])), 1.0))
 
     model = MaskablePPO("MultiInputPolicy", env, seed=seed, device="cpu")
+    model.set_logger(Logger(None, []))  # no SB3-<time> folder left in the temporary folder
     model.learn(steps, callback=Curve())
     train_s = time.perf_counter() - t0
     layout = env.layout

@@ -38,6 +38,7 @@ import torch
 from results import Run, add_json_option, figure
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import gymloop as gl
@@ -74,6 +75,7 @@ def run_sb3(algo: type, make_env: Callable[[], Any], label: str, env_label: str,
     env = make_env()
     layout = env.layout if isinstance(env, GymloopSB3VecEnv) else env.envs[0].unwrapped.layout
     model = algo("MultiInputPolicy", env, seed=seed, **SB3_SETTINGS)
+    model.set_logger(Logger(None, []))  # no SB3-<time> folder left in the temporary folder
     t0 = time.perf_counter()
     model.learn(steps)
     secs = time.perf_counter() - t0

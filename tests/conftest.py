@@ -14,6 +14,15 @@ def pytest_configure(config: pytest.Config) -> None:
     hypothesis.settings.load_profile("gymloop")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def sb3_logs_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stable-Baselines3's ``learn`` makes a log folder, by default a new ``SB3-<time>`` in the system's
+    temporary folder that nobody removes: the tests' go under pytest's own temporary folder."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread() -> Iterator[None]:
     """One torch intra-op thread for the module: more only add overhead on the tests' tiny batches."""

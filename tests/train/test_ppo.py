@@ -400,7 +400,7 @@ def test_plot_curve_without_game_metrics(tmp_path):
 
 
 def test_progress_line_says_return_and_the_games_own_metrics(capsys):
-    from gymloop.train.run_dir import Progress
+    from gymloop.train.progress import Progress
 
     p = Progress(1000, enabled=True)
     p.update(1000, {"steps_per_second": 500.0, "reward_mean": 0.5, "episode_return_mean": 2.5, "episode_return_count": 4.0,
@@ -413,7 +413,7 @@ def test_progress_line_says_return_and_the_games_own_metrics(capsys):
 def test_progress_line_keeps_the_latest_episodes_through_updates_where_none_ended(capsys):
     """A fixed-length game whose copies all end together has no finished episode in most updates:
     the line shows the latest ones (about the last 100 episodes), never nan once one has ended."""
-    from gymloop.train.run_dir import PROGRESS_EPISODES, Progress
+    from gymloop.train.progress import PROGRESS_EPISODES, Progress
 
     p = Progress(10_000, enabled=True)
     p.tty = True  # (every update rewrites the line, as on a terminal)

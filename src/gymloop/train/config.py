@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._ranges import Range, check_fields, describe
-from ..errors import ConfigError, DeviceError
+from ..errors import ConfigError
 from ..nn.config import NetConfig
+from .budget import BASE_LR, MAX_ENVS, auto_shape, divisor_near
 from .device import ACCEPTED as DEVICES
-from .device import device_problem
+from .device import check_device
 
 __all__ = ["BCConfig", "LeagueConfig", "PPOConfig", "TrainConfig"]
 
-#: PPO updates the automatic ``num_envs`` aims at over a run (see :meth:`TrainConfig.resolved`).
-TARGET_UPDATES = 256
-#: bounds of the automatic ``num_envs``.
-MIN_ENVS, MAX_ENVS = 128, 512
-#: the automatic minibatch is a quarter of the rollout, at most this.
-MAX_MINIBATCH = 2048
-#: automatic ``ppo.epochs`` at :data:`MIN_ENVS` copies (fewer as ``num_envs`` grows, at least 1).
-MAX_EPOCHS = 3
-#: the automatic learning rate of a one-pass run or a short multi-pass one ...
-BASE_LR = 3e-3
-#: ... where short means at most this many passes (epochs x updates); beyond, it shrinks with their square root.
-SHORT_RUN_PASSES = 72
 #: the largest rollout (``num_envs * agents_per_game * rollout_steps`` slot-steps) a configuration may ask for:
 #: far beyond any machine's memory, it keeps start-up checks of absurd values instant.
 MAX_ROLLOUT = 2**30
@@ -253,20 +241,8 @@ class TrainConfig:
         return self.shape()[0] * self.agents_per_game * self.rollout_steps
 
     def resolved(self) -> TrainConfig:
-        """A copy with every automatic (``None``) field chosen from the budget.
-
-        The rules (the reasoning and the measurements behind them are in ``docs/training.md``):
-
-        - ``num_envs``: about :data:`TARGET_UPDATES` PPO updates over ``steps``, as a power of two
-          in ``[MIN_ENVS, MAX_ENVS]``: a small budget gets small rollouts and many updates, a
-          large one the widest rollouts (the fastest steps per second).
-        - ``ppo.minibatch_size``: a quarter of the rollout, at most :data:`MAX_MINIBATCH`.
-        - ``ppo.epochs``: :data:`MAX_EPOCHS` at :data:`MIN_ENVS` copies, scaled down as the
-          rollout widens (2 at 256 copies, 1 at 512): the smaller the budget, the more each
-          sample is reused; the larger, the more the run is about steps per second.
-        - ``ppo.lr``: :data:`BASE_LR` for one pass per rollout or a short run; a multi-pass run
-          longer than :data:`SHORT_RUN_PASSES` passes gets ``BASE_LR * sqrt(72 / passes)``
-          (1e-3 at 400K steps), since its many passes over many rollouts compound.
+        """A copy with every automatic (``None``) field chosen from the budget
+        (:func:`gymloop.train.budget.auto_shape` gives the rules).
 
         Example:
             >>> from gymloop.train import TrainConfig
@@ -280,17 +256,8 @@ class TrainConfig:
         r = copy.deepcopy(self)
         steps = self.steps if isinstance(self.steps, int) and self.steps > 0 else 1
         per_env = max(1, self.rollout_steps) * max(1, self.agents_per_game)
-        if r.num_envs is None:
-            want = steps / (per_env * TARGET_UPDATES)
-            r.num_envs = int(min(MAX_ENVS, max(MIN_ENVS, 2 ** round(math.log2(max(want, 1.0))))))
-        rollout = r.num_envs * per_env
-        if r.ppo.minibatch_size is None:
-            r.ppo.minibatch_size = _divisor_near(rollout, min(MAX_MINIBATCH, max(1, rollout // 4)))
-        if r.ppo.epochs is None:  # 3 at the fewest copies, falling to 1 as the rollout widens
-            r.ppo.epochs = min(MAX_EPOCHS, max(1, round(MAX_EPOCHS * MIN_ENVS / r.num_envs)))
-        if r.ppo.lr is None:
-            passes = r.ppo.epochs * max(1, math.ceil(steps / rollout))
-            r.ppo.lr = BASE_LR if r.ppo.epochs == 1 else BASE_LR * min(1.0, math.sqrt(SHORT_RUN_PASSES / passes))
+        r.num_envs, r.ppo.minibatch_size, r.ppo.epochs, r.ppo.lr = auto_shape(
+            steps, per_env, r.num_envs, r.ppo.minibatch_size, r.ppo.epochs, r.ppo.lr)
         return r
 
     def shape(self) -> tuple[int, int, int]:
@@ -308,7 +275,7 @@ class TrainConfig:
         each other (the minibatch against the rollout, ...), automatic fields as they resolve.
         """
         check_fields(self, SPECS["TrainConfig"])
-        _check_device(self.device, "device")
+        check_device(self.device, "device")
         for name, cls in (("ppo", PPOConfig), ("net", NetConfig), ("league", LeagueConfig)):
             if not isinstance(getattr(self, name), cls):
                 raise ConfigError(f"{name} must be a {cls.__name__}, got {getattr(self, name)!r}")
@@ -385,7 +352,7 @@ class TrainConfig:
         if self.batch_size % mb:
             raise ConfigError(
                 f"ppo.minibatch_size={p.minibatch_size} must divide the rollout size {self.batch_size} "
-                f"(num_envs * agents_per_game * rollout_steps); e.g. minibatch_size={_divisor_near(self.batch_size, mb)}"
+                f"(num_envs * agents_per_game * rollout_steps); e.g. minibatch_size={divisor_near(self.batch_size, mb)}"
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -400,30 +367,6 @@ class TrainConfig:
         d["league"] = LeagueConfig(**d.get("league", {}))
         d["net"] = NetConfig.from_dict(d.get("net", {}))
         return cls(**d)
-
-
-def _check_device(value: object, name: str) -> None:
-    """Raise :class:`~gymloop.errors.DeviceError` for a device string of no accepted form (PyTorch is
-    asked whether it sees the GPU when the run starts: :func:`~gymloop.train.device.resolve_device`)."""
-    problem = device_problem(value)
-    if problem is not None:
-        raise DeviceError(f"{name}={value!r}: {problem}")
-
-
-def _divisor_near(n: int, target: int) -> int:
-    """The divisor of ``n`` nearest ``target`` (the smaller one on a tie); O(sqrt(n)).
-
-    Example:
-        >>> _divisor_near(1024, 300), _divisor_near(96, 40), _divisor_near(7, 3)
-        (256, 32, 1)
-    """
-    divisors: set[int] = set()
-    k = 1
-    while k * k <= n:
-        if n % k == 0:
-            divisors.update((k, n // k))
-        k += 1
-    return min(divisors, key=lambda d: (abs(d - target), d))
 
 
 @dataclass
@@ -457,7 +400,7 @@ class BCConfig:
 
     def check(self) -> None:
         """Raise :class:`ConfigError` with the fix if the configuration cannot work."""
-        _check_device(self.device, "bc.device")
+        check_device(self.device, "bc.device")
         for name in ("epochs", "minibatch_size", "threads"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:

@@ -23,7 +23,7 @@ from ..errors import DeviceError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ACCEPTED", "device_problem", "resolve_device", "torch_sees"]
+__all__ = ["ACCEPTED", "check_device", "device_problem", "resolve_device", "torch_sees"]
 
 #: the forms a device string takes, as messages and ``docs/config.md`` say them.
 ACCEPTED = "'auto', 'cpu', 'cuda' or 'cuda:N' (N: a GPU's index)"
@@ -40,6 +40,19 @@ def device_problem(value: object) -> str | None:
     if isinstance(value, str) and _FORM.fullmatch(value):
         return None
     return f"{value!r} is not a device; use {ACCEPTED}"
+
+
+def check_device(value: object, name: str = "device") -> None:
+    """Raise :class:`~gymloop.errors.DeviceError` for a device string of no accepted form (the
+    configurations' ``check()``; whether PyTorch sees the GPU is asked when the run starts:
+    :func:`resolve_device`).
+
+    Example:
+        >>> check_device("cpu")
+    """
+    problem = device_problem(value)
+    if problem is not None:
+        raise DeviceError(f"{name}={value!r}: {problem}")
 
 
 def torch_sees() -> str:

@@ -36,8 +36,9 @@ from .guards import Diverged, Snapshot, StopSignals, torch_errors
 from .league import League
 from .normalize import AdvantageNormalizer, RewardScaler, StepSize
 from .optim import make_adam
+from .progress import Progress
 from .rollout import Group, Players, Rollout, collect, gae, join, make_groups, overlap_seed
-from .run_dir import AGENT_FILE, MetricsFile, Progress, RunDir, check_same_game, episode_metric_names, plot_curve, recorded_shape
+from .run_dir import AGENT_FILE, MetricsFile, RunDir, check_same_game, episode_metric_names, plot_curve, recorded_shape
 from .tensorboard import EventWriter
 from .threads import ThreadChooser
 from .update import ppo_update

@@ -194,3 +194,19 @@ def test_tests_mirror_the_package_layout():
         and not (examples / p.parent.relative_to(tests)).is_dir()
     ]
     assert not stray, f"test files outside a folder that mirrors a gymloop subpackage: {stray}"
+
+
+#: the most lines a module may have (``docs/architecture.md``: a file that grows past it has taken on a second job)
+MAX_LINES = 800
+#: the most for a module of ``train/`` (one job each: collection, update, normalizers, run folder, ...)
+MAX_TRAIN_LINES = 500
+
+
+def test_no_module_outgrows_its_job() -> None:
+    too_long = []
+    for name, f in _modules().items():
+        limit = MAX_TRAIN_LINES if name.startswith(f"{ROOT}.train.") else MAX_LINES
+        n = len(f.read_text(encoding="utf-8").splitlines())
+        if n > limit:
+            too_long.append(f"{f.relative_to(SRC)}: {n} lines (at most {limit})")
+    assert not too_long, "split these modules by job: " + "; ".join(too_long)

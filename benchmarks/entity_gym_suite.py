@@ -101,7 +101,7 @@ def run_enn(env_name: str, seed: int, steps: int) -> dict[str, Any]:
     import re
 
     import torch
-    from enn_trainer import EnvConfig, OptimizerConfig, PPOConfig, RogueNetConfig, RolloutConfig, State, TrainConfig, init_train_state, train
+    from enn_trainer import State, TrainConfig, init_train_state, train
     from enn_trainer.rollout import Rollout
     from entity_gym.env import Environment, EnvList
     from entity_gym.examples import ENV_REGISTRY
@@ -110,11 +110,10 @@ def run_enn(env_name: str, seed: int, steps: int) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     cls = ENV_REGISTRY[env_name]
-    cfg = TrainConfig(total_timesteps=steps, seed=seed, cuda=False, env=EnvConfig(id=env_name),
-                      rollout=RolloutConfig(processes=1), net=RogueNetConfig(), optim=OptimizerConfig(), ppo=PPOConfig(),
-                      data_dir=tempfile.mkdtemp(prefix="enn-suite-"))
-    sm = StateManager(TrainConfig, State, init_train_state, None)
-    sm._config = cfg
+    # enn-trainer's defaults but for the budget, the seed, one process on the CPU (hyperstate's public overrides)
+    sm = StateManager(TrainConfig, State, init_train_state, None, overrides=[
+        f"total_timesteps={steps}", f"seed={seed}", "cuda=false", f"env.id={env_name}", "rollout.processes=1",
+        f"data_dir={tempfile.mkdtemp(prefix='enn-suite-')}"])
     import contextlib
     import io
 

@@ -232,7 +232,7 @@ def run_enn(game: str, seed: int, steps: int, episodes: int, eval_seed: int) -> 
 
     import numpy as np
     import torch
-    from enn_trainer import EnvConfig, OptimizerConfig, PPOConfig, RogueNetConfig, RolloutConfig, State, TrainConfig, init_train_state, train
+    from enn_trainer import State, TrainConfig, init_train_state, train
     from enn_trainer.rollout import Rollout
     from hyperstate import StateManager
     from rogue_net.rogue_net import Tracer
@@ -242,11 +242,11 @@ def run_enn(game: str, seed: int, steps: int, episodes: int, eval_seed: int) -> 
 
     torch.set_num_threads(1)
     loop = get_game(game)
-    cfg = TrainConfig(total_timesteps=steps, seed=seed, cuda=False, env=EnvConfig(id=game, validate=False),
-                      rollout=RolloutConfig(processes=1), net=RogueNetConfig(), optim=OptimizerConfig(), ppo=PPOConfig(),
-                      data_dir=tempfile.mkdtemp(prefix="enn-suite-"))
-    sm = StateManager(TrainConfig, State, init_train_state, None)
-    sm._config = cfg
+    # enn-trainer's defaults but for the budget, the seed, one process on the CPU (hyperstate's public overrides)
+    sm = StateManager(TrainConfig, State, init_train_state, None, overrides=[
+        f"total_timesteps={steps}", f"seed={seed}", "cuda=false", f"env.id={game}", "env.validate=false", "rollout.processes=1",
+        f"data_dir={tempfile.mkdtemp(prefix='enn-suite-')}"])
+    cfg = sm.config
     ansi = re.compile(r"\x1b\[[0-9;]*m")
     line = re.compile(r"\s*(\d+)/\d+ .*episodic_reward (\S+) .*episodes (\d+)")
     points: list[tuple[float, float, float, float]] = []

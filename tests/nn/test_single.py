@@ -122,3 +122,18 @@ def test_the_row_layouts_are_cached_and_read_only(tmp_path):
     for lay in one.layouts.values():
         arrays = [a for a in lay if isinstance(a, np.ndarray)]
         assert len(arrays) == 6 and not any(a.flags.writeable for a in arrays)
+
+
+def test_the_means_stay_subtracted_when_they_are_too_far_to_fold(tmp_path, monkeypatch):
+    """Features whose normalization mean lies far from 0 (in standard deviations) keep the
+    subtraction: folded into the biases, the products in raw units would lose float32 digits."""
+    from gymloop.nn import single
+
+    pol = game_policy(snake)
+    write_policy(tmp_path / "folded.safetensors", pol)
+    assert load(tmp_path / "folded.safetensors", seed=0).policy.one_tables.fold_mean  # (snake's positions: a few sd)
+    monkeypatch.setattr(single, "_MEAN_FOLD", 0.0)
+    write_policy(tmp_path / "kept.safetensors", pol)
+    agent = load(tmp_path / "kept.safetensors", seed=0)
+    assert not agent.policy.one_tables.fold_mean
+    assert _check(agent, snake) > 0

@@ -117,7 +117,7 @@ class OneObsTables:
     observations come in few shapes).
     """
 
-    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "wt", "start", "lw", "lb", "pselt",
+    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "fold_mean", "wt", "start", "lw", "lb", "pselt",
                  "c", "j", "layouts", "cached")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
@@ -136,6 +136,7 @@ class OneObsTables:
         w = np.zeros((K, d + 1), dtype=_F32)
         w[F:, d] = 1.0  # every row's last column is 1: its LayerNorm's eps rides on it
         start = np.zeros((T, K), dtype=_F32)
+        sds = np.ones(K)
         # the LayerNorm's weight and bias, and for the last column 1 and 0: the embeddings come with a 1
         self.lw = np.ones((T, d + 1), dtype=_F32)
         self.lb = np.zeros((T, d + 1), dtype=_F32)
@@ -147,6 +148,7 @@ class OneObsTables:
             lo[blk] = m64 - float(clip) * sd64
             hi[blk] = m64 + float(clip) * sd64
             mean[blk] = m
+            sds[blk] = sd64
             w[blk, :d] = wt.astype(_F64) / sd64[:, None]
             w[F + t, :d] = b
             start[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
@@ -167,6 +169,13 @@ class OneObsTables:
                 other = [c for c in pcols if not self.offs[t] <= c < self.offs[t] + widths[t]]
                 start[t, other] = 0.0
                 w[F + t, :d] = w[F + t, :d].astype(_F64) - z[other].astype(_F64) @ w[other, :d].astype(_F64)
+        # the normalization's mean folded into every type's bias: (clip(Z) - mean) @ w is clip(Z) @ w
+        # - mean @ w, the same vector for every row; exact but for float32 rounding of the products in
+        # raw units, which stays within a few units of the last place while the means lie within
+        # _MEAN_FOLD standard deviations of 0 (else the subtraction stays)
+        self.fold_mean = bool(np.all(np.abs(mean.astype(_F64)) <= _MEAN_FOLD * sds))
+        if self.fold_mean:
+            w[F:, :d] = w[F:, :d].astype(_F64) - mean[:F].astype(_F64) @ w[:F, :d].astype(_F64)
         self.lo, self.hi, self.mean, self.start = lo, hi, mean, start
         self.wt = np.ascontiguousarray(w.T)
         self.c, self.j = _centering_eps(d)
@@ -221,6 +230,7 @@ class Layout(NamedTuple):
 
 
 _LAYOUT_CACHE = 1 << 22  # numbers the cached layouts of one policy may hold (16 MB)
+_MEAN_FOLD = 8.0  # the largest |mean| / sd of a feature whose mean OneObsTables folds into the biases
 
 
 class OneActorTables:
@@ -250,7 +260,7 @@ class OneActorTables:
     per row count the arrays that spread per-row or per-head numbers over same-shaped operations.
     """
 
-    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kvt", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
                  "c", "j", "per_rows")
 
     def __init__(self, p: NumpyPolicy) -> None:
@@ -264,11 +274,11 @@ class OneActorTables:
         n_rel = dh if rp is not None else 0
         self.nb = nb = C + 1 + 2 * n_rel
         # relative positions: the strides, and the index's offset on the positions' last row (its
-        # 0 is clamped to [1, 1]); the keys and values transposed, taken column by column
-        self.strides = self.kvt = None
+        # 0 is clamped to [1, 1]); the keys and values
+        self.strides = self.kv = None
         if rp is not None:
             self.strides = np.append(rp.strides, rp.offset).astype(_F32)
-            self.kvt = np.ascontiguousarray(rp.kv.T)
+            self.kv = rp.kv
         self.per_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]] = {}
         w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
         # [n1; 1] -> q (pre-scaled), and q -> U (flattened row-major over (H, nb))
@@ -359,7 +369,7 @@ class OneActorTables:
             np.minimum(rel, hi, out=rel)
             ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
             np.rint(ix, out=ix)
-            self.kvt.take(ix.astype(np.intp), axis=1, out=B[C + 1 :])  # type: ignore[union-attr]  # keys and values
+            B[C + 1 :] = self.kv.take(ix.astype(np.intp), axis=0).T  # type: ignore[union-attr]  # keys and values
             if self.wgt is not None:
                 g = self.wgt.dot(n1)
                 vals = B[C + 1 + self.dh :]
@@ -375,7 +385,8 @@ class OneActorTables:
         # then lies within about 46 of 0, where exp keeps float32's relative precision
         np.exp(att, out=att)
         R = att.dot(B.T)  # (H, nb): per head the weighted rows, row C of B the weights' sum
-        if not all(1e-20 < s < 1e20 for s in R[:, C].tolist()):
+        sums = R[:, C].tolist()
+        if not (min(sums) > 1e-20 and sum(sums) < 1e20):  # (a NaN fails the second)
             att = U.dot(B)
             att -= _max_reduce(att, 1)[:, None]
             np.exp(att, out=att)
@@ -469,7 +480,8 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
     positions = raw_positions if raw_positions is not None or one.pselt is None else one.pselt.dot(Z.T)
     np.maximum(Z, lay.lo, out=Z)
     np.minimum(Z, lay.hi, out=Z)
-    Z -= lay.mean
+    if not one.fold_mean:
+        Z -= lay.mean
     h = one.wt.dot(Z.T)  # (d + 1, L): the embeddings before their LayerNorm, and a row of 1s
     np.maximum(h, _ZERO_0D, out=h)
     x = _layer_norm(one.c, one.j, h, h)

@@ -10,13 +10,18 @@ from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation build
 operations those of the network as trained, not the folded tables below: the outputs agree to
 float32 rounding).
 
-A decision costs a few dozen numpy calls on tiny arrays, each worth about half a microsecond
-whatever its size, so the path is written as few and large operations: everything that does not
-depend on the observation is folded into tables when the policy is built. The common decision (one
-actor, a readout block) goes through :class:`OneActorTables`: the readout's query of that one actor
-against every row's key and relative-position key in one product, the values and the output
-projection folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the
-linear heads folded into the MLP's last layer.
+A decision costs a few dozen numpy calls on tiny arrays, each worth about a microsecond whatever
+its size (and more when it broadcasts, or writes through a strided view), so the path is written as
+few and large operations on contiguous, same-shaped arrays: everything that does not depend on the
+observation is folded into tables when the policy is built, and the rows of the observation are
+columns (``(d + 1, L)``: a product takes a transposed operand for free, and a LayerNorm is then two
+products and two same-shaped operations, :func:`_layer_norm`). The common decision (one actor, a
+readout block) goes through :class:`OneActorTables`: the readout's query of that one actor against
+every row's key and relative-position key in one product, the values and the output projection
+folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the linear heads
+folded into the MLP's last layer. Where nothing but a row's own features enters its embedding, its
+readout input and its value gate (no full block, frame or global features), those are kept by the
+row's features (:class:`RowCache`): an observation whose rows were all seen before starts from them.
 
 Example:
     >>> import os, tempfile
@@ -117,7 +122,7 @@ class OneObsTables:
     observations come in few shapes).
     """
 
-    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "fold_mean", "wt", "start", "lw", "lb", "pselt",
+    __slots__ = ("T", "F", "K", "d", "ng", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "fold_mean", "wt", "start", "lw", "lb", "pselt",
                  "c", "j", "layouts", "cached")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
@@ -126,6 +131,7 @@ class OneObsTables:
         self.F = F = sum(widths)
         self.K = K = F + T
         self.d = d
+        self.ng = ng
         self.offs = [int(o) for o in np.cumsum(widths) - widths]
         self.nfs = nfs
         self.cols = [slice(o, o + nf) for o, nf in zip(self.offs, nfs)]
@@ -261,7 +267,7 @@ class OneActorTables:
     """
 
     __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
-                 "c", "j", "per_rows")
+                 "c", "j", "per_rows", "x_col", "cache")
 
     def __init__(self, p: NumpyPolicy) -> None:
         blk = p.readout
@@ -330,6 +336,13 @@ class OneActorTables:
         self.wm = wm.astype(_F32)
         self.b1 = (b1 / _SQRT2).astype(_F32)
         self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
+        # the row-local values (row_values) are cached by a row's features when nothing else enters
+        # them: no full block before the readout, no egocentric frame, no global features
+        self.x_col = C + 1 + (dh if self.wgt is not None else 0)  # (where row_values has the embedding)
+        one = p.one_tables
+        self.cache = None
+        if one is not None and not p.blocks and p.frame is None and one.ng == 0 and all(one.nfs):
+            self.cache = RowCache(one.nfs)
 
     @classmethod
     def of(cls, p: NumpyPolicy) -> OneActorTables | None:
@@ -347,38 +360,75 @@ class OneActorTables:
         blocks; the last row 1) with positions ``(P + 1, L)`` (the last row 0), as :func:`_embed`
         gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
         C = self.C
-        L = xt.shape[1]
+        if self.nb == C + 1:
+            B = n1 = _layer_norm(self.c, self.j, xt)
+        else:
+            B = np.empty((self.nb, xt.shape[1]), dtype=_F32)
+            n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
+        return self._attend(B, n1, None if self.wgt is None else self.gate(n1), xt[:, r], r, post)
+
+    def actor_of_rows(self, rows: np.ndarray, r: int) -> np.ndarray:
+        """:meth:`actor` from the row-local values of every row, ``(L, width)`` as
+        :meth:`row_values` gives them (:class:`RowCache` keeps them)."""
+        C = self.C
+        B = np.empty((self.nb, rows.shape[0]), dtype=_F32)
+        B[: C + 1] = rows[:, : C + 1].T
+        n1 = B[: C + 1]
+        o = C + 1
+        g = None
+        if self.wgt is not None:
+            g = rows[:, o : o + self.dh].T
+            o += self.dh
+        return self._attend(B, n1, g, rows[r, o : o + C + 1], r, rows[:, o + C + 1 :].T if self.relpos is not None else None)
+
+    def row_values(self, xt: np.ndarray, post: np.ndarray | None) -> np.ndarray:
+        """What :meth:`actor` computes of each row alone, ``(L, width)``: its normalized readout
+        input and 1, its value gate (when gated), its embedding and 1, its positions and 0 (with
+        relative positions)."""
+        n1 = _layer_norm(self.c, self.j, xt)
+        cols = [n1] if self.wgt is None else [n1, self.gate(n1)]
+        cols.append(xt)
+        if self.relpos is not None and post is not None:
+            cols.append(post)
+        return np.ascontiguousarray(np.concatenate(cols).T)
+
+    def gate(self, n1: np.ndarray) -> np.ndarray:
+        """The value gate ``(dh, L)`` of the rows ``[n1; 1]``, activated."""
+        rp = self.relpos
+        assert self.wgt is not None and rp is not None  # (set with a gate)
+        g = self.wgt.dot(n1)
+        return np.maximum(g, _ZERO_0D, out=g) if rp.gate_kind == "relu" else rp.activate(g)
+
+    def _attend(self, B: np.ndarray, n1: np.ndarray, g: np.ndarray | None, x_r: np.ndarray, r: int,
+                post: np.ndarray | None) -> np.ndarray:
+        """The rest of :meth:`actor` from the work matrix ``B`` ``(nb, L)`` with ``[n1; 1]`` in
+        place, the value gate ``g``, the actor's embedding ``x_r`` and the positions ``post``."""
+        C = self.C
+        L = B.shape[1]
         pr = self.per_rows.get(L)
         if pr is None:
             pr = self._per_rows(L)
         ones, lo, hi, diffs = pr
-        rp = self.relpos
-        if rp is not None and post is not None:
-            B = np.empty((self.nb, L), dtype=_F32)
-            n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
-            # the actor's position minus every row's, as one product (exact: one subtraction per
-            # entry), clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
-            if L <= 64:
-                dr = diffs.get(r)
-                if dr is None:
-                    dr = diffs[r] = self._diffs(L, r)
-                rel = post.dot(dr)
-            else:
-                rel = post[:, r : r + 1] - post
-            np.maximum(rel, lo, out=rel)
-            np.minimum(rel, hi, out=rel)
-            ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
-            np.rint(ix, out=ix)
-            B[C + 1 :] = self.kv.take(ix.astype(np.intp), axis=0).T  # type: ignore[union-attr]  # keys and values
-            if self.wgt is not None:
-                g = self.wgt.dot(n1)
-                vals = B[C + 1 + self.dh :]
-                vals *= np.maximum(g, _ZERO_0D, out=g) if rp.gate_kind == "relu" else rp.activate(g)
-        elif self.nb == C + 1:
-            B = n1 = _layer_norm(self.c, self.j, xt)
-        else:  # (relative positions but none given: their keys and values count 0)
-            B = np.zeros((self.nb, L), dtype=_F32)
-            n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
+        if self.nb > C + 1:
+            if post is not None:
+                # the actor's position minus every row's, as one product (exact: one subtraction per
+                # entry), clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
+                if L <= 64:
+                    dr = diffs.get(r)
+                    if dr is None:
+                        dr = diffs[r] = self._diffs(L, r)
+                    rel = post.dot(dr)
+                else:
+                    rel = post[:, r : r + 1] - post
+                np.maximum(rel, lo, out=rel)
+                np.minimum(rel, hi, out=rel)
+                ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
+                np.rint(ix, out=ix)
+                B[C + 1 :] = self.kv.take(ix.astype(np.intp), axis=0).T  # type: ignore[union-attr]  # keys and values
+                if g is not None:
+                    B[C + 1 + self.dh :] *= g
+            else:  # (relative positions but none given: their keys and values count 0)
+                B[C + 1 :] = 0.0
         U = self.mq.dot(n1[:, r]).reshape(self.H, self.nb)
         att = U.dot(B)  # (H, L): every head's scores
         # the softmax without its shift by the maximum when the sums show it unneeded: every score
@@ -393,7 +443,7 @@ class OneActorTables:
             R = att.dot(B.T)
         R /= att.dot(ones)  # (the sums, spread over every column of R)
         xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and 0
-        xr += xt[:, r]
+        xr += x_r
         P = xr.dot(self.wm)
         xc1 = P[:C]
         inv = 1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5)
@@ -435,6 +485,72 @@ class OneActorTables:
         d[np.arange(L), np.arange(L)] -= 1.0
         d.flags.writeable = False
         return d
+
+
+class RowCache:
+    """The row-local values of the one-actor path (:meth:`OneActorTables.row_values`) by entity
+    type and a row's raw features, so that an observation whose rows were all seen before skips
+    the embedding, the readout's LayerNorm and the value gate: one dictionary look-up per row.
+
+    A game whose entities take few distinct feature values (a grid's positions, kinds, counters)
+    sees the same rows again and again; one with continuous features does not, and the cache
+    turns itself off (and empties) when fewer than half of its first :data:`_ROW_PROBATION` rows
+    or more were found. It holds at most :data:`_ROW_CACHE` rows (then it starts over). A row's
+    values are those computed with the observation it first came in: within float32 rounding of
+    what any other observation would compute for it (the products' sums may round differently
+    with the number of rows).
+    """
+
+    __slots__ = ("tables", "widths", "on", "seen", "found", "size")
+
+    def __init__(self, nfs: list[int]) -> None:
+        self.tables: list[dict[bytes, bytes]] = [{} for _ in nfs]
+        self.widths = [4 * nf for nf in nfs]  # bytes per row of float32 features
+        self.on = True
+        self.seen = self.found = self.size = 0
+
+    def lookup(self, parts: list[tuple[int, Any]]) -> tuple[np.ndarray | None, list[bytes | None]]:
+        """``(values, found)``: the rows' values ``(L, width)`` (read-only), or ``None`` when a row
+        is missing; and each row's value or ``None`` (for :meth:`store`)."""
+        found: list[bytes | None] = []
+        for t, x in parts:
+            b = x.tobytes()
+            w = self.widths[t]
+            get = self.tables[t].get
+            found += [get(b[i : i + w]) for i in range(0, len(b), w)]
+        n = len(found)
+        self.seen += n
+        if None in found:
+            self.found += n - found.count(None)
+            return None, found
+        self.found += n
+        return np.frombuffer(b"".join(found), dtype=_F32).reshape(n, -1), found  # type: ignore[arg-type]
+
+    def store(self, parts: list[tuple[int, Any]], found: list[bytes | None], values: np.ndarray) -> None:
+        """Keep the values ``(L, width)`` of the rows :meth:`lookup` did not find."""
+        if self.seen >= _ROW_PROBATION and 2 * self.found < self.seen:
+            self.on = False
+            self.tables = [{} for _ in self.tables]
+            return
+        if self.size >= _ROW_CACHE:
+            self.tables = [{} for _ in self.tables]
+            self.size = 0
+        vb = values.tobytes()
+        W = len(vb) // len(found)
+        i = 0
+        for t, x in parts:
+            b = x.tobytes()
+            w = self.widths[t]
+            table = self.tables[t]
+            for k in range(0, len(b), w):
+                if found[i] is None:
+                    table[b[k : k + w]] = vb[i * W : (i + 1) * W]
+                    self.size += 1
+                i += 1
+
+
+_ROW_CACHE = 1 << 14  # rows a RowCache holds at most (about 350 bytes each with the default network)
+_ROW_PROBATION = 1024  # rows a RowCache looks up before it judges whether finding them pays
 
 
 def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -582,6 +698,15 @@ def logits_one(
         InvalidObservationError: a position relative to the egocentric frame's origin is not finite
             (features far beyond the positions' scale).
     """
+    one = p.one_actor
+    cache = one.cache if one is not None and g is None and actor_rows.shape[0] == 1 else None
+    looked = None
+    if cache is not None and cache.on:
+        assert one is not None  # (cache comes from one)
+        rows, looked = cache.lookup(parts)
+        if rows is not None:
+            xc = one.x_col
+            return _answer(p, rows[:, xc : xc + p.d], one.actor_of_rows(rows, int(actor_rows[0])), None, requests)
     xt, post = _embed(p, parts, g)
     positions = None if post is None else post.T  # (L, P + 1)
     x = xt[: p.d].T  # (L, d)
@@ -596,16 +721,25 @@ def logits_one(
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)
         xt = np.concatenate([x.T, np.ones((1, L), dtype=_F32)])
-    one = p.one_actor
     heads = emb = None
     if one is not None and actor_rows.shape[0] == 1:
         heads = one.actor(xt, int(actor_rows[0]), post)
+        if cache is not None and looked is not None:
+            cache.store(parts, looked, one.row_values(xt, post))
     elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:
         emb = _readout(p, x, actor_rows, positions)
     else:
         emb = np.zeros((0, p.d), dtype=_F32)
+    return _answer(p, x, heads, emb, requests)
+
+
+def _answer(p: NumpyPolicy, x: np.ndarray, heads: np.ndarray | None, emb: np.ndarray | None,
+            requests: list[tuple[str, Any, Any]]) -> list[np.ndarray]:
+    """:func:`logits_one`'s answer to each request from the embeddings ``x`` ``(L, d)`` and the
+    heads' inputs at the one actor (:meth:`OneActorTables.actor`) or the actors' readout ``emb``."""
+    one = p.one_actor
     out = []
     summary = None
     for name, mask, cand in requests:

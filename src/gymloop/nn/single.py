@@ -501,11 +501,12 @@ class RowCache:
     with the number of rows).
     """
 
-    __slots__ = ("tables", "widths", "on", "seen", "found", "size")
+    __slots__ = ("tables", "keys", "on", "seen", "found", "size")
 
     def __init__(self, nfs: list[int]) -> None:
-        self.tables: list[dict[bytes, bytes]] = [{} for _ in nfs]
-        self.widths = [4 * nf for nf in nfs]  # bytes per row of float32 features
+        self.tables: list[dict[Any, bytes]] = [{} for _ in nfs]
+        # a row's key: its float32 features' bytes as one integer where they fit, else as bytes
+        self.keys = [np.dtype(np.int32) if nf == 1 else np.dtype(np.int64) if nf == 2 else np.dtype((np.void, 4 * nf)) for nf in nfs]
         self.on = True
         self.seen = self.found = self.size = 0
 
@@ -513,11 +514,10 @@ class RowCache:
         """``(values, found)``: the rows' values ``(L, width)`` (read-only), or ``None`` when a row
         is missing; and each row's value or ``None`` (for :meth:`store`)."""
         found: list[bytes | None] = []
+        keys = self.keys
+        tables = self.tables
         for t, x in parts:
-            b = x.tobytes()
-            w = self.widths[t]
-            get = self.tables[t].get
-            found += [get(b[i : i + w]) for i in range(0, len(b), w)]
+            found += map(tables[t].get, np.ascontiguousarray(x).view(keys[t]).ravel().tolist())
         n = len(found)
         self.seen += n
         if None in found:
@@ -539,12 +539,10 @@ class RowCache:
         W = len(vb) // len(found)
         i = 0
         for t, x in parts:
-            b = x.tobytes()
-            w = self.widths[t]
             table = self.tables[t]
-            for k in range(0, len(b), w):
+            for k in np.ascontiguousarray(x).view(self.keys[t]).ravel().tolist():
                 if found[i] is None:
-                    table[b[k : k + w]] = vb[i * W : (i + 1) * W]
+                    table[k] = vb[i * W : (i + 1) * W]
                     self.size += 1
                 i += 1
 

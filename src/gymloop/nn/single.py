@@ -242,18 +242,20 @@ _MEAN_FOLD = 8.0  # the largest |mean| / sd of a feature whose mean OneObsTables
 class OneActorTables:
     """Precomputed tables of the readout block at ONE actor and the linear heads that read its output.
 
-    Every row of the observation gets one column of a work matrix ``B = [n1; 1; rk; v]`` ``(nb,
-    L)``: its normalized readout input ``n1``, a 1, and (with relative positions) the
-    relative-position key and value of the row seen from the actor (the value then gated). With
+    Every row of the observation gets one row of a work matrix ``B = [n1 | 1 | rk | v]`` ``(L,
+    nb)`` (made as its transpose from the embeddings, :meth:`actor`, or row by row from the rows'
+    cached values, :meth:`actor_of_rows`): its normalized readout input ``n1``, a 1, and (with
+    relative positions) the relative-position key and value of the row seen from the actor (the
+    value then gated). With
     ``q_h`` the actor's query of head ``h`` (pre-scaled) and ``p_h`` that head's attention weights:
 
     * ``mq``: the actor's ``[n1; 1]`` to the ``(H, nb)`` matrix ``U`` whose row ``h`` is ``[Wk_h
-      q_h; bk_h . q_h; q_h; 0]``: the query and the key projection folded, so that ``U @ B`` is
+      q_h; bk_h . q_h; q_h; 0]``: the query and the key projection folded, so that ``U @ B^T`` is
       every head's score of every row (key plus relative-position key) in one product;
     * ``wg``: ``[n1; 1]`` to the value gate (with gated relative positions);
     * ``wv``: per head ``[Wv_h Wp_h; bv_h Wp_h (+ the output bias, head 0); 0; Wp_h]``, stacked:
       the value projection, the relative values and the output projection folded into one matrix,
-      applied to ``p_h B^T`` of every head at once (with ``p_h`` normalized: B's row of 1s gives the
+      applied to ``p_h B`` of every head at once (with ``p_h`` normalized: B's row of 1s gives the
       sums); its last output column is 0, the residual adds the actor's 1;
     * ``wm``: the actor's row after attention and its 1, ``[x | 1]``, to ``[x centered | x centered
       @ W1 / sqrt 2 | x @ heads + the heads' bias]``: the MLP's LayerNorm is then one scalar, its
@@ -266,7 +268,7 @@ class OneActorTables:
     per row count the arrays that spread per-row or per-head numbers over same-shaped operations.
     """
 
-    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "kv1", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
                  "c", "j", "per_rows", "x_col", "cache")
 
     def __init__(self, p: NumpyPolicy) -> None:
@@ -281,10 +283,11 @@ class OneActorTables:
         self.nb = nb = C + 1 + 2 * n_rel
         # relative positions: the strides, and the index's offset on the positions' last row (its
         # 0 is clamped to [1, 1]); the keys and values
-        self.strides = self.kv = None
+        self.strides = self.kv = self.kv1 = None
         if rp is not None:
             self.strides = np.append(rp.strides, rp.offset).astype(_F32)
             self.kv = rp.kv
+            self.kv1 = np.concatenate([np.ones((rp.kv.shape[0], C + 1), dtype=_F32), rp.kv], axis=1)  # (see actor_of_rows)
         self.per_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]] = {}
         w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
         # [n1; 1] -> q (pre-scaled), and q -> U (flattened row-major over (H, nb))
@@ -338,7 +341,7 @@ class OneActorTables:
         self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
         # the row-local values (row_values) are cached by a row's features when nothing else enters
         # them: no full block before the readout, no egocentric frame, no global features
-        self.x_col = C + 1 + (dh if self.wgt is not None else 0)  # (where row_values has the embedding)
+        self.x_col = nb if rp is not None else C + 1  # (where row_values has the embedding)
         one = p.one_tables
         self.cache = None
         if one is not None and not p.blocks and p.frame is None and one.ng == 0 and all(one.nfs):
@@ -360,37 +363,52 @@ class OneActorTables:
         blocks; the last row 1) with positions ``(P + 1, L)`` (the last row 0), as :func:`_embed`
         gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
         C = self.C
+        L = xt.shape[1]
         if self.nb == C + 1:
             B = n1 = _layer_norm(self.c, self.j, xt)
-        else:
-            B = np.empty((self.nb, xt.shape[1]), dtype=_F32)
+        else:  # B transposed, (nb, L), its parts written in place
+            B = np.empty((self.nb, L), dtype=_F32)
             n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
-        return self._attend(B, n1, None if self.wgt is None else self.gate(n1), xt[:, r], r, post)
+            if post is not None:
+                B[C + 1 :] = self.kv.take(self._relative(post, r, L), axis=0).T  # type: ignore[union-attr]  # keys, values
+                if self.wgt is not None:
+                    B[C + 1 + self.dh :] *= self.gate(n1)
+            else:  # (relative positions but none given: their keys and values count 0)
+                B[C + 1 :] = 0.0
+        return self._attend(B.T, n1[:, r], xt[:, r])
 
     def actor_of_rows(self, rows: np.ndarray, r: int) -> np.ndarray:
         """:meth:`actor` from the row-local values of every row, ``(L, width)`` as
         :meth:`row_values` gives them (:class:`RowCache` keeps them)."""
         C = self.C
-        B = np.empty((self.nb, rows.shape[0]), dtype=_F32)
-        B[: C + 1] = rows[:, : C + 1].T
-        n1 = B[: C + 1]
-        o = C + 1
-        g = None
-        if self.wgt is not None:
-            g = rows[:, o : o + self.dh].T
-            o += self.dh
-        return self._attend(B, n1, g, rows[r, o : o + C + 1], r, rows[:, o + C + 1 :].T if self.relpos is not None else None)
+        nb = self.nb
+        B = rows[:, : C + 1] if nb == C + 1 else self._work(rows[:, nb + C + 1 :].T, r, rows[:, :nb])
+        return self._attend(B, rows[r, : C + 1], rows[r, self.x_col : self.x_col + C + 1])
 
     def row_values(self, xt: np.ndarray, post: np.ndarray | None) -> np.ndarray:
-        """What :meth:`actor` computes of each row alone, ``(L, width)``: its normalized readout
-        input and 1, its value gate (when gated), its embedding and 1, its positions and 0 (with
-        relative positions)."""
-        n1 = _layer_norm(self.c, self.j, xt)
-        cols = [n1] if self.wgt is None else [n1, self.gate(n1)]
-        cols.append(xt)
-        if self.relpos is not None and post is not None:
+        """What :meth:`actor` computes of each row alone, ``(L, width)``: its :meth:`_multipliers`,
+        its embedding and 1, and (with relative positions) its positions and 0."""
+        cols = [self._multipliers(xt), xt]
+        if self.nb > self.C + 1 and post is not None:
             cols.append(post)
         return np.ascontiguousarray(np.concatenate(cols).T)
+
+    def _multipliers(self, xt: np.ndarray) -> np.ndarray:
+        """Every row's ``[n1; 1]`` (its normalized readout input, and 1) and, with relative
+        positions, ``dh`` 1s and its value gate (1s when ungated): ``(nb, L)``, the row's part of
+        the work matrix (:meth:`_work`)."""
+        n1 = _layer_norm(self.c, self.j, xt)
+        if self.nb == self.C + 1:
+            return n1
+        ones = np.ones((self.dh, xt.shape[1]), dtype=_F32)
+        return np.concatenate([n1, ones, ones if self.wgt is None else self.gate(n1)])
+
+    def _work(self, post: np.ndarray, r: int, mult: np.ndarray) -> np.ndarray:
+        """The work matrix ``B`` ``(L, nb)`` with relative positions: every row's ``[1 | 1 | key |
+        value]`` seen from row ``r`` times its ``[n1 | 1 | 1 | gate]`` (``mult``, ``(L, nb)``)."""
+        B = self.kv1.take(self._relative(post, r, mult.shape[0]), axis=0)  # type: ignore[union-attr]  # (set with relpos)
+        B *= mult
+        return B
 
     def gate(self, n1: np.ndarray) -> np.ndarray:
         """The value gate ``(dh, L)`` of the rows ``[n1; 1]``, activated."""
@@ -399,48 +417,48 @@ class OneActorTables:
         g = self.wgt.dot(n1)
         return np.maximum(g, _ZERO_0D, out=g) if rp.gate_kind == "relu" else rp.activate(g)
 
-    def _attend(self, B: np.ndarray, n1: np.ndarray, g: np.ndarray | None, x_r: np.ndarray, r: int,
-                post: np.ndarray | None) -> np.ndarray:
-        """The rest of :meth:`actor` from the work matrix ``B`` ``(nb, L)`` with ``[n1; 1]`` in
-        place, the value gate ``g``, the actor's embedding ``x_r`` and the positions ``post``."""
-        C = self.C
-        L = B.shape[1]
+    def _relative(self, post: np.ndarray, r: int, L: int) -> np.ndarray:
+        """The relative-position index of every row seen from row ``r``, ``(L,)``."""
         pr = self.per_rows.get(L)
         if pr is None:
             pr = self._per_rows(L)
-        ones, lo, hi, diffs = pr
-        if self.nb > C + 1:
-            if post is not None:
-                # the actor's position minus every row's, as one product (exact: one subtraction per
-                # entry), clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
-                if L <= 64:
-                    dr = diffs.get(r)
-                    if dr is None:
-                        dr = diffs[r] = self._diffs(L, r)
-                    rel = post.dot(dr)
-                else:
-                    rel = post[:, r : r + 1] - post
-                np.maximum(rel, lo, out=rel)
-                np.minimum(rel, hi, out=rel)
-                ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
-                np.rint(ix, out=ix)
-                B[C + 1 :] = self.kv.take(ix.astype(np.intp), axis=0).T  # type: ignore[union-attr]  # keys and values
-                if g is not None:
-                    B[C + 1 + self.dh :] *= g
-            else:  # (relative positions but none given: their keys and values count 0)
-                B[C + 1 :] = 0.0
-        U = self.mq.dot(n1[:, r]).reshape(self.H, self.nb)
-        att = U.dot(B)  # (H, L): every head's scores
+        _, lo, hi, diffs = pr
+        # the actor's position minus every row's, as one product (exact: one subtraction per entry),
+        # clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
+        if L <= 64:
+            dr = diffs.get(r)
+            if dr is None:
+                dr = diffs[r] = self._diffs(L, r)
+            rel = post.dot(dr)
+        else:
+            rel = post[:, r : r + 1] - post
+        np.maximum(rel, lo, out=rel)
+        np.minimum(rel, hi, out=rel)
+        ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
+        np.rint(ix, out=ix)
+        return ix.astype(np.intp)
+
+    def _attend(self, B: np.ndarray, n1_r: np.ndarray, x_r: np.ndarray) -> np.ndarray:
+        """The rest of :meth:`actor` from the work matrix ``B`` ``(L, nb)``, the actor's ``[n1;
+        1]`` and its embedding ``x_r`` (and 1)."""
+        C = self.C
+        L = B.shape[0]
+        pr = self.per_rows.get(L)
+        if pr is None:
+            pr = self._per_rows(L)
+        ones = pr[0]
+        U = self.mq.dot(n1_r).reshape(self.H, self.nb)
+        att = U.dot(B.T)  # (H, L): every head's scores
         # the softmax without its shift by the maximum when the sums show it unneeded: every score
         # then lies within about 46 of 0, where exp keeps float32's relative precision
         np.exp(att, out=att)
-        R = att.dot(B.T)  # (H, nb): per head the weighted rows, row C of B the weights' sum
+        R = att.dot(B)  # (H, nb): per head the weighted rows, column C of B the weights' sum
         sums = R[:, C].tolist()
         if not (min(sums) > 1e-20 and sum(sums) < 1e20):  # (a NaN fails the second)
-            att = U.dot(B)
+            att = U.dot(B.T)
             att -= _max_reduce(att, 1)[:, None]
             np.exp(att, out=att)
-            R = att.dot(B.T)
+            R = att.dot(B)
         R /= att.dot(ones)  # (the sums, spread over every column of R)
         xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and 0
         xr += x_r
@@ -721,9 +739,12 @@ def logits_one(
         xt = np.concatenate([x.T, np.ones((1, L), dtype=_F32)])
     heads = emb = None
     if one is not None and actor_rows.shape[0] == 1:
-        heads = one.actor(xt, int(actor_rows[0]), post)
-        if cache is not None and looked is not None:
-            cache.store(parts, looked, one.row_values(xt, post))
+        if cache is not None and looked is not None:  # (missed: computed as if found, then kept)
+            rows = one.row_values(xt, post)
+            heads = one.actor_of_rows(rows, int(actor_rows[0]))
+            cache.store(parts, looked, rows)
+        else:
+            heads = one.actor(xt, int(actor_rows[0]), post)
     elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:

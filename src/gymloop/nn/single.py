@@ -246,8 +246,8 @@ class OneActorTables:
     nb)`` (made as its transpose from the embeddings, :meth:`actor`, or row by row from the rows'
     cached values, :meth:`actor_of_rows`): its normalized readout input ``n1``, a 1, and (with
     relative positions) the relative-position key and value of the row seen from the actor (the
-    value then gated). With
-    ``q_h`` the actor's query of head ``h`` (pre-scaled) and ``p_h`` that head's attention weights:
+    value then gated). With ``q_h`` the actor's query of head ``h`` (pre-scaled) and ``p_h`` that
+    head's attention weights:
 
     * ``mq``: the actor's ``[n1; 1]`` to the ``(H, nb)`` matrix ``U`` whose row ``h`` is ``[Wk_h
       q_h; bk_h . q_h; q_h; 0]``: the query and the key projection folded, so that ``U @ B^T`` is
@@ -344,7 +344,9 @@ class OneActorTables:
         self.x_col = nb if rp is not None else C + 1  # (where row_values has the embedding)
         one = p.one_tables
         self.cache = None
-        if one is not None and not p.blocks and p.frame is None and one.ng == 0 and all(one.nfs):
+        if one is not None and not p.blocks and p.frame is None and one.ng == 0 and all(one.nfs) and (
+            (rp is None) == (one.pselt is None)
+        ):
             self.cache = RowCache(one.nfs)
 
     @classmethod
@@ -512,8 +514,9 @@ class RowCache:
 
     A game whose entities take few distinct feature values (a grid's positions, kinds, counters)
     sees the same rows again and again; one with continuous features does not, and the cache
-    turns itself off (and empties) when fewer than half of its first :data:`_ROW_PROBATION` rows
-    or more were found. It holds at most :data:`_ROW_CACHE` rows (then it starts over). A row's
+    turns itself off (and empties) when, after :data:`_ROW_PROBATION` rows or more, fewer than half
+    of the rows it looked up were found. It holds at most :data:`_ROW_CACHE` rows (then it starts
+    over). A row's
     values are those computed with the observation it first came in: within float32 rounding of
     what any other observation would compute for it (the products' sums may round differently
     with the number of rows).

@@ -568,7 +568,7 @@ class RowCache:
                 i += 1
 
 
-_ROW_CACHE = 1 << 14  # rows a RowCache holds at most (about 350 bytes each with the default network)
+_ROW_CACHE = 1 << 14  # rows a RowCache holds at most (about 400 bytes of values each with the default network)
 _ROW_PROBATION = 1024  # rows a RowCache looks up before it judges whether finding them pays
 
 

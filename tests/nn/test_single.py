@@ -239,3 +239,21 @@ def test_no_cache_where_other_inputs_enter_the_rows(tmp_path):
             write_policy(path, game_policy(game, cfg))
             assert load(path).policy.one_actor.cache is None
     assert _snake_agent().policy.one_actor.cache is not None
+
+
+def test_the_row_cache_keys_rows_of_any_width():
+    """Rows of 1, 2 and more features (keys: the bytes as an int32, an int64, or bytes): found
+    again by their exact features, whatever the observation they come in."""
+    cache = RowCache([3, 1, 2])
+    parts = [(0, np.array([[1, 2, 3], [4, 5, 6.5]], np.float32)), (1, np.array([[7]], np.float32)),
+             (2, np.array([[8, 9]], np.float32))]
+    values = np.arange(4 * 5, dtype=np.float32).reshape(4, 5)
+    rows, found = cache.lookup(parts)
+    assert rows is None and found == [None] * 4
+    cache.store(parts, found, values)
+    rows, _ = cache.lookup(parts)
+    np.testing.assert_array_equal(rows, values)
+    rows, _ = cache.lookup([(2, parts[2][1]), (0, parts[0][1][::-1].copy())])  # (the same rows elsewhere)
+    np.testing.assert_array_equal(rows, values[[3, 1, 0]])
+    assert cache.lookup([(0, np.array([[1, 2, 3.5]], np.float32))])[0] is None
+    assert (cache.seen, cache.found, cache.size) == (12, 7, 4)

@@ -188,7 +188,8 @@ class NumpyPolicy:
         the columns of the relative-position features (``None`` without relpos); ``one_tables``: the
         :class:`~gymloop.nn.single.OneObsTables` of the one-decision path (``None`` when an entity
         type has no features); ``one_actor``: its :class:`~gymloop.nn.single.OneActorTables` (``None``
-        without a readout block).
+        without a readout block), whose ``cache`` (:class:`~gymloop.nn.single.RowCache`) keeps
+        rows seen before: a policy's single decisions share it.
 
     Example:
         >>> import os, tempfile

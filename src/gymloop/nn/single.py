@@ -10,13 +10,18 @@ from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation build
 operations those of the network as trained, not the folded tables below: the outputs agree to
 float32 rounding).
 
-A decision costs a few dozen numpy calls on tiny arrays, each worth about half a microsecond
-whatever its size, so the path is written as few and large operations: everything that does not
-depend on the observation is folded into tables when the policy is built. The common decision (one
-actor, a readout block) goes through :class:`OneActorTables`: the readout's query of that one actor
-against every row's key and relative-position key in one product, the values and the output
-projection folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the
-linear heads folded into the MLP's last layer.
+A decision costs a few dozen numpy calls on tiny arrays, each worth about a microsecond whatever
+its size (and more when it broadcasts, or writes through a strided view), so the path is written as
+few and large operations on contiguous, same-shaped arrays: everything that does not depend on the
+observation is folded into tables when the policy is built, and the rows of the observation are
+columns (``(d + 1, L)``: a product takes a transposed operand for free, and a LayerNorm is then two
+products and two same-shaped operations, :func:`_layer_norm`). The common decision (one actor, a
+readout block) goes through :class:`OneActorTables`: the readout's query of that one actor against
+every row's key and relative-position key in one product, the values and the output projection
+folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the linear heads
+folded into the MLP's last layer. Where nothing but a row's own features enters its embedding, its
+readout input and its value gate (no full block, frame or global features), those are kept by the
+row's features (:class:`RowCache`): an observation whose rows were all seen before starts from them.
 
 Example:
     >>> import os, tempfile
@@ -51,7 +56,7 @@ __all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneActorTables", "OneObsTables",
 _F32 = np.float32
 _F64 = np.float64
 _NEG_INF = np.float32(-np.inf)
-_ZERO = np.float32(0.0)
+_ZERO_0D = np.zeros((), dtype=_F32)  # (a 0-d array: numpy takes it faster than a scalar)
 _ONE = np.float32(1.0)
 _LN_EPS = np.float32(1e-5)
 _SQRT2 = math.sqrt(2.0)
@@ -70,13 +75,29 @@ class SummaryCandidates(NamedTuple):
 
 
 def _centering_eps(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """For rows ``[x | 1]`` (``d + 1`` columns): ``c`` centers ``x`` and maps the 1 to ``sqrt(eps d)``,
-    ``j`` averages over ``d``, so that ``((xc * xc) @ j)`` is the variance of ``x`` plus
-    LayerNorm's eps (1e-5)."""
+    """LayerNorm (no affine part) of columns ``[x; 1]`` (``d + 1`` rows, one column per entity) in
+    same-shaped operations: ``c @ [x; 1]`` is ``[x centered; 1]`` and ``j @ (that squared)`` is
+    ``var(x) + eps`` in every one of the first ``d`` rows and 1 in the last (the 1 carries
+    LayerNorm's eps, 1e-5), so that dividing the first by the square root of the second gives
+    ``[LayerNorm(x); 1]`` (:func:`_layer_norm`). (numpy's broadcasting costs more than the
+    operation itself on arrays this small; these products spread the statistics instead.)"""
     c = np.zeros((d + 1, d + 1))
     c[:d, :d] = np.eye(d) - 1.0 / d
-    c[d, d] = math.sqrt(float(_LN_EPS) * d)
-    return c.astype(_F32), np.full((d + 1, 1), 1.0 / d, dtype=_F32)
+    c[d, d] = 1.0
+    j = np.zeros((d + 1, d + 1))
+    j[:d, :d] = 1.0 / d
+    j[:d, d] = float(_LN_EPS)
+    j[d, d] = 1.0
+    return c.astype(_F32), j.astype(_F32)
+
+
+def _layer_norm(c: np.ndarray, j: np.ndarray, xt: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``[LayerNorm(x); 1]`` of columns ``xt`` = ``[x; 1]``, with :func:`_centering_eps`'s ``c, j``
+    (written to ``out`` when given)."""
+    xc = c.dot(xt)
+    v = j.dot(xc * xc)
+    np.sqrt(v, out=v)
+    return np.divide(xc, v, out=xc if out is None else out)
 
 
 class OneObsTables:
@@ -93,13 +114,16 @@ class OneObsTables:
     it: :func:`_centering_eps`). The positions are one product ``psel`` of the raw layout (exact:
     the other columns are 0), with a last column of 0s.
 
-    :meth:`layout` gives, per count of rows of each type, the starting rows of an observation and
-    its rows' LayerNorm weights and biases, extended by 0 and 1 so that the embeddings keep a
-    last column of 1s (cached: a game's observations come in few shapes).
+    The embeddings come out transposed, ``(d + 1, L)`` (one column per row of the observation):
+    products take a transposed operand for free, and the per-row statistics then apply as
+    same-shaped operations. :meth:`layout` gives, per count of rows of each type, an observation's
+    starting layout, its clip bounds and means row by row, and its rows' LayerNorm weights and
+    biases, extended by 1 and 0 so that the embeddings keep a last row of 1s (cached: a game's
+    observations come in few shapes).
     """
 
-    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "w", "start", "lw", "lb", "psel", "c",
-                 "j", "layouts", "cached")
+    __slots__ = ("T", "F", "K", "d", "ng", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "fold_mean", "wt", "start", "lw", "lb", "pselt",
+                 "c", "j", "layouts", "cached")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
         widths = [nf + ng for nf in nfs]
@@ -107,6 +131,7 @@ class OneObsTables:
         self.F = F = sum(widths)
         self.K = K = F + T
         self.d = d
+        self.ng = ng
         self.offs = [int(o) for o in np.cumsum(widths) - widths]
         self.nfs = nfs
         self.cols = [slice(o, o + nf) for o, nf in zip(self.offs, nfs)]
@@ -117,9 +142,10 @@ class OneObsTables:
         w = np.zeros((K, d + 1), dtype=_F32)
         w[F:, d] = 1.0  # every row's last column is 1: its LayerNorm's eps rides on it
         start = np.zeros((T, K), dtype=_F32)
-        # the LayerNorm's weight and bias, and for the last column 0 and 1: the embeddings come with a 1
-        self.lw = np.zeros((T, d + 1), dtype=_F32)
-        self.lb = np.ones((T, d + 1), dtype=_F32)
+        sds = np.ones(K)
+        # the LayerNorm's weight and bias, and for the last column 1 and 0: the embeddings come with a 1
+        self.lw = np.ones((T, d + 1), dtype=_F32)
+        self.lb = np.zeros((T, d + 1), dtype=_F32)
         for t, e in enumerate(embeds):
             _, m, sd, clip, wt, b, lw, lb = e
             m64, sd64 = m.astype(_F64), sd.astype(_F64)
@@ -128,34 +154,42 @@ class OneObsTables:
             lo[blk] = m64 - float(clip) * sd64
             hi[blk] = m64 + float(clip) * sd64
             mean[blk] = m
+            sds[blk] = sd64
             w[blk, :d] = wt.astype(_F64) / sd64[:, None]
             w[F + t, :d] = b
             start[:, blk] = m  # float32 rounding is monotone: lo <= mean <= hi, so these columns clip to mean, then 0
             start[t, F + t] = 1.0
             self.lw[t, :d] = lw
             self.lb[t, :d] = lb
-        self.psel = None
+        self.pselt = None
         if position_idx is not None:
             P = len(position_idx[0])
-            self.psel = np.zeros((K, P + 1), dtype=_F32)  # (and a column of 0s: see OneActorTables.actor)
+            psel = np.zeros((K, P + 1), dtype=_F32)  # (and a column of 0s: see OneActorTables.actor)
             pcols = [self.offs[t] + col for t, cols in enumerate(position_idx) for col in cols]
             for t, cols in enumerate(position_idx):
                 for i, col in enumerate(cols):
-                    self.psel[self.offs[t] + col, i] = 1.0
+                    psel[self.offs[t] + col, i] = 1.0
+            self.pselt = np.ascontiguousarray(psel.T)
             z = np.minimum(np.maximum(np.zeros(K, dtype=_F32), lo), hi) - mean
             for t in range(T):
                 other = [c for c in pcols if not self.offs[t] <= c < self.offs[t] + widths[t]]
                 start[t, other] = 0.0
                 w[F + t, :d] = w[F + t, :d].astype(_F64) - z[other].astype(_F64) @ w[other, :d].astype(_F64)
-        self.lo, self.hi, self.mean, self.w, self.start = lo, hi, mean, w, start
+        # the normalization's mean folded into every type's bias: (clip(Z) - mean) @ w is clip(Z) @ w
+        # - mean @ w, the same vector for every row; exact but for float32 rounding of the products in
+        # raw units, which stays within a few units of the last place while the means lie within
+        # _MEAN_FOLD standard deviations of 0 (else the subtraction stays)
+        self.fold_mean = bool(np.all(np.abs(mean.astype(_F64)) <= _MEAN_FOLD * sds))
+        if self.fold_mean:
+            w[F:, :d] = w[F:, :d].astype(_F64) - mean[:F].astype(_F64) @ w[:F, :d].astype(_F64)
+        self.lo, self.hi, self.mean, self.start = lo, hi, mean, start
+        self.wt = np.ascontiguousarray(w.T)
         self.c, self.j = _centering_eps(d)
-        self.layouts: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]] = {}
+        self.layouts: dict[tuple[int, ...], Layout] = {}
         self.cached = 0  # numbers held by the cached layouts
 
-    def layout(self, counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[slice]]:
-        """``(start, lw, lb, rows)`` of an observation with ``counts[t]`` rows of type ``t``: its
-        starting layout ``(L, K)`` (copy it before writing), its rows' LayerNorm weights and biases
-        ``(L, d + 1)`` (read-only) and each type's rows."""
+    def layout(self, counts: tuple[int, ...]) -> Layout:
+        """The :class:`Layout` of an observation with ``counts[t]`` rows of type ``t``."""
         lay = self.layouts.get(counts)
         if lay is not None:
             return lay
@@ -164,11 +198,14 @@ class OneObsTables:
         for n in counts:
             rows.append(slice(s, s + n))
             s += n
-        arrays = [self.start.take(typ, axis=0), self.lw.take(typ, axis=0), self.lb.take(typ, axis=0)]
+        L = s
+        full = [np.broadcast_to(a, (L, self.K)) for a in (self.lo, self.hi, self.mean)]
+        arrays = [self.start.take(typ, axis=0), *(np.ascontiguousarray(a) for a in full),
+                  np.ascontiguousarray(self.lw.take(typ, axis=0).T), np.ascontiguousarray(self.lb.take(typ, axis=0).T)]
         for a in arrays:
             a.flags.writeable = False
-        lay = (arrays[0], arrays[1], arrays[2], rows)
-        size = s * (self.K + 2 * self.d)
+        lay = Layout(arrays[0], arrays[1], arrays[2], arrays[3], arrays[4], arrays[5], rows)
+        size = s * (4 * self.K + 2 * self.d)
         if self.cached + size > _LAYOUT_CACHE:
             self.layouts.clear()
             self.cached = 0
@@ -178,38 +215,61 @@ class OneObsTables:
         return lay
 
 
+class Layout(NamedTuple):
+    """An observation's row layout in :class:`OneObsTables` (read-only arrays: copy ``start``
+    before writing)."""
+
+    #: ``(L, K)`` the starting layout
+    start: np.ndarray
+    #: ``(L, K)`` the clip's lower bounds, row by row
+    lo: np.ndarray
+    #: ``(L, K)`` the clip's upper bounds
+    hi: np.ndarray
+    #: ``(L, K)`` the normalization means
+    mean: np.ndarray
+    #: ``(d + 1, L)`` the rows' LayerNorm weights, and 1
+    lw: np.ndarray
+    #: ``(d + 1, L)`` the rows' LayerNorm biases, and 0
+    lb: np.ndarray
+    #: each type's rows
+    rows: list[slice]
+
+
 _LAYOUT_CACHE = 1 << 22  # numbers the cached layouts of one policy may hold (16 MB)
+_MEAN_FOLD = 8.0  # the largest |mean| / sd of a feature whose mean OneObsTables folds into the biases
 
 
 class OneActorTables:
     """Precomputed tables of the readout block at ONE actor and the linear heads that read its output.
 
-    Every row of the observation gets one row of a work matrix ``B = [n1 | 1 | rk | v]``: its
-    normalized readout input ``n1``, a 1, and (with relative positions) the relative-position key
-    and value of the row seen from the actor (the value then gated). With ``q_h`` the actor's
-    query of head ``h`` (pre-scaled) and ``p_h`` that head's attention weights:
+    Every row of the observation gets one row of a work matrix ``B = [n1 | 1 | rk | v]`` ``(L,
+    nb)`` (made as its transpose from the embeddings, :meth:`actor`, or row by row from the rows'
+    cached values, :meth:`actor_of_rows`): its normalized readout input ``n1``, a 1, and (with
+    relative positions) the relative-position key and value of the row seen from the actor (the
+    value then gated). With ``q_h`` the actor's query of head ``h`` (pre-scaled) and ``p_h`` that
+    head's attention weights:
 
-    * ``mq``: the actor's ``[n1 | 1]`` to the ``(d + 1 [+ d_head], H)`` matrix ``U`` whose column
-      ``h`` is ``[Wk_h q_h; bk_h . q_h; q_h]``: the query and the key projection folded, so that
-      ``B @ U`` is every head's score of every row (key plus relative-position key) in one product;
-    * ``wg``: ``[n1 | 1]`` to the value gate (with gated relative positions);
+    * ``mq``: the actor's ``[n1; 1]`` to the ``(H, nb)`` matrix ``U`` whose row ``h`` is ``[Wk_h
+      q_h; bk_h . q_h; q_h; 0]``: the query and the key projection folded, so that ``U @ B^T`` is
+      every head's score of every row (key plus relative-position key) in one product;
+    * ``wg``: ``[n1; 1]`` to the value gate (with gated relative positions);
     * ``wv``: per head ``[Wv_h Wp_h; bv_h Wp_h (+ the output bias, head 0); 0; Wp_h]``, stacked:
       the value projection, the relative values and the output projection folded into one matrix,
-      applied to ``p_h^T B`` of every head at once (the column of 1s carries the softmax's sum, so
-      the normalization is one division); a last output column passes head 0's 1 on;
+      applied to ``p_h B`` of every head at once (with ``p_h`` normalized: B's row of 1s gives the
+      sums); its last output column is 0, the residual adds the actor's 1;
     * ``wm``: the actor's row after attention and its 1, ``[x | 1]``, to ``[x centered | x centered
       @ W1 / sqrt 2 | x @ heads + the heads' bias]``: the MLP's LayerNorm is then one scalar, its
       GELU an erf of the folded input; ``w2c`` carries the MLP's output through the heads (every
       actor-bound categorical head's weights and every select-entity head's query projection,
       side by side: ``heads`` gives each action type's ``(first column, width)``).
 
-    Every ``(L, d + 1)`` input of :meth:`actor` has the last column 1 (:func:`_embed` gives it), on
-    which the readout LayerNorm's eps rides; the work matrix starts from a cached template per row
-    count (:attr:`work`).
+    The input of :meth:`actor` is the embeddings transposed, ``(C + 1, L)`` with a last row of 1s
+    (:func:`_embed` gives it), on which the readout LayerNorm's eps rides. :attr:`per_rows` caches
+    per row count the arrays that spread per-row or per-head numbers over same-shaped operations.
     """
 
-    __slots__ = ("C", "H", "dh", "nb", "mq", "wg", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "clamp", "c",
-                 "j", "work")
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "kv1", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
+                 "c", "j", "per_rows", "x_col", "cache")
 
     def __init__(self, p: NumpyPolicy) -> None:
         blk = p.readout
@@ -219,34 +279,36 @@ class OneActorTables:
         rp = p.relpos
         self.relpos = rp
         self.c, self.j = _centering_eps(C)
-        # relative positions: (lower bounds, upper bounds, strides); the positions' last column is
-        # 0, clamped to [1, 1] it adds the index's offset
-        self.clamp = None
-        if rp is not None:
-            self.clamp = (np.append(-rp.extent, _ONE), np.append(rp.extent, _ONE), np.append(rp.strides, rp.offset))
-        self.work: dict[int, np.ndarray] = {}  # per row count, B's starting value (read-only)
         n_rel = dh if rp is not None else 0
         self.nb = nb = C + 1 + 2 * n_rel
+        # relative positions: the strides, and the index's offset on the positions' last row (its
+        # 0 is clamped to [1, 1]); the keys and values
+        self.strides = self.kv = self.kv1 = None
+        if rp is not None:
+            self.strides = np.append(rp.strides, rp.offset).astype(_F32)
+            self.kv = rp.kv
+            self.kv1 = np.concatenate([np.ones((rp.kv.shape[0], C + 1), dtype=_F32), rp.kv], axis=1)  # (see actor_of_rows)
+        self.per_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]] = {}
         w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
-        # [n1 | 1] -> q (pre-scaled), and q -> U (flattened row-major over (C + 1 + n_rel, H))
+        # [n1; 1] -> q (pre-scaled), and q -> U (flattened row-major over (H, nb))
         wq = np.concatenate([w_in[:, :C], b_in[None, :C]]) * float(p.scale)
         wk, bk = w_in[:, C : 2 * C], b_in[C : 2 * C]
         head = np.arange(C) // dh
-        a = np.zeros((C + 1 + n_rel, H, C))
+        a = np.zeros((H, nb, C))
         for h in range(H):
             on = head == h
-            a[:C, h, on] = wk[:, on]
-            a[C, h, on] = bk[on]
+            a[h, :C, on] = wk[:, on].T
+            a[h, C, on] = bk[on]
             if n_rel:
-                a[C + 1 + np.arange(dh), h, h * dh + np.arange(dh)] = 1.0
-        self.mq = np.ascontiguousarray(wq @ a.reshape(-1, C).T, dtype=_F32)
-        self.wg = None
+                a[h, C + 1 + np.arange(dh), h * dh + np.arange(dh)] = 1.0
+        self.mq = np.ascontiguousarray(a.reshape(-1, C) @ wq.T, dtype=_F32)  # (H nb, C + 1)
+        self.wgt = None
         if blk.gated:
-            self.wg = np.concatenate([w_in[:, 3 * C :], b_in[None, 3 * C :]]).astype(_F32)
-        # values and output projection, per head: p_h^T B @ wv_h
+            self.wgt = np.ascontiguousarray(np.concatenate([w_in[:, 3 * C :], b_in[None, 3 * C :]]).T, dtype=_F32)
+        # values and output projection, per head: p_h B^T @ wv_h
         wv, bv = w_in[:, 2 * C : 3 * C], b_in[2 * C : 3 * C]
         wp, bp = blk.wp.astype(_F64), blk.bp.astype(_F64)
-        big = np.zeros((H * nb, C + 1))  # (the last column: 1, from head 0's column of 1s)
+        big = np.zeros((H * nb, C + 1))  # (the last column: 0; the residual brings the 1)
         for h in range(H):
             hs = slice(h * dh, (h + 1) * dh)
             o = h * nb
@@ -254,7 +316,6 @@ class OneActorTables:
             big[o + C, :C] = bv[hs] @ wp[hs] + (bp if h == 0 else 0.0)
             if n_rel:
                 big[o + C + 1 + dh : o + nb, :C] = wp[hs]
-        big[C, C] = 1.0
         self.wv = big.astype(_F32)
         # the MLP and the heads after it
         names = [n for n in p.action_space if n not in p.summary_actions]
@@ -278,6 +339,15 @@ class OneActorTables:
         self.wm = wm.astype(_F32)
         self.b1 = (b1 / _SQRT2).astype(_F32)
         self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
+        # the row-local values (row_values) are cached by a row's features when nothing else enters
+        # them: no full block before the readout, no egocentric frame, no global features
+        self.x_col = nb if rp is not None else C + 1  # (where row_values has the embedding)
+        one = p.one_tables
+        self.cache = None
+        if one is not None and not p.blocks and p.frame is None and one.ng == 0 and all(one.nfs) and (
+            (rp is None) == (one.pselt is None)
+        ):
+            self.cache = RowCache(one.nfs)
 
     @classmethod
     def of(cls, p: NumpyPolicy) -> OneActorTables | None:
@@ -286,84 +356,231 @@ class OneActorTables:
             return None
         with np.errstate(over="ignore", invalid="ignore"):
             t = cls(p)
-        if not all(np.isfinite(a).all() for a in (t.mq, t.wv, t.wm, t.b1, t.w2c) + ((t.wg,) if t.wg is not None else ())):
+        if not all(np.isfinite(a).all() for a in (t.mq, t.wv, t.wm, t.b1, t.w2c) + ((t.wgt,) if t.wgt is not None else ())):
             return None
         return t
 
-    def actor(self, x: np.ndarray, r: int, positions: np.ndarray | None) -> np.ndarray:
-        """The heads' inputs at actor row ``r`` of embeddings ``x`` ``(L, d + 1)`` (after the full
-        blocks; the last column 1) with positions ``(L, P + 1)`` (the last column 0), as
-        :func:`_embed` gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
+    def actor(self, xt: np.ndarray, r: int, post: np.ndarray | None) -> np.ndarray:
+        """The heads' inputs at actor row ``r`` of embeddings ``xt`` ``(C + 1, L)`` (after the full
+        blocks; the last row 1) with positions ``(P + 1, L)`` (the last row 0), as :func:`_embed`
+        gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
         C = self.C
-        L = x.shape[0]
-        xc = x.dot(self.c)
-        v = (xc * xc).dot(self.j)  # variance plus eps
-        np.sqrt(v, out=v)
-        B = self.work.get(L)
-        if B is None:
-            B = self._work(L)
-        B = B.copy()
-        np.divide(xc[:, :C], v, out=B[:, :C])
-        n1 = B[:, : C + 1]
-        u = B[r, : C + 1].dot(self.mq)
+        L = xt.shape[1]
+        if self.nb == C + 1:
+            B = n1 = _layer_norm(self.c, self.j, xt)
+        else:  # B transposed, (nb, L), its parts written in place
+            B = np.empty((self.nb, L), dtype=_F32)
+            n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
+            if post is not None:
+                B[C + 1 :] = self.kv.take(self._relative(post, r, L), axis=0).T  # type: ignore[union-attr]  # keys, values
+                if self.wgt is not None:
+                    B[C + 1 + self.dh :] *= self.gate(n1)
+            else:  # (relative positions but none given: their keys and values count 0)
+                B[C + 1 :] = 0.0
+        return self._attend(B.T, n1[:, r], xt[:, r])
+
+    def actor_of_rows(self, rows: np.ndarray, r: int) -> np.ndarray:
+        """:meth:`actor` from the row-local values of every row, ``(L, width)`` as
+        :meth:`row_values` gives them (:class:`RowCache` keeps them)."""
+        C = self.C
+        nb = self.nb
+        B = rows[:, : C + 1] if nb == C + 1 else self._work(rows[:, nb + C + 1 :].T, r, rows[:, :nb])
+        return self._attend(B, rows[r, : C + 1], rows[r, self.x_col : self.x_col + C + 1])
+
+    def row_values(self, xt: np.ndarray, post: np.ndarray | None) -> np.ndarray:
+        """What :meth:`actor` computes of each row alone, ``(L, width)``: its :meth:`_multipliers`,
+        its embedding and 1, and (with relative positions) its positions and 0."""
+        cols = [self._multipliers(xt), xt]
+        if self.nb > self.C + 1 and post is not None:
+            cols.append(post)
+        return np.ascontiguousarray(np.concatenate(cols).T)
+
+    def _multipliers(self, xt: np.ndarray) -> np.ndarray:
+        """Every row's ``[n1; 1]`` (its normalized readout input, and 1) and, with relative
+        positions, ``dh`` 1s and its value gate (1s when ungated): ``(nb, L)``, the row's part of
+        the work matrix (:meth:`_work`)."""
+        n1 = _layer_norm(self.c, self.j, xt)
+        if self.nb == self.C + 1:
+            return n1
+        ones = np.ones((self.dh, xt.shape[1]), dtype=_F32)
+        return np.concatenate([n1, ones, ones if self.wgt is None else self.gate(n1)])
+
+    def _work(self, post: np.ndarray, r: int, mult: np.ndarray) -> np.ndarray:
+        """The work matrix ``B`` ``(L, nb)`` with relative positions: every row's ``[1 | 1 | key |
+        value]`` seen from row ``r`` times its ``[n1 | 1 | 1 | gate]`` (``mult``, ``(L, nb)``)."""
+        B = self.kv1.take(self._relative(post, r, mult.shape[0]), axis=0)  # type: ignore[union-attr]  # (set with relpos)
+        B *= mult
+        return B
+
+    def gate(self, n1: np.ndarray) -> np.ndarray:
+        """The value gate ``(dh, L)`` of the rows ``[n1; 1]``, activated."""
         rp = self.relpos
-        cl = self.clamp
-        if rp is not None and cl is not None and positions is not None:  # (clamp is set with relpos)
-            dh = self.dh
-            rel = positions[r] - positions  # query minus key, clamped to the extent
-            np.maximum(rel, cl[0], out=rel)
-            np.minimum(rel, cl[1], out=rel)
-            ix = rel.dot(cl[2])
-            np.rint(ix, out=ix)
-            rp.kv.take(ix.astype(np.intp), axis=0, out=B[:, C + 1 :])  # keys and values
-            att = u.reshape(C + 1 + dh, self.H).T.dot(B[:, : C + 1 + dh].T)
-            if self.wg is not None:
-                g = n1.dot(self.wg)
-                vals = B[:, C + 1 + dh :]
-                vals *= np.maximum(g, _ZERO, out=g) if rp.gate_kind == "relu" else rp.activate(g)
+        assert self.wgt is not None and rp is not None  # (set with a gate)
+        g = self.wgt.dot(n1)
+        return np.maximum(g, _ZERO_0D, out=g) if rp.gate_kind == "relu" else rp.activate(g)
+
+    def _relative(self, post: np.ndarray, r: int, L: int) -> np.ndarray:
+        """The relative-position index of every row seen from row ``r``, ``(L,)``."""
+        pr = self.per_rows.get(L)
+        if pr is None:
+            pr = self._per_rows(L)
+        _, lo, hi, diffs = pr
+        # the actor's position minus every row's, as one product (exact: one subtraction per entry),
+        # clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
+        if L <= 64:
+            dr = diffs.get(r)
+            if dr is None:
+                dr = diffs[r] = self._diffs(L, r)
+            rel = post.dot(dr)
         else:
-            att = u.reshape(C + 1, self.H).T.dot(n1.T)
-        att -= _max_reduce(att, 1)[:, None]  # (H, L): every head's scores
+            rel = post[:, r : r + 1] - post
+        np.maximum(rel, lo, out=rel)
+        np.minimum(rel, hi, out=rel)
+        ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
+        np.rint(ix, out=ix)
+        return ix.astype(np.intp)
+
+    def _attend(self, B: np.ndarray, n1_r: np.ndarray, x_r: np.ndarray) -> np.ndarray:
+        """The rest of :meth:`actor` from the work matrix ``B`` ``(L, nb)``, the actor's ``[n1;
+        1]`` and its embedding ``x_r`` (and 1)."""
+        C = self.C
+        L = B.shape[0]
+        pr = self.per_rows.get(L)
+        if pr is None:
+            pr = self._per_rows(L)
+        ones = pr[0]
+        U = self.mq.dot(n1_r).reshape(self.H, self.nb)
+        att = U.dot(B.T)  # (H, L): every head's scores
+        # the softmax without its shift by the maximum when the sums show it unneeded: every score
+        # then lies within about 46 of 0, where exp keeps float32's relative precision
         np.exp(att, out=att)
-        R = att.dot(B)  # (H, nb): per head the weighted rows, column C the weights' sum
-        R /= R[:, C : C + 1]
-        xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and a 1
-        xr[:C] += x[r, :C]
+        R = att.dot(B)  # (H, nb): per head the weighted rows, column C of B the weights' sum
+        sums = R[:, C].tolist()
+        if not (min(sums) > 1e-20 and sum(sums) < 1e20):  # (a NaN fails the second)
+            att = U.dot(B.T)
+            att -= _max_reduce(att, 1)[:, None]
+            np.exp(att, out=att)
+            R = att.dot(B)
+        R /= att.dot(ones)  # (the sums, spread over every column of R)
+        xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and 0
+        xr += x_r
         P = xr.dot(self.wm)
         xc1 = P[:C]
-        inv = _F32(1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5))
+        inv = 1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5)
         hid = self.hid
         h = P[C : C + hid]
         h *= inv
         h += self.b1
-        e = np.array(list(map(_erf, h.tolist())), dtype=_F32)
-        e += _ONE
+        e = np.fromiter(map(_erf, h.tolist()), _F32, hid)
         e *= h
+        e += h  # h (1 + erf)
         out = e.dot(self.w2c)
         out += P[C + hid :]
         return out
 
-    def _work(self, L: int) -> np.ndarray:
-        """B's starting value for ``L`` rows: 0, and the column of 1s (cached, read-only)."""
-        b = np.zeros((L, self.nb), dtype=_F32)
-        b[:, self.C] = 1.0
-        b.flags.writeable = False
-        if len(self.work) >= 64:
-            self.work.clear()
+    def _per_rows(self, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+        """For ``L`` rows: ``(L, nb)`` ones, the clamp's bounds ``(P + 1, L)`` and a cache of
+        :meth:`_diffs` (cached, read-only)."""
+        ones = np.ones((L, self.nb), dtype=_F32)
+        lo = hi = ones
+        if self.relpos is not None:
+            ext = np.append(self.relpos.extent, _ONE)
+            hi = np.ascontiguousarray(np.broadcast_to(ext[:, None], (ext.size, L)))
+            lo = np.ascontiguousarray(np.broadcast_to(np.append(-self.relpos.extent, _ONE)[:, None], (ext.size, L)))
+        for a in (ones, lo, hi):
+            a.flags.writeable = False
+        diffs: dict[int, np.ndarray] = {}
+        pr = (ones, lo, hi, diffs)
+        if len(self.per_rows) >= 64:
+            self.per_rows.clear()
         if L <= 1024:
-            self.work[L] = b
-        return b
+            self.per_rows[L] = pr
+        return pr
+
+    @staticmethod
+    def _diffs(L: int, r: int) -> np.ndarray:
+        """``(L, L)``, read-only: column ``i`` is ``e_r - e_i`` (positions times it: the actor's minus row ``i``'s)."""
+        d = np.zeros((L, L), dtype=_F32)
+        d[r] = 1.0
+        d[np.arange(L), np.arange(L)] -= 1.0
+        d.flags.writeable = False
+        return d
+
+
+class RowCache:
+    """The row-local values of the one-actor path (:meth:`OneActorTables.row_values`) by entity
+    type and a row's raw features, so that an observation whose rows were all seen before skips
+    the embedding, the readout's LayerNorm and the value gate: one dictionary look-up per row.
+
+    A game whose entities take few distinct feature values (a grid's positions, kinds, counters)
+    sees the same rows again and again; one with continuous features does not, and the cache
+    turns itself off (and empties) when, after :data:`_ROW_PROBATION` rows or more, fewer than half
+    of the rows it looked up were found. It holds at most :data:`_ROW_CACHE` rows (then it starts
+    over). A row's
+    values are those computed with the observation it first came in: within float32 rounding of
+    what any other observation would compute for it (the products' sums may round differently
+    with the number of rows).
+    """
+
+    __slots__ = ("tables", "keys", "on", "seen", "found", "size")
+
+    def __init__(self, nfs: list[int]) -> None:
+        self.tables: list[dict[Any, bytes]] = [{} for _ in nfs]
+        # a row's key: its float32 features' bytes as one integer where they fit, else as bytes
+        self.keys = [np.dtype(np.int32) if nf == 1 else np.dtype(np.int64) if nf == 2 else np.dtype((np.void, 4 * nf)) for nf in nfs]
+        self.on = True
+        self.seen = self.found = self.size = 0
+
+    def lookup(self, parts: list[tuple[int, Any]]) -> tuple[np.ndarray | None, list[bytes | None]]:
+        """``(values, found)``: the rows' values ``(L, width)`` (read-only), or ``None`` when a row
+        is missing; and each row's value or ``None`` (for :meth:`store`)."""
+        found: list[bytes | None] = []
+        keys = self.keys
+        tables = self.tables
+        for t, x in parts:
+            found += map(tables[t].get, np.ascontiguousarray(x).view(keys[t]).ravel().tolist())
+        n = len(found)
+        self.seen += n
+        if None in found:
+            self.found += n - found.count(None)
+            return None, found
+        self.found += n
+        return np.frombuffer(b"".join(found), dtype=_F32).reshape(n, -1), found  # type: ignore[arg-type]
+
+    def store(self, parts: list[tuple[int, Any]], found: list[bytes | None], values: np.ndarray) -> None:
+        """Keep the values ``(L, width)`` of the rows :meth:`lookup` did not find."""
+        if self.seen >= _ROW_PROBATION and 2 * self.found < self.seen:
+            self.on = False
+            self.tables = [{} for _ in self.tables]
+            return
+        if self.size >= _ROW_CACHE:
+            self.tables = [{} for _ in self.tables]
+            self.size = 0
+        vb = values.tobytes()
+        W = len(vb) // len(found)
+        i = 0
+        for t, x in parts:
+            table = self.tables[t]
+            for k in np.ascontiguousarray(x).view(self.keys[t]).ravel().tolist():
+                if found[i] is None:
+                    table[k] = vb[i * W : (i + 1) * W]
+                    self.size += 1
+                i += 1
+
+
+_ROW_CACHE = 1 << 14  # rows a RowCache holds at most (about 400 bytes of values each with the default network)
+_ROW_PROBATION = 1024  # rows a RowCache looks up before it judges whether finding them pays
 
 
 def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Embeddings ``(L, d + 1)`` (the last column 1) and positions ``(L, P + 1)`` (the last column 0)
-    of one observation's rows (positions ``None`` without relative positions)."""
+    """Embeddings transposed, ``(d + 1, L)`` (the last row 1), and positions ``(P + 1, L)`` (the
+    last row 0) of one observation's rows (positions ``None`` without relative positions)."""
     one = p.one_tables
     raw_positions = None
     if p.frame is not None:  # relpos reads the raw positions, the embeddings the frame's
-        if one is not None and one.psel is not None and p.position_idx is not None:
+        if one is not None and one.pselt is not None and p.position_idx is not None:
             raw = np.concatenate([x[:, p.position_idx[p.entity_names[t]]] for t, x in parts])
-            raw_positions = np.concatenate([raw, np.zeros((raw.shape[0], 1), dtype=_F32)], axis=1)
+            raw_positions = np.concatenate([raw.T, np.zeros((1, raw.shape[0]), dtype=_F32)])
         parts = _in_frame(p, parts)
     if one is None:  # a featureless type: embed type by type (no relpos then)
         if p.frame is not None:
@@ -372,7 +589,7 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
                     _bad_features(p, [(t, x)])
         embs = [p.embed(t, x) for t, x in parts]
         x = embs[0] if len(embs) == 1 else np.concatenate(embs)
-        return np.concatenate([x, np.ones((x.shape[0], 1), dtype=_F32)], axis=1), None
+        return np.concatenate([x.T, np.ones((1, x.shape[0]), dtype=_F32)]), None
     if len(parts) == one.T:
         counts = tuple([x.shape[0] for _, x in parts])
     else:
@@ -381,9 +598,10 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
             cl[t] = x.shape[0]
         counts = tuple(cl)
     lay = one.layouts.get(counts)
-    start, lw, lb, rows = lay if lay is not None else one.layout(counts)
-    Z = start.copy()
-    cols = one.cols
+    if lay is None:
+        lay = one.layout(counts)
+    Z = lay.start.copy()
+    rows, cols = lay.rows, one.cols
     if g is None:
         for t, x in parts:
             Z[rows[t], cols[t]] = x
@@ -394,19 +612,17 @@ def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -
             Z[rows[t], gcols[t]] = g
     if p.frame is not None and not np.isfinite(Z).all():  # (the inputs are checked; offsets in a frame may overflow)
         _bad_features(p, parts)
-    positions = raw_positions if raw_positions is not None or one.psel is None else Z.dot(one.psel)
-    np.maximum(Z, one.lo, out=Z)
-    np.minimum(Z, one.hi, out=Z)
-    Z -= one.mean
-    h = Z.dot(one.w)  # (L, d + 1): the embedding before its LayerNorm, and a 1
-    np.maximum(h, _ZERO, out=h)
-    hc = h.dot(one.c)
-    v = (hc * hc).dot(one.j)  # variance plus eps
-    np.sqrt(v, out=v)
-    hc /= v
-    hc *= lw
-    hc += lb
-    return hc, positions
+    positions = raw_positions if raw_positions is not None or one.pselt is None else one.pselt.dot(Z.T)
+    np.maximum(Z, lay.lo, out=Z)
+    np.minimum(Z, lay.hi, out=Z)
+    if not one.fold_mean:
+        Z -= lay.mean
+    h = one.wt.dot(Z.T)  # (d + 1, L): the embeddings before their LayerNorm, and a row of 1s
+    np.maximum(h, _ZERO_0D, out=h)
+    x = _layer_norm(one.c, one.j, h, h)
+    x *= lay.lw
+    x += lay.lb
+    return x, positions
 
 
 def _in_frame(p: NumpyPolicy, parts: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
@@ -501,11 +717,21 @@ def logits_one(
         InvalidObservationError: a position relative to the egocentric frame's origin is not finite
             (features far beyond the positions' scale).
     """
-    xe, positions = _embed(p, parts, g)
-    x = xe[:, : p.d]
+    one = p.one_actor
+    cache = one.cache if one is not None and g is None and actor_rows.shape[0] == 1 else None
+    looked = None
+    if cache is not None and cache.on:
+        assert one is not None  # (cache comes from one)
+        rows, looked = cache.lookup(parts)
+        if rows is not None:
+            xc = one.x_col
+            return _answer(p, rows[:, xc : xc + p.d], one.actor_of_rows(rows, int(actor_rows[0])), None, requests)
+    xt, post = _embed(p, parts, g)
+    positions = None if post is None else post.T  # (L, P + 1)
+    x = xt[: p.d].T  # (L, d)
     if p.blocks:
         L = x.shape[0]
-        x = x.reshape(1, L, p.d)
+        x = np.ascontiguousarray(x).reshape(1, L, p.d)
         idx = None
         if p.relpos is not None and positions is not None:
             pos = positions[:, :-1]
@@ -513,17 +739,29 @@ def logits_one(
         for blk in p.blocks:
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)
-        xe = np.concatenate([x, np.ones((L, 1), dtype=_F32)], axis=1)
-    one = p.one_actor
+        xt = np.concatenate([x.T, np.ones((1, L), dtype=_F32)])
     heads = emb = None
     if one is not None and actor_rows.shape[0] == 1:
-        heads = one.actor(xe, int(actor_rows[0]), positions)
+        if cache is not None and looked is not None:  # (missed: computed as if found, then kept)
+            rows = one.row_values(xt, post)
+            heads = one.actor_of_rows(rows, int(actor_rows[0]))
+            cache.store(parts, looked, rows)
+        else:
+            heads = one.actor(xt, int(actor_rows[0]), post)
     elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:
         emb = _readout(p, x, actor_rows, positions)
     else:
         emb = np.zeros((0, p.d), dtype=_F32)
+    return _answer(p, x, heads, emb, requests)
+
+
+def _answer(p: NumpyPolicy, x: np.ndarray, heads: np.ndarray | None, emb: np.ndarray | None,
+            requests: list[tuple[str, Any, Any]]) -> list[np.ndarray]:
+    """:func:`logits_one`'s answer to each request from the embeddings ``x`` ``(L, d)`` and the
+    heads' inputs at the one actor (:meth:`OneActorTables.actor`) or the actors' readout ``emb``."""
+    one = p.one_actor
     out = []
     summary = None
     for name, mask, cand in requests:

@@ -4,13 +4,17 @@ Two measurements, each for numpy and for torch on exactly the same inputs:
 
 * **single decision**: the latency of one ``agent.act(obs, Move)`` (observation to action) on real
   snake observations, median over many calls. Beside it the forward pass alone on the same
-  observation packed as a one-slot batch, in numpy and in torch. Target: ``act`` <= 100 us.
+  observation packed as a one-slot batch, in numpy and in torch. The observations come round again,
+  so the agent answers them from the rows it keeps (:class:`gymloop.nn.single.RowCache`): a second
+  agent that keeps none gives the figure for rows never seen. Targets: ``act`` <= 50 us at 2-12
+  entities, <= 60 us at 44 (on a normal host).
 * **batched**: one forward pass (and sampling) over a 256-slot batch of snake observations taken from
-  a ``VecEnv``; decisions per second = slots / median time. Target: numpy >= 50,000 decisions/s.
+  a ``VecEnv``; decisions per second = slots / median time.
   Also with numpy's BLAS left at its default thread count (``numpy, BLAS threads free``; gymloop
   holds it to one thread during a pass: :mod:`gymloop.nn.blas`).
 * **busy core**: the batched rows and ``act`` again while a second process keeps one core busy
-  (the benchmark starts it), as a game running beside the agent does.
+  (the benchmark starts it), as a game running beside the agent does. Target: numpy >= 150,000
+  decisions/s there.
 
 The network is ``NetConfig()`` (the defaults) with random weights and normalization statistics
 gathered from play: speed does not depend on training. Torch runs on the CPU (``--torch-threads``,
@@ -166,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         return call
 
     act_one = acting(agent)
+    fresh = load(path, seed=0)  # the same agent keeping no rows: every observation computed anew
+    if getattr(fresh.policy.one_actor, "cache", None) is not None:
+        fresh.policy.one_actor.cache = None
 
     # a long snake: the head, 40 segments winding behind it, 3 foods
     from gymloop.games.snake import Body, Food, Head
@@ -184,10 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         policy.sample(packed1[j % len(packed1)], agent.rng)
         j += 1
 
-    t = _timings({"act": act_one, "long": lambda: agent.act(long_obs, Move), "fwd": np_forward1}, args.calls)
-    t_act = t["act"]
+    t = _timings({"act": act_one, "long": lambda: agent.act(long_obs, Move), "fresh": acting(fresh), "fwd": np_forward1},
+                 args.calls)
+    t_act, t_long = t["act"], t["long"]
     rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities", t_act, 1))
-    rows.append(("numpy", f"NeuralAgent.act, {n_long} entities", t["long"], 1))
+    rows.append(("numpy", f"NeuralAgent.act, {n_long} entities", t_long, 1))
+    rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)}, rows never seen", t["fresh"], 1))
     rows.append(("numpy", "forward+sample, 1-slot batch", t["fwd"], 1))
     try:  # the same agent through onnxruntime (gl.load(path, runtime="onnx")), when installed
         ox = load(path, seed=0, runtime="onnx")
@@ -250,21 +259,27 @@ def main(argv: list[str] | None = None) -> int:
     for backend, what, us, n in rows:
         print(f"{backend:8} {what:36} {us:9.1f} us {us / n:11.2f} us {n / us * 1e6:13,.0f}")
     verdict = []
-    verdict.append(f"act latency {t_act:.0f} us (target <= 100 us): {'ok' if t_act <= 100 else 'MISSED'}")
+    verdict.append(f"act latency {t_act:.0f} us (target <= 50 us): {'ok' if t_act <= 50 else 'MISSED'}")
+    verdict.append(f"act latency at {n_long} entities {t_long:.0f} us (target <= 60 us): {'ok' if t_long <= 60 else 'MISSED'}")
     thr = [r for r in rows if r[0] == "numpy" and r[1] == f"forward+sample, {S}-slot batch"][0]
     tput = thr[3] / thr[2] * 1e6
-    verdict.append(f"batched throughput {tput:,.0f} decisions/s (target >= 50,000): {'ok' if tput >= 50_000 else 'MISSED'}")
+    busy = [r for r in rows if r[0] == "numpy" and r[1] == f"forward+sample, {S}-slot batch, busy core"][0]
+    tput_busy = busy[3] / busy[2] * 1e6
+    verdict.append(f"batched beside a busy core {tput_busy:,.0f} decisions/s (target >= 150,000): "
+                   f"{'ok' if tput_busy >= 150_000 else 'MISSED'}")
     print("; ".join(verdict))
     torch_rows = {what: us for backend, what, us, _ in rows if backend == "torch"}
     one, many = "forward+sample, 1-slot batch", f"forward+sample, {S}-slot batch"
-    figs = [figure(f"`NeuralAgent.act` latency (numpy), {rows[0][1].split(', ')[1]}", t_act, "µs", target="<= 100 µs")]
+    figs = [figure(f"`NeuralAgent.act` latency (numpy), {rows[0][1].split(', ')[1]}", t_act, "µs", target="<= 50 µs"),
+            figure(f"`NeuralAgent.act` latency (numpy), {n_long} entities", t_long, "µs", target="<= 60 µs")]
     for what, value, unit in ((one, rows[2][2], "µs"), (many, tput, "decisions/s")):
         base = torch_rows.get(what)
         if base is not None and unit == "decisions/s":
             base = S / base * 1e6
         figs.append(figure(f"{what} (numpy)", value, unit, baseline=f"torch {torch.__version__}, 1 thread" if base else None,
                            baseline_value=base, ratio=(base / value if unit == "µs" else value / base) if base else None,
-                           target=">= 50,000 decisions/s" if unit == "decisions/s" else None))
+                           target=None))
+    figs.append(figure(f"{many}, beside a busy core (numpy)", tput_busy, "decisions/s", target=">= 150,000 decisions/s"))
     run.write(args, figs, [{"backend": b, "what": w, "median_us": us, "slots": n} for b, w, us, n in rows])
     if tmp is not None:
         tmp.cleanup()

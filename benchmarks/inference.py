@@ -243,10 +243,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((backend, f"forward+sample, {S}-slot batch", us, S))
     with _busy_core():  # the same, beside a process that keeps one core busy (as a game does)
         t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
-        tb = _timings({"act": act_one}, args.calls // 4)
+        singles = {"act": act_one, "long": lambda: agent.act(long_obs, Move)}
+        if ox is not None:
+            singles.update({"onnx act": acting(ox), "onnx long": lambda: ox.act(long_obs, Move)})
+        tb = _timings(singles, args.calls // 4)
     for backend, us in t.items():
         rows.append((backend, f"forward+sample, {S}-slot batch, busy core", us, S))
-    rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities, busy core", tb["act"], 1))
+    for key, us in tb.items():
+        backend = "onnx" if key.startswith("onnx") else "numpy"
+        what = f"{n_long} entities" if key.endswith("long") else f"{min(lengths)}-{max(lengths)} entities"
+        rows.append((backend, f"NeuralAgent.act, {what}, busy core", us, 1))
 
     cfg = policy.cfg
     print(

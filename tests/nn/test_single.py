@@ -30,7 +30,6 @@ from gymloop.games.snake import Body, Food, Head, Move, snake  # noqa: E402
 from gymloop.games.tactics import tactics  # noqa: E402
 from gymloop.neural import load  # noqa: E402
 from gymloop.nn.config import NetConfig, RelposConfig  # noqa: E402
-from gymloop.nn.single import RowCache  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
@@ -104,7 +103,6 @@ def test_one_decision_equals_the_batched_pass(tmp_path, name, game, cfg):
     agent = load(path, seed=0)
     assert (agent.policy.one_actor is not None) == cfg.readout
     assert _check(agent, game) > 0
-    assert _check(agent, game) > 0  # the same observations again: from the cached rows where cached
 
 
 def test_without_the_folded_tables_the_general_path_gives_the_same(tmp_path):
@@ -154,12 +152,6 @@ def _snake_agent(gate: str | None = "relu"):
     return load(path, seed=0)
 
 
-def _fresh_cache(agent) -> RowCache:
-    one = agent.policy.one_actor
-    one.cache = RowCache(agent.policy.one_tables.nfs)
-    return one.cache
-
-
 def _batched(agent, obs):
     return agent._batched_logits([(agent, obs, Move)])[0][0][1]
 
@@ -170,90 +162,14 @@ _cell = st.one_of(st.integers(-15, 25), st.integers(-30, 50).map(lambda v: v / 2
 @given(st.lists(st.tuples(_cell, _cell), max_size=80), st.lists(st.tuples(_cell, _cell), max_size=3),
        st.tuples(_cell, _cell), st.sampled_from(["relu", "gelu", None]))
 @settings(max_examples=60, deadline=None)
-def test_one_decision_of_any_shape_equals_the_batched_pass_computed_or_cached(body, food, head, gate):
+def test_one_decision_of_any_shape_equals_the_batched_pass(body, food, head, gate):
     """Observations of 1 to 84 rows, positions within and beyond the relative positions' extent
     (clamped) and on half cells (rounded): the single decision gives the batched pass's logits,
-    first computed (its rows then cached), then again from the cached rows (to float32 rounding:
-    two equal rows of one observation may come out of its products a rounding apart, and the
-    cache keeps one of them)."""
+    and the same logits, to the bit, every time it is asked."""
     agent = _snake_agent(gate)
-    cache = _fresh_cache(agent)
     obs = gl.Obs().entities([Body(*c) for c in body]).entities([Food(*c) for c in food]).actor(Head(*head))
     ref = _batched(agent, obs)
     (computed,) = agent.logits(obs, Move)
-    found = cache.found
-    (cached,) = agent.logits(obs, Move)
-    assert cache.found - found == 1 + len(body) + len(food)  # (every row found)
     np.testing.assert_allclose(computed, ref, atol=1e-5, rtol=0)
     np.testing.assert_allclose(_probs(computed), _probs(ref), atol=1e-5, rtol=0)
-    np.testing.assert_allclose(cached, computed, atol=1e-5, rtol=0)  # (equal rows of one product may round apart)
-
-
-def test_cached_rows_answer_decisions_like_the_computed_ones(tmp_path):
-    """A game of few distinct rows (snake's cells) is answered from the cache once its rows were
-    seen, with the logits of the batched pass; the values kept are exactly those computed."""
-    agent = _snake_agent()
-    cache = _fresh_cache(agent)
-    assert _check(agent, snake) > 0  # (misses, then hits as the cells repeat)
-    assert cache.on and 0 < cache.found < cache.seen and cache.size == sum(len(t) for t in cache.tables)
-    seen, found = cache.seen, cache.found
-    assert _check(agent, snake) > 0  # every row seen: all found
-    assert cache.found - found == cache.seen - seen > 0
-
-
-def test_the_cache_turns_itself_off_when_rows_do_not_repeat(monkeypatch):
-    from gymloop.nn import single
-
-    agent = _snake_agent()
-    cache = _fresh_cache(agent)
-    rng = np.random.default_rng(0)
-    monkeypatch.setattr(single, "_ROW_PROBATION", 64)
-    for _ in range(30):  # continuous positions: no row comes twice
-        x, y = rng.uniform(0, 10, (2, 6))
-        obs = gl.Obs().entities([Body(float(a), float(b)) for a, b in zip(x[1:], y[1:])]).actor(Head(float(x[0]), float(y[0])))
-        np.testing.assert_allclose(agent.logits(obs, Move)[0], _batched(agent, obs), atol=1e-5, rtol=0)
-    assert not cache.on and not any(cache.tables)
-    seen = cache.seen
-    agent.logits(obs, Move)
-    assert cache.seen == seen  # (no longer looked up)
-
-
-def test_the_cache_starts_over_when_full(monkeypatch):
-    from gymloop.nn import single
-
-    agent = _snake_agent()
-    cache = _fresh_cache(agent)
-    monkeypatch.setattr(single, "_ROW_CACHE", 10)
-    for i in range(8):
-        obs = gl.Obs().entities([Body(i, j) for j in range(4)]).actor(Head(i, 9))
-        agent.logits(obs, Move)
-        assert cache.size <= 10 + 5
-    assert cache.on and cache.size < 8 * 5
-
-
-def test_no_cache_where_other_inputs_enter_the_rows(tmp_path):
-    """Full blocks mix the rows, an egocentric frame moves them, globals enter every row: no cache."""
-    for name, game, cfg in CASES:
-        if name in ("snake-3-layers", "rovers-frame", "tactics"):  # (tactics has global features)
-            path = tmp_path / f"{name}.safetensors"
-            write_policy(path, game_policy(game, cfg))
-            assert load(path).policy.one_actor.cache is None
-    assert _snake_agent().policy.one_actor.cache is not None
-
-
-def test_the_row_cache_keys_rows_of_any_width():
-    """Rows of 1, 2 and more features (keys: the bytes as an int32, an int64, or bytes): found
-    again by their exact features, whatever the observation they come in."""
-    cache = RowCache([3, 1, 2])
-    parts = [(0, np.array([[1, 2, 3], [4, 5, 6.5]], np.float32)), (1, np.array([[7]], np.float32)),
-             (2, np.array([[8, 9]], np.float32))]
-    values = np.arange(4 * 5, dtype=np.float32).reshape(4, 5)
-    rows, found = cache.lookup(parts)
-    assert rows is None and found == [None] * 4
-    cache.store(parts, found, values)
-    rows, _ = cache.lookup(parts)
-    np.testing.assert_array_equal(rows, values)
-    rows, _ = cache.lookup([(2, parts[2][1]), (0, parts[0][1][::-1].copy())])  # (the same rows elsewhere)
-    np.testing.assert_array_equal(rows, values[[3, 1, 0]])
-    assert cache.lookup([(0, np.array([[1, 2, 3.5]], np.float32))])[0] is None
-    assert (cache.seen, cache.found, cache.size) == (12, 7, 4)
+    np.testing.assert_array_equal(agent.logits(obs, Move)[0], computed)

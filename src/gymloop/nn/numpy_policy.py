@@ -188,8 +188,7 @@ class NumpyPolicy:
         the columns of the relative-position features (``None`` without relpos); ``one_tables``: the
         :class:`~gymloop.nn.single.OneObsTables` of the one-decision path (``None`` when an entity
         type has no features); ``one_actor``: its :class:`~gymloop.nn.single.OneActorTables` (``None``
-        without a readout block), whose ``cache`` (:class:`~gymloop.nn.single.RowCache`) keeps
-        rows seen before: a policy's single decisions share it.
+        without a readout block).
 
     Example:
         >>> import os, tempfile

@@ -10,18 +10,13 @@ from :meth:`gymloop.neural.ObsEncoder.prepare_one`, the single-observation build
 operations those of the network as trained, not the folded tables below: the outputs agree to
 float32 rounding).
 
-A decision costs a few dozen numpy calls on tiny arrays, each worth about a microsecond whatever
-its size (and more when it broadcasts, or writes through a strided view), so the path is written as
-few and large operations on contiguous, same-shaped arrays: everything that does not depend on the
-observation is folded into tables when the policy is built, and the rows of the observation are
-columns (``(d + 1, L)``: a product takes a transposed operand for free, and a LayerNorm is then two
-products and two same-shaped operations, :func:`_layer_norm`). The common decision (one actor, a
-readout block) goes through :class:`OneActorTables`: the readout's query of that one actor against
-every row's key and relative-position key in one product, the values and the output projection
-folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the linear heads
-folded into the MLP's last layer. Where nothing but a row's own features enters its embedding, its
-readout input and its value gate (no full block, frame or global features), those are kept by the
-row's features (:class:`RowCache`): an observation whose rows were all seen before starts from them.
+A decision costs a few dozen numpy calls on tiny arrays, each worth about half a microsecond
+whatever its size, so the path is written as few and large operations: everything that does not
+depend on the observation is folded into tables when the policy is built. The common decision (one
+actor, a readout block) goes through :class:`OneActorTables`: the readout's query of that one actor
+against every row's key and relative-position key in one product, the values and the output
+projection folded into one matrix per head, the LayerNorm of the MLP reduced to a scalar, and the
+linear heads folded into the MLP's last layer.
 
 Example:
     >>> import os, tempfile
@@ -51,7 +46,7 @@ from .numpy_ops import lin, norm, softmax_last
 if TYPE_CHECKING:
     from .numpy_policy import NumpyPolicy
 
-__all__ = ["OBS_SUMMARY", "OneActorTables", "OneObsTables", "RowCache", "SummaryCandidates", "logits_one"]
+__all__ = ["OBS_SUMMARY", "SummaryCandidates", "OneActorTables", "OneObsTables", "logits_one"]
 
 _F32 = np.float32
 _F64 = np.float64
@@ -122,7 +117,7 @@ class OneObsTables:
     observations come in few shapes).
     """
 
-    __slots__ = ("T", "F", "K", "d", "ng", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "fold_mean", "wt", "start", "lw", "lb", "pselt",
+    __slots__ = ("T", "F", "K", "d", "offs", "nfs", "cols", "gcols", "lo", "hi", "mean", "fold_mean", "wt", "start", "lw", "lb", "pselt",
                  "c", "j", "layouts", "cached")
 
     def __init__(self, embeds: list[tuple], nfs: list[int], ng: int, d: int, position_idx: list[list[int]] | None) -> None:
@@ -131,7 +126,6 @@ class OneObsTables:
         self.F = F = sum(widths)
         self.K = K = F + T
         self.d = d
-        self.ng = ng
         self.offs = [int(o) for o in np.cumsum(widths) - widths]
         self.nfs = nfs
         self.cols = [slice(o, o + nf) for o, nf in zip(self.offs, nfs)]
@@ -242,20 +236,18 @@ _MEAN_FOLD = 8.0  # the largest |mean| / sd of a feature whose mean OneObsTables
 class OneActorTables:
     """Precomputed tables of the readout block at ONE actor and the linear heads that read its output.
 
-    Every row of the observation gets one row of a work matrix ``B = [n1 | 1 | rk | v]`` ``(L,
-    nb)`` (made as its transpose from the embeddings, :meth:`actor`, or row by row from the rows'
-    cached values, :meth:`actor_of_rows`): its normalized readout input ``n1``, a 1, and (with
-    relative positions) the relative-position key and value of the row seen from the actor (the
-    value then gated). With ``q_h`` the actor's query of head ``h`` (pre-scaled) and ``p_h`` that
-    head's attention weights:
+    Every row of the observation gets one column of a work matrix ``B = [n1; 1; rk; v]`` ``(nb,
+    L)``: its normalized readout input ``n1``, a 1, and (with relative positions) the
+    relative-position key and value of the row seen from the actor (the value then gated). With
+    ``q_h`` the actor's query of head ``h`` (pre-scaled) and ``p_h`` that head's attention weights:
 
     * ``mq``: the actor's ``[n1; 1]`` to the ``(H, nb)`` matrix ``U`` whose row ``h`` is ``[Wk_h
-      q_h; bk_h . q_h; q_h; 0]``: the query and the key projection folded, so that ``U @ B^T`` is
+      q_h; bk_h . q_h; q_h; 0]``: the query and the key projection folded, so that ``U @ B`` is
       every head's score of every row (key plus relative-position key) in one product;
     * ``wg``: ``[n1; 1]`` to the value gate (with gated relative positions);
     * ``wv``: per head ``[Wv_h Wp_h; bv_h Wp_h (+ the output bias, head 0); 0; Wp_h]``, stacked:
       the value projection, the relative values and the output projection folded into one matrix,
-      applied to ``p_h B`` of every head at once (with ``p_h`` normalized: B's row of 1s gives the
+      applied to ``p_h B^T`` of every head at once (with ``p_h`` normalized: B's row of 1s gives the
       sums); its last output column is 0, the residual adds the actor's 1;
     * ``wm``: the actor's row after attention and its 1, ``[x | 1]``, to ``[x centered | x centered
       @ W1 / sqrt 2 | x @ heads + the heads' bias]``: the MLP's LayerNorm is then one scalar, its
@@ -268,8 +260,8 @@ class OneActorTables:
     per row count the arrays that spread per-row or per-head numbers over same-shaped operations.
     """
 
-    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "kv1", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
-                 "c", "j", "per_rows", "x_col", "cache")
+    __slots__ = ("C", "H", "dh", "nb", "mq", "wgt", "kv", "wv", "wm", "hid", "b1", "w2c", "heads", "relpos", "strides",
+                 "c", "j", "per_rows")
 
     def __init__(self, p: NumpyPolicy) -> None:
         blk = p.readout
@@ -283,11 +275,10 @@ class OneActorTables:
         self.nb = nb = C + 1 + 2 * n_rel
         # relative positions: the strides, and the index's offset on the positions' last row (its
         # 0 is clamped to [1, 1]); the keys and values
-        self.strides = self.kv = self.kv1 = None
+        self.strides = self.kv = None
         if rp is not None:
             self.strides = np.append(rp.strides, rp.offset).astype(_F32)
             self.kv = rp.kv
-            self.kv1 = np.concatenate([np.ones((rp.kv.shape[0], C + 1), dtype=_F32), rp.kv], axis=1)  # (see actor_of_rows)
         self.per_rows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, np.ndarray]]] = {}
         w_in, b_in = blk.w_in.astype(_F64), blk.b_in.astype(_F64)
         # [n1; 1] -> q (pre-scaled), and q -> U (flattened row-major over (H, nb))
@@ -339,15 +330,6 @@ class OneActorTables:
         self.wm = wm.astype(_F32)
         self.b1 = (b1 / _SQRT2).astype(_F32)
         self.w2c = np.ascontiguousarray(w2 @ wc, dtype=_F32)
-        # the row-local values (row_values) are cached by a row's features when nothing else enters
-        # them: no full block before the readout, no egocentric frame, no global features
-        self.x_col = nb if rp is not None else C + 1  # (where row_values has the embedding)
-        one = p.one_tables
-        self.cache = None
-        if one is not None and not p.blocks and p.frame is None and one.ng == 0 and all(one.nfs) and (
-            (rp is None) == (one.pselt is None)
-        ):
-            self.cache = RowCache(one.nfs)
 
     @classmethod
     def of(cls, p: NumpyPolicy) -> OneActorTables | None:
@@ -366,104 +348,52 @@ class OneActorTables:
         gives them: ``(n_heads_columns,)``, sliced by :attr:`heads`."""
         C = self.C
         L = xt.shape[1]
-        if self.nb == C + 1:
-            B = n1 = _layer_norm(self.c, self.j, xt)
-        else:  # B transposed, (nb, L), its parts written in place
+        pr = self.per_rows.get(L)
+        if pr is None:
+            pr = self._per_rows(L)
+        ones, lo, hi, diffs = pr
+        rp = self.relpos
+        if rp is not None and post is not None:
             B = np.empty((self.nb, L), dtype=_F32)
             n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
-            if post is not None:
-                B[C + 1 :] = self.kv.take(self._relative(post, r, L), axis=0).T  # type: ignore[union-attr]  # keys, values
-                if self.wgt is not None:
-                    B[C + 1 + self.dh :] *= self.gate(n1)
-            else:  # (relative positions but none given: their keys and values count 0)
-                B[C + 1 :] = 0.0
-        return self._attend(B.T, n1[:, r], xt[:, r])
-
-    def actor_of_rows(self, rows: np.ndarray, r: int) -> np.ndarray:
-        """:meth:`actor` from the row-local values of every row, ``(L, width)`` as
-        :meth:`row_values` gives them (:class:`RowCache` keeps them)."""
-        C = self.C
-        nb = self.nb
-        B = rows[:, : C + 1] if nb == C + 1 else self._work(rows[:, nb + C + 1 :].T, r, rows[:, :nb])
-        return self._attend(B, rows[r, : C + 1], rows[r, self.x_col : self.x_col + C + 1])
-
-    def row_values(self, xt: np.ndarray, post: np.ndarray | None) -> np.ndarray:
-        """What :meth:`actor` computes of each row alone, ``(L, width)``: its :meth:`_multipliers`,
-        its embedding and 1, and (with relative positions) its positions and 0."""
-        cols = [self._multipliers(xt), xt]
-        if self.nb > self.C + 1 and post is not None:
-            cols.append(post)
-        return np.ascontiguousarray(np.concatenate(cols).T)
-
-    def _multipliers(self, xt: np.ndarray) -> np.ndarray:
-        """Every row's ``[n1; 1]`` (its normalized readout input, and 1) and, with relative
-        positions, ``dh`` 1s and its value gate (1s when ungated): ``(nb, L)``, the row's part of
-        the work matrix (:meth:`_work`)."""
-        n1 = _layer_norm(self.c, self.j, xt)
-        if self.nb == self.C + 1:
-            return n1
-        ones = np.ones((self.dh, xt.shape[1]), dtype=_F32)
-        return np.concatenate([n1, ones, ones if self.wgt is None else self.gate(n1)])
-
-    def _work(self, post: np.ndarray, r: int, mult: np.ndarray) -> np.ndarray:
-        """The work matrix ``B`` ``(L, nb)`` with relative positions: every row's ``[1 | 1 | key |
-        value]`` seen from row ``r`` times its ``[n1 | 1 | 1 | gate]`` (``mult``, ``(L, nb)``)."""
-        B = self.kv1.take(self._relative(post, r, mult.shape[0]), axis=0)  # type: ignore[union-attr]  # (set with relpos)
-        B *= mult
-        return B
-
-    def gate(self, n1: np.ndarray) -> np.ndarray:
-        """The value gate ``(dh, L)`` of the rows ``[n1; 1]``, activated."""
-        rp = self.relpos
-        assert self.wgt is not None and rp is not None  # (set with a gate)
-        g = self.wgt.dot(n1)
-        return np.maximum(g, _ZERO_0D, out=g) if rp.gate_kind == "relu" else rp.activate(g)
-
-    def _relative(self, post: np.ndarray, r: int, L: int) -> np.ndarray:
-        """The relative-position index of every row seen from row ``r``, ``(L,)``."""
-        pr = self.per_rows.get(L)
-        if pr is None:
-            pr = self._per_rows(L)
-        _, lo, hi, diffs = pr
-        # the actor's position minus every row's, as one product (exact: one subtraction per entry),
-        # clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
-        if L <= 64:
-            dr = diffs.get(r)
-            if dr is None:
-                dr = diffs[r] = self._diffs(L, r)
-            rel = post.dot(dr)
-        else:
-            rel = post[:, r : r + 1] - post
-        np.maximum(rel, lo, out=rel)
-        np.minimum(rel, hi, out=rel)
-        ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
-        np.rint(ix, out=ix)
-        return ix.astype(np.intp)
-
-    def _attend(self, B: np.ndarray, n1_r: np.ndarray, x_r: np.ndarray) -> np.ndarray:
-        """The rest of :meth:`actor` from the work matrix ``B`` ``(L, nb)``, the actor's ``[n1;
-        1]`` and its embedding ``x_r`` (and 1)."""
-        C = self.C
-        L = B.shape[0]
-        pr = self.per_rows.get(L)
-        if pr is None:
-            pr = self._per_rows(L)
-        ones = pr[0]
-        U = self.mq.dot(n1_r).reshape(self.H, self.nb)
-        att = U.dot(B.T)  # (H, L): every head's scores
+            # the actor's position minus every row's, as one product (exact: one subtraction per
+            # entry), clamped to the extent; the last row, 0 clamped to 1, brings the index's offset
+            if L <= 64:
+                dr = diffs.get(r)
+                if dr is None:
+                    dr = diffs[r] = self._diffs(L, r)
+                rel = post.dot(dr)
+            else:
+                rel = post[:, r : r + 1] - post
+            np.maximum(rel, lo, out=rel)
+            np.minimum(rel, hi, out=rel)
+            ix = self.strides.dot(rel)  # type: ignore[union-attr]  # (set with relpos)
+            np.rint(ix, out=ix)
+            B[C + 1 :] = self.kv.take(ix.astype(np.intp), axis=0).T  # type: ignore[union-attr]  # keys and values
+            if self.wgt is not None:
+                g = self.wgt.dot(n1)
+                vals = B[C + 1 + self.dh :]
+                vals *= np.maximum(g, _ZERO_0D, out=g) if rp.gate_kind == "relu" else rp.activate(g)
+        elif self.nb == C + 1:
+            B = n1 = _layer_norm(self.c, self.j, xt)
+        else:  # (relative positions but none given: their keys and values count 0)
+            B = np.zeros((self.nb, L), dtype=_F32)
+            n1 = _layer_norm(self.c, self.j, xt, B[: C + 1])
+        U = self.mq.dot(n1[:, r]).reshape(self.H, self.nb)
+        att = U.dot(B)  # (H, L): every head's scores
         # the softmax without its shift by the maximum when the sums show it unneeded: every score
         # then lies within about 46 of 0, where exp keeps float32's relative precision
         np.exp(att, out=att)
-        R = att.dot(B)  # (H, nb): per head the weighted rows, column C of B the weights' sum
+        R = att.dot(B.T)  # (H, nb): per head the weighted rows, row C of B the weights' sum
         sums = R[:, C].tolist()
         if not (min(sums) > 1e-20 and sum(sums) < 1e20):  # (a NaN fails the second)
-            att = U.dot(B.T)
+            att = U.dot(B)
             att -= _max_reduce(att, 1)[:, None]
             np.exp(att, out=att)
-            R = att.dot(B)
+            R = att.dot(B.T)
         R /= att.dot(ones)  # (the sums, spread over every column of R)
         xr = R.ravel().dot(self.wv)  # (C + 1): the attention's output, and 0
-        xr += x_r
+        xr += xt[:, r]
         P = xr.dot(self.wm)
         xc1 = P[:C]
         inv = 1.0 / math.sqrt(float(xc1.dot(xc1)) / C + 1e-5)
@@ -505,71 +435,6 @@ class OneActorTables:
         d[np.arange(L), np.arange(L)] -= 1.0
         d.flags.writeable = False
         return d
-
-
-class RowCache:
-    """The row-local values of the one-actor path (:meth:`OneActorTables.row_values`) by entity
-    type and a row's raw features, so that an observation whose rows were all seen before skips
-    the embedding, the readout's LayerNorm and the value gate: one dictionary look-up per row.
-
-    A game whose entities take few distinct feature values (a grid's positions, kinds, counters)
-    sees the same rows again and again; one with continuous features does not, and the cache
-    turns itself off (and empties) when, after :data:`_ROW_PROBATION` rows or more, fewer than half
-    of the rows it looked up were found. It holds at most :data:`_ROW_CACHE` rows (then it starts
-    over). A row's
-    values are those computed with the observation it first came in: within float32 rounding of
-    what any other observation would compute for it (the products' sums may round differently
-    with the number of rows).
-    """
-
-    __slots__ = ("tables", "keys", "on", "seen", "found", "size")
-
-    def __init__(self, nfs: list[int]) -> None:
-        self.tables: list[dict[Any, bytes]] = [{} for _ in nfs]
-        # a row's key: its float32 features' bytes as one integer where they fit, else as bytes
-        self.keys = [np.dtype(np.int32) if nf == 1 else np.dtype(np.int64) if nf == 2 else np.dtype((np.void, 4 * nf)) for nf in nfs]
-        self.on = True
-        self.seen = self.found = self.size = 0
-
-    def lookup(self, parts: list[tuple[int, Any]]) -> tuple[np.ndarray | None, list[bytes | None]]:
-        """``(values, found)``: the rows' values ``(L, width)`` (read-only), or ``None`` when a row
-        is missing; and each row's value or ``None`` (for :meth:`store`)."""
-        found: list[bytes | None] = []
-        keys = self.keys
-        tables = self.tables
-        for t, x in parts:
-            found += map(tables[t].get, np.ascontiguousarray(x).view(keys[t]).ravel().tolist())
-        n = len(found)
-        self.seen += n
-        if None in found:
-            self.found += n - found.count(None)
-            return None, found
-        self.found += n
-        return np.frombuffer(b"".join(found), dtype=_F32).reshape(n, -1), found  # type: ignore[arg-type]
-
-    def store(self, parts: list[tuple[int, Any]], found: list[bytes | None], values: np.ndarray) -> None:
-        """Keep the values ``(L, width)`` of the rows :meth:`lookup` did not find."""
-        if self.seen >= _ROW_PROBATION and 2 * self.found < self.seen:
-            self.on = False
-            self.tables = [{} for _ in self.tables]
-            return
-        if self.size >= _ROW_CACHE:
-            self.tables = [{} for _ in self.tables]
-            self.size = 0
-        vb = values.tobytes()
-        W = len(vb) // len(found)
-        i = 0
-        for t, x in parts:
-            table = self.tables[t]
-            for k in np.ascontiguousarray(x).view(self.keys[t]).ravel().tolist():
-                if found[i] is None:
-                    table[k] = vb[i * W : (i + 1) * W]
-                    self.size += 1
-                i += 1
-
-
-_ROW_CACHE = 1 << 14  # rows a RowCache holds at most (about 400 bytes of values each with the default network)
-_ROW_PROBATION = 1024  # rows a RowCache looks up before it judges whether finding them pays
 
 
 def _embed(p: NumpyPolicy, parts: list[tuple[int, Any]], g: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -717,15 +582,6 @@ def logits_one(
         InvalidObservationError: a position relative to the egocentric frame's origin is not finite
             (features far beyond the positions' scale).
     """
-    one = p.one_actor
-    cache = one.cache if one is not None and g is None and actor_rows.shape[0] == 1 else None
-    looked = None
-    if cache is not None and cache.on:
-        assert one is not None  # (cache comes from one)
-        rows, looked = cache.lookup(parts)
-        if rows is not None:
-            xc = one.x_col
-            return _answer(p, rows[:, xc : xc + p.d], one.actor_of_rows(rows, int(actor_rows[0])), None, requests)
     xt, post = _embed(p, parts, g)
     positions = None if post is None else post.T  # (L, P + 1)
     x = xt[: p.d].T  # (L, d)
@@ -740,28 +596,16 @@ def logits_one(
             x = p._block(blk, x, None, idx)
         x = x.reshape(L, p.d)
         xt = np.concatenate([x.T, np.ones((1, L), dtype=_F32)])
+    one = p.one_actor
     heads = emb = None
     if one is not None and actor_rows.shape[0] == 1:
-        if cache is not None and looked is not None:  # (missed: computed as if found, then kept)
-            rows = one.row_values(xt, post)
-            heads = one.actor_of_rows(rows, int(actor_rows[0]))
-            cache.store(parts, looked, rows)
-        else:
-            heads = one.actor(xt, int(actor_rows[0]), post)
+        heads = one.actor(xt, int(actor_rows[0]), post)
     elif p.readout is None:
         emb = x.take(actor_rows, axis=0)
     elif actor_rows.size:
         emb = _readout(p, x, actor_rows, positions)
     else:
         emb = np.zeros((0, p.d), dtype=_F32)
-    return _answer(p, x, heads, emb, requests)
-
-
-def _answer(p: NumpyPolicy, x: np.ndarray, heads: np.ndarray | None, emb: np.ndarray | None,
-            requests: list[tuple[str, Any, Any]]) -> list[np.ndarray]:
-    """:func:`logits_one`'s answer to each request from the embeddings ``x`` ``(L, d)`` and the
-    heads' inputs at the one actor (:meth:`OneActorTables.actor`) or the actors' readout ``emb``."""
-    one = p.one_actor
     out = []
     summary = None
     for name, mask, cand in requests:

@@ -26,6 +26,7 @@ from typing import Any
 
 import gymloop as gl
 from gymloop.agent_specs import load_agent
+from gymloop.games.grid import room as free_room
 from gymloop.games.suite import cycles as cyc
 
 
@@ -50,7 +51,7 @@ def play(agent_of: Any, episodes: int, room: int, seed: int) -> dict[str, Any]:
             for dx, dy in cyc.DELTA:
                 x, y = me.x + dx, me.y + dy
                 free = 0 <= x < cyc.SIZE and 0 <= y < cyc.SIZE and (x, y) not in blocked
-                rooms.append(cyc._room(x, y, blocked) if free else 0)
+                rooms.append(free_room(x, y, blocked, cyc.SIZE) if free else 0)
             x, y = me.x + cyc.DELTA[moves[seat].value][0], me.y + cyc.DELTA[moves[seat].value][1]
             blunder = max(rooms) >= room and rooms[moves[seat].value] == 0
             if max(rooms) >= room:

@@ -22,7 +22,7 @@ from ..agent import act_all
 from ..obs import Obs
 from .rules import Rules
 
-__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "play_pair", "take_food"]
+__all__ = ["DELTA", "MOVES", "OPPOSITE", "Board", "Cell", "Move", "add_food", "play_pair", "room", "take_food"]
 
 
 @dataclass(slots=True)
@@ -82,6 +82,25 @@ def add_food(rng: random.Random, size: int, occupied: bytearray, food: list[Any]
         c = free[randrange(len(free))]
     occupied[c] = 2
     food.append(make(c // size, c % size))
+
+
+def room(x: int, y: int, blocked: Container[tuple[int, int]], size: int) -> int:
+    """The free cells reachable from ``(x, y)`` (itself included) on a ``size`` × ``size`` board,
+    avoiding ``blocked``: the room a move leaves (the scripted snake and light-cycles riders).
+
+    Example:
+        >>> room(0, 0, {(1, 0), (1, 1), (0, 2)}, 3)
+        2
+    """
+    seen = {(x, y)}
+    stack = [(x, y)]
+    while stack:
+        cx, cy = stack.pop()
+        for nx, ny in ((cx + 1, cy), (cx - 1, cy), (cx, cy + 1), (cx, cy - 1)):
+            if 0 <= nx < size and 0 <= ny < size and (nx, ny) not in seen and (nx, ny) not in blocked:
+                seen.add((nx, ny))
+                stack.append((nx, ny))
+    return len(seen)
 
 
 def take_food(food: list[Any], occupied: bytearray, size: int, x: int, y: int) -> None:

@@ -38,6 +38,7 @@ from ..obs import Obs
 from ..spaces import game as declare_game
 from .board import BODY, FOOD, HEAD, GameView, fmt
 from .grid import DELTA, MOVES, OPPOSITE, Board, Cell, Move, add_food, take_food
+from .grid import room as grid_room
 from .registry import register_game
 
 if TYPE_CHECKING:
@@ -190,26 +191,13 @@ class GreedyAgent:
             if (nx, ny) in rest:
                 continue
             after = [(hx, hy)] + rest if (rest or eat) else []  # the body as SnakeGame.step leaves it
-            room = self._room(nx, ny, set(after))
+            room = grid_room(nx, ny, set(after), size)
             dist = min((abs(nx - fx) + abs(ny - fy) for fx, fy in foods), default=0)
             length = 1 + len(after)
             options.append(((room >= length, -dist, room, self.rng.random()), m))
         if not options:
             return Move.UP  # every move loses
         return max(options, key=lambda o: o[0])[1]
-
-    def _room(self, x: int, y: int, blocked: set[tuple[int, int]]) -> int:
-        """Free cells reachable from ``(x, y)`` (itself included), avoiding ``blocked``."""
-        size = self.size
-        seen = {(x, y)}
-        stack = [(x, y)]
-        while stack:
-            cx, cy = stack.pop()
-            for nx, ny in ((cx + 1, cy), (cx - 1, cy), (cx, cy + 1), (cx, cy - 1)):
-                if 0 <= nx < size and 0 <= ny < size and (nx, ny) not in seen and (nx, ny) not in blocked:
-                    seen.add((nx, ny))
-                    stack.append((nx, ny))
-        return len(seen)
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         pass

@@ -45,7 +45,7 @@ from typing import Any
 from ...obs import Obs
 from ...spaces import game as declare_game
 from ..duel import OpponentBody, OpponentHead
-from ..grid import DELTA, MOVES, OPPOSITE, Move, play_pair
+from ..grid import DELTA, MOVES, OPPOSITE, Move, play_pair, room
 from ..registry import register_game
 from ..rules import Rules
 from ..snake import Body, Head
@@ -161,30 +161,16 @@ class CyclesAgent:
                 fallback = m
             if not (0 <= nx < SIZE and 0 <= ny < SIZE) or (nx, ny) in walls:
                 continue
-            room = _room(nx, ny, walls | {(me.x, me.y)})
+            free = room(nx, ny, walls | {(me.x, me.y)}, SIZE)
             contested = (nx, ny) in reach
             dist = abs(nx - other.x) + abs(ny - other.y)
-            options.append(((not contested, room, -dist, self.rng.random()), m))
+            options.append(((not contested, free, -dist, self.rng.random()), m))
         if not options:
             return fallback  # every move crashes: any legal one
         return max(options, key=lambda o: o[0])[1]
 
     def game_over(self, obs: Obs, truncated: bool = False) -> None:
         pass
-
-
-def _room(x: int, y: int, blocked: set[tuple[int, int]]) -> int:
-    """Free cells reachable from ``(x, y)`` (itself included), avoiding ``blocked``."""
-    seen = {(x, y)}
-    stack = [(x, y)]
-    while stack:
-        cx, cy = stack.pop()
-        for dx, dy in DELTA:
-            n = (cx + dx, cy + dy)
-            if n not in seen and n not in blocked and 0 <= n[0] < SIZE and 0 <= n[1] < SIZE:
-                seen.add(n)
-                stack.append(n)
-    return len(seen)
 
 
 register_game("cycles", cycles, "light cycles: two riders leave walls behind them, the first to crash loses", scripted=CyclesAgent)

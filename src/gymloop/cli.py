@@ -428,14 +428,18 @@ def build_parser() -> argparse.ArgumentParser:
     game_arg_help = "an option of the game function (repeatable), typed from its signature, e.g. --game-arg size=12"
     game_help = f"bundled game name ({', '.join(g.name for g in games)}) or module:function"
 
-    def add_game(p: argparse.ArgumentParser) -> None:
-        """The GAME argument and its --game-arg options, as every command that plays a game takes them."""
-        p.add_argument("game", help=game_help)
-        p.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
-
     two = [g.name for g in games if g.agents == 2]
     many = ", ".join(f"{g.agents} for {g.name}" for g in games if g.agents > 1)
     agents_help = f"agents per game (default: what the game declares{': ' + many if many else ''}; else 1)"
+
+    def add_game(p: argparse.ArgumentParser, seed: int = 0, seed_help: str | None = None, agents: str | None = agents_help) -> None:
+        """GAME, its --game-arg options and --seed, as every command that plays a game takes them, and
+        --agents (how many play a game) unless ``agents`` is None."""
+        p.add_argument("game", help=game_help)
+        p.add_argument("--game-arg", action="append", default=None, metavar="KEY=VALUE", help=game_arg_help)
+        p.add_argument("--seed", type=int, default=seed, help=seed_help or f"root seed of the games (default {seed})")
+        if agents is not None:
+            p.add_argument("--agents", type=int, default=None, help=agents)
     scripted = ", ".join(g.name for g in games if g.scripted is not None) or "none bundled"
     p = argparse.ArgumentParser(prog="gymloop", description="Game loops as fast RL environments.")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
@@ -450,9 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="check a game: schemas, masks, determinism, clean close")
     add_game(c)
-    c.add_argument("--seed", type=int, default=0)
     c.add_argument("--steps", type=int, default=500)
-    c.add_argument("--agents", type=int, default=None, help=agents_help)
     c.set_defaults(fn=_cmd_check)
 
     t = sub.add_parser("train", help="train an agent with PPO (needs the train extra: torch)")
@@ -463,7 +465,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--demos", metavar="DIR",
                    help="first clone the agents of the trace files in DIR (behaviour cloning; see gymloop run --trace-dir), "
                         "then go on with PPO if --steps > 0; bc.* config fields (bc.epochs=...) with --set")
-    t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", default="runs/latest", help="output folder (default runs/latest; an earlier run there is replaced)")
     t.add_argument("--workers", type=int, default=0, help="processes (or Ray actors, --backend ray) stepping games (0: the trainer's process)")
     t.add_argument("--backend", choices=["local", "process", "ray"], default=None,
@@ -480,7 +481,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "when stepping and the policy take comparable time; needs an even --num-envs and --workers 0 or even; "
                         "see docs/ray.md)")
     t.add_argument("--num-envs", type=int, default=None)
-    t.add_argument("--agents", type=int, default=None, help=agents_help)
     t.add_argument("--opponent", action="append", help="frozen opponent checkpoint for self-play (repeatable)")
     t.add_argument("--league", action="store_true",
                    help="self-play league (two-player games): snapshots of the learner as opponents, played most where it loses, "
@@ -507,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "seeds, each agent in each seat in turn, and rates them with openskill's Plackett-Luce model "
                                     "(mu ± sigma; sorted by mu - 3 sigma). A one-player game gets each agent's mean score with a "
                                     "95% interval instead. Needs pip install 'gymloop[rate]'.")
-    add_game(ra)
+    add_game(ra, agents=None)
     ra.add_argument("agents", nargs="*", metavar="AGENT", help="random, scripted, module:Class or a checkpoint path")
     ra.add_argument("--agent", action="append", default=None, metavar="AGENT", dest="more_agents",
                     help="one more agent (repeatable; the same as a positional AGENT)")
@@ -515,7 +515,6 @@ def build_parser() -> argparse.ArgumentParser:
     ra.add_argument("--agents", type=int, default=None, dest="seats", metavar="N",
                     help="agents a game seats (default: as the game declares with gl.game(agents=N), else 1)")
     ra.add_argument("--episodes", type=int, default=10, help="games per pair (per group of seats; per agent in a one-player game)")
-    ra.add_argument("--seed", type=int, default=0)
     ra.add_argument("--json", action="store_true", help="print JSON instead of the table")
     ra.add_argument("--plot", default=None, metavar="FILE.png", help="also draw the ratings")
     ra.add_argument("--into", default=None, metavar="LIB", help="write the ratings into this agent library (its agents' names)")
@@ -533,14 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
                                     "cluster-robust one, each game one cluster). Metrics: "
                                     "the return (sum of rewards), the game's final score (when it differs from the return), the episode "
                                     "length in decisions, and every metric the game reports itself.")
-    add_game(ev)
+    add_game(ev, seed=10_000, seed_help="root seed of the games, the same for both agents (default 10000)",
+             agents=agents_help + "; the agent evaluated plays every seat")
     ev.add_argument("--agent", default=None, metavar="PATH",
                     help="agent checkpoint: the agent.safetensors of gymloop train (or its --out folder), or an enn-trainer checkpoint; "
                          "'scripted': the game's scripted agent; 'random': the random agent alone (default: the random agent and "
                          "the game's scripted agent, where it has one)")
     ev.add_argument("--episodes", type=int, default=200, help="episodes per agent (default 200)")
-    ev.add_argument("--seed", type=int, default=10_000, help="root seed of the games, the same for both agents (default 10000)")
-    ev.add_argument("--agents", type=int, default=None, help=agents_help + "; the agent evaluated plays every seat")
     ev.add_argument("--json", action="store_true", help="print one JSON object (per agent, per metric: mean, ci95, n) instead of a table")
     ev.set_defaults(fn=_cmd_eval)
 
@@ -553,8 +551,6 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="play a game with an agent (random by default), print the scores, record traces")
     add_game(r)
     r.add_argument("--episodes", type=int, default=10)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--agents", type=int, default=None, help=agents_help)
     r.add_argument("--agent", default=None, metavar="random|scripted|module:Class|PATH",
                    help=f"who plays: a random agent (default), the game's scripted agent ({scripted}), your own agent class, "
                         "factory or object as module:Name (e.g. mybot:GreedyBot, constructed with seed= when it takes one), or "
@@ -569,9 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Without --agent you take the first seat (arrows or WASD) and the other seats are "
                                     "random. Watching agents, SPACE or a direction key takes over the drawn seat, SPACE "
                                     "or Enter hands back.")
-    add_game(pl)
+    add_game(pl, agents=None)
     pl.add_argument("--agent", action="append", metavar="SPEC", help=seat_help)
-    pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--fps", type=float, default=8.0, help="decisions per second (0: as fast as possible)")
     pl.add_argument("--human-vs-agent", action="store_true",
                     help=f"a game of two or more players ({', '.join(two) or 'none bundled'}): you (arrows/WASD) in the "
@@ -592,10 +587,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=_cmd_export)
 
     rc = sub.add_parser("record", help="write a GIF or MP4 of a game, offscreen (needs the render extra)")
-    add_game(rc)
+    add_game(rc, agents=None)
     rc.add_argument("--agent", action="append", metavar="SPEC", help=seat_help.replace("human (play only), ", ""))
     rc.add_argument("--out", required=True, help="the video file: .gif or .mp4")
-    rc.add_argument("--seed", type=int, default=0)
     rc.add_argument("--seat", type=int, default=0, help="the seat whose view is drawn (default 0)")
     rc.add_argument("--max-steps", type=int, default=1000, help="stop after this many decisions (all players)")
     rc.add_argument("--episodes", type=int, default=1, help="stop after this many episodes (0: no limit)")

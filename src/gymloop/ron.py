@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import CheckpointError
@@ -205,22 +205,7 @@ class _Ron:
             self.i += 1
             return RonStruct(name, {}) if name else ()
         if self._is_field():
-            fields: dict[str, Any] = {}
-            while True:
-                at = self.i
-                m = _IDENT.match(self.s, self.i)
-                if m is None:
-                    raise self.error("expected a field name")
-                key = m.group()
-                key = key.removeprefix("r#")
-                self.i = m.end()
-                self.expect(":")
-                v = self.value()
-                if key in fields:
-                    raise self.error(f"duplicate field {key!r}", at)
-                fields[key] = v
-                if self.sep(")"):
-                    return RonStruct(name, fields)
+            return RonStruct(name, self.entries(")", self.field_name, "field"))
         items = []
         while True:
             items.append(self.value())
@@ -254,23 +239,39 @@ class _Ron:
 
     def map(self) -> dict:
         self.i += 1  # "{"
-        out: dict[Any, Any] = {}
         if self.peek() == "}":
             self.i += 1
-            return out
+            return {}
+        return self.entries("}", self.map_key, "map key")
+
+    def map_key(self) -> Any:
+        at = self.i
+        k = self.value()
+        try:
+            hash(k)
+        except TypeError:  # a list, map or struct, or a tuple holding one
+            raise self.error("map keys must be strings, numbers or tuples of them", at) from None
+        return k
+
+    def field_name(self) -> str:
+        m = _IDENT.match(self.s, self.i)
+        if m is None:
+            raise self.error("expected a field name")
+        self.i = m.end()
+        return m.group().removeprefix("r#")
+
+    def entries(self, close: str, key: Callable[[], Any], what: str) -> dict[Any, Any]:
+        """``key: value`` pairs up to ``close`` (at least one); a key given twice is an error."""
+        out: dict[Any, Any] = {}
         while True:
             at = self.i
-            k = self.value()
-            try:
-                hash(k)
-            except TypeError:  # a list, map or struct, or a tuple holding one
-                raise self.error("map keys must be strings, numbers or tuples of them", at) from None
+            k = key()
             self.expect(":")
             v = self.value()
             if k in out:
-                raise self.error(f"duplicate map key {k!r}", at)
+                raise self.error(f"duplicate {what} {k!r}", at)
             out[k] = v
-            if self.sep("}"):
+            if self.sep(close):
                 return out
 
     def number(self) -> int | float:

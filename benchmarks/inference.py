@@ -227,19 +227,26 @@ def main(argv: list[str] | None = None) -> int:
                 tpol(pb, generator=gen)
 
         variants["torch"] = torch_batch
-    # numpy's BLAS at its default thread count (not held to one thread, as gymloop.nn.blas does)
+    # numpy's BLAS at its default thread count (not held to one thread, as gymloop.nn.blas does).
+    # Timed on its own, after the others: its BLAS threads spin on after each call and would slow
+    # whatever is timed next.
     free = copy.copy(policy)
     free.logits = types.MethodType(type(policy).logits.__wrapped__, free)  # type: ignore[method-assign]
-    variants["numpy, BLAS threads free"] = lambda: free.sample(pb, rng)
-    t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
-    for backend, us in t.items():
+    unheld = {"numpy, BLAS threads free": lambda: free.sample(pb, rng)}
+
+    def batched() -> dict[str, float]:
+        t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
+        t.update(_timings(unheld, args.batches, rounds=min(5, args.batches), per_call=False))
+        return t
+
+    for backend, us in batched().items():
         rows.append((backend, f"forward+sample, {S}-slot batch", us, S))
     with _busy_core():  # the same, beside a process that keeps one core busy (as a game does)
-        t = _timings(variants, args.batches, rounds=min(5, args.batches), per_call=False)
         singles = {"act": act_one, "long": lambda: agent.act(long_obs, Move)}
         if ox is not None:
             singles.update({"onnx act": acting(ox), "onnx long": lambda: ox.act(long_obs, Move)})
         tb = _timings(singles, args.calls // 4)
+        t = batched()
     for backend, us in t.items():
         rows.append((backend, f"forward+sample, {S}-slot batch, busy core", us, S))
     for key, us in tb.items():

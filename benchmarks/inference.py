@@ -225,18 +225,20 @@ def main(argv: list[str] | None = None) -> int:
         return t
 
     few, long = f"{min(lengths)}-{max(lengths)} entities", f"{n_long} entities"
+    numpy_acts = {"act": act_one, "long": lambda: agent.act(long_obs, Move)}
+    onnx_acts = {} if ox is None else {"onnx act": acting(ox), "onnx long": lambda: ox.act(long_obs, Move)}
 
     def measure() -> list[tuple[str, str, float, int]]:
         """Every row once: (backend, what, median microseconds a call, decisions a call)."""
         out = []
-        t = _timings({"act": act_one, "long": lambda: agent.act(long_obs, Move), "fwd": np_forward1}, args.calls)
+        t = _timings({**numpy_acts, "fwd": np_forward1}, args.calls)
         out.append(("numpy", f"NeuralAgent.act, {few}", t["act"], 1))
         out.append(("numpy", f"NeuralAgent.act, {long}", t["long"], 1))
         out.append(("numpy", "forward+sample, 1-slot batch", t["fwd"], 1))
-        if ox is not None:
-            t = _timings({"act": acting(ox), "long": lambda: ox.act(long_obs, Move)}, args.calls)
-            out.append(("onnx", f"NeuralAgent.act, {few}", t["act"], 1))
-            out.append(("onnx", f"NeuralAgent.act, {long}", t["long"], 1))
+        if onnx_acts:
+            t = _timings(onnx_acts, args.calls)
+            out.append(("onnx", f"NeuralAgent.act, {few}", t["onnx act"], 1))
+            out.append(("onnx", f"NeuralAgent.act, {long}", t["onnx long"], 1))
         if use_torch:
             with torch.inference_mode():
                 t = _timings({"fwd": torch_forward1}, args.calls // 10)
@@ -244,10 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         for backend, us in batched().items():
             out.append((backend, f"forward+sample, {S}-slot batch", us, S))
         with _busy_core():  # the same, beside a process that keeps one core busy (as a game does)
-            singles = {"act": act_one, "long": lambda: agent.act(long_obs, Move)}
-            if ox is not None:
-                singles.update({"onnx act": acting(ox), "onnx long": lambda: ox.act(long_obs, Move)})
-            tb = _timings(singles, args.calls // 4)
+            tb = _timings({**numpy_acts, **onnx_acts}, args.calls // 4)
             t = batched()
         for backend, us in t.items():
             out.append((backend, f"forward+sample, {S}-slot batch, busy core", us, S))

@@ -286,6 +286,17 @@ def test_erf_matches_math_erf_in_both_paths():
     assert erf(np.array([np.inf, -np.inf])).tolist() == [1.0, -1.0]
 
 
+def test_erf32_matches_math_erf_within_float32_rounding():
+    from gymloop.nn.numpy_ops import erf32
+
+    x = np.concatenate([np.linspace(-12, 12, 200_001), [0.0, -0.0, 1e-30, -1e-30, 40.0, -40.0]]).astype(np.float32)
+    ref = np.array([math.erf(v) for v in x.astype(np.float64)])
+    out = erf32(x)
+    assert out.dtype == np.float32 and np.abs(out - ref).max() < 6e-7
+    assert erf32(np.array([np.inf, -np.inf], dtype=np.float32)).tolist() == [1.0, -1.0]
+    assert np.isnan(erf32(np.array([np.nan], dtype=np.float32))).all()
+
+
 def test_gelu_matches_torch_in_both_paths():
     for n in (64, 10_000):
         x = (np.random.default_rng(n).normal(size=n) * 4).astype(np.float32)
